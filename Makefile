@@ -1,0 +1,51 @@
+# Two commands on a fresh machine: `make run` serves the page, `make test` runs every check.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.stamp
+
+.PHONY: run test lint pytest install install-dev install-chattts bench chaos clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade "pip>=25.1"
+	$(PIP) install -q -e .
+	touch $@
+
+install: $(STAMP)
+
+$(VENV)/.stamp-dev: $(STAMP)
+	$(PIP) install -q --group dev
+	touch $@
+
+install-dev: $(VENV)/.stamp-dev
+
+$(VENV)/.stamp-chattts: $(STAMP)
+	$(PIP) install -q -e ".[chattts]"
+	touch $@
+
+install-chattts: $(VENV)/.stamp-chattts
+
+## Start the whole service on this machine (embedded Redis, web, one worker) and print the URL.
+run: install
+	$(VENV)/bin/chattts-online run
+
+## Lint, type-check and run the whole test suite (real Redis, workers, engines and browser).
+test: install-dev install-chattts lint pytest
+
+lint: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+pytest: install-dev
+	$(VENV)/bin/pytest
+
+bench: install-dev
+	$(PY) -m bench.pipeline
+
+chaos: install-dev
+	$(PY) -m bench.chaos
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache data

@@ -1,0 +1,147 @@
+"""Shared fixtures: a real Redis server, real worker processes, the real web application.
+
+Every test gets its own queue name, so tests share one Redis server without sharing keys.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.asyncio import Redis as AsyncRedis
+
+from workers.embedded_redis import EmbeddedRedis
+from workers.keys import Keys
+from workers.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+# Compressed intervals: minutes of production timing become fractions of a second.
+FAST = {
+    "block_ms": 200,
+    "lease_ms": 1_500,
+    "reclaim_interval_ms": 200,
+    "heartbeat_s": 0.3,
+    "batch_wait_ms": 10,
+    "retry_backoff_ms": 50,
+    "job_ttl_s": 600,
+    "shutdown_grace_s": 5.0,
+    "sse_ping_s": 1.0,
+}
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis | None]:
+    """The embedded Redis of `chattts-online run`, unless CHATTTS_TEST_REDIS_URL names one."""
+    if os.environ.get("CHATTTS_TEST_REDIS_URL"):
+        yield None
+        return
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: EmbeddedRedis | None) -> str:
+    return redis_server.url if redis_server else os.environ["CHATTTS_TEST_REDIS_URL"]
+
+
+@pytest.fixture
+def settings(redis_url: str, tmp_path: Path) -> Settings:
+    return Settings(
+        redis_url=redis_url,
+        queue=f"t{uuid.uuid4().hex[:10]}",
+        engine="espeak",
+        data_dir=str(tmp_path),
+        **FAST,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def keys(settings: Settings) -> Keys:
+    return Keys(settings.key_prefix, settings.queue)
+
+
+@pytest.fixture
+async def aredis(settings: Settings) -> AsyncIterator[AsyncRedis]:
+    client = AsyncRedis.from_url(settings.redis_url or "")
+    yield client
+    await client.aclose()
+
+
+class WorkerProcess:
+    """A real `chattts-online worker` process."""
+
+    def __init__(self, settings: Settings, name: str, log_path: Path, **env: str) -> None:
+        self.name = name
+        self.log_path = log_path
+        environment = {**os.environ, **settings.to_env(), "CHATTTS_WORKER_NAME": name, **env}
+        self._log = log_path.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "web.cli", "worker"], cwd=ROOT, env=environment,
+            stdout=self._log, stderr=subprocess.STDOUT,
+        )
+        self.keys = Keys(settings.key_prefix, settings.queue)
+        self.redis_url = settings.redis_url or ""
+
+    def wait_ready(self, timeout: float = 60.0) -> WorkerProcess:
+        client = redis.Redis.from_url(self.redis_url)
+        deadline = time.monotonic() + timeout
+        try:
+            while not client.exists(self.keys.worker(self.name)):
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"worker {self.name} exited: {self.log()}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"worker {self.name} not ready: {self.log()}")
+                time.sleep(0.05)
+        finally:
+            client.close()
+        return self
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def stop(self, timeout: float = 15.0) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture
+def start_worker(
+    settings: Settings, tmp_path: Path
+) -> Iterator[Callable[..., WorkerProcess]]:
+    started: list[WorkerProcess] = []
+
+    def start(name: str | None = None, ready: bool = True, **env: str) -> WorkerProcess:
+        name = name or f"w{len(started) + 1}"
+        worker = WorkerProcess(settings, name, tmp_path / f"{name}.log", **env)
+        started.append(worker)
+        return worker.wait_ready() if ready else worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture
+def worker(start_worker: Callable[..., WorkerProcess]) -> WorkerProcess:
+    """One ready espeak worker on this test's queue."""
+    return start_worker()

@@ -1,0 +1,97 @@
+"""The worker process through the queue contract: jobs in, audio and events out."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+from redis.asyncio import Redis
+
+from tests.conftest import WorkerProcess
+from workers.job import JobState, SynthesisRequest
+from workers.queue import Queue
+from workers.settings import Settings
+
+TERMINAL = {"succeeded", "failed", "cancelled", "dead"}
+
+
+async def wait_terminal(queue: Queue, job_id: str, timeout: float = 20.0) -> list[dict[str, Any]]:
+    """All events of a job once its terminal event is there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = [e for _, e in await queue.read_events(queue.keys.job_events(job_id), None)]
+        if events and events[-1]["type"] in TERMINAL:
+            return events
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"job {job_id} did not finish")
+
+
+async def test_job_runs_to_success_with_ordered_events(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    queue = Queue(aredis, settings)
+    request = SynthesisRequest(text="你好，世界。Hello world.", voice="zh_female", format="wav")
+    submitted = await queue.enqueue(request, client="c1")
+    events = await wait_terminal(queue, submitted.job_id)
+    assert [e["type"] for e in events] == ["queued", "running", "progress", "succeeded"]
+    assert events[2]["segment"] == {"index": 1, "total": 1, "duration_s": events[2]["segment"]["duration_s"]}
+    job = await queue.get(submitted.job_id)
+    assert job is not None and job.state is JobState.SUCCEEDED and job.attempts == 1
+    data = await queue.audio(submitted.job_id)
+    assert data is not None
+    samples, rate = sf.read(io.BytesIO(data))
+    assert rate == 24_000
+    assert 0.8 < len(samples) / rate < 10
+    assert np.abs(samples).max() > 0.05
+
+
+async def test_long_text_streams_segments(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    queue = Queue(aredis, settings)
+    text = " ".join(f"This is sentence number {i} of a longer text." for i in range(12))
+    submitted = await queue.enqueue(SynthesisRequest(text=text, voice="en_male"), client="c1")
+    events = await wait_terminal(queue, submitted.job_id)
+    progress = [e for e in events if e["type"] == "progress"]
+    assert len(progress) >= 2
+    total = progress[0]["segment"]["total"]
+    assert [e["segment"]["index"] for e in progress] == list(range(1, total + 1))
+    assert events[-1]["type"] == "succeeded"
+    assert len(await queue.segments(submitted.job_id)) == total
+
+
+async def test_every_format_decodes(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    queue = Queue(aredis, settings)
+    ids = {}
+    for fmt in ("wav", "mp3", "opus", "ogg", "flac", "pcm"):
+        request = SynthesisRequest(text="Hello there", voice="en_female", format=fmt)
+        ids[fmt] = (await queue.enqueue(request, client="c1")).job_id
+    for fmt, job_id in ids.items():
+        await wait_terminal(queue, job_id)
+        data = await queue.audio(job_id)
+        assert data
+        if fmt == "pcm":
+            samples = np.frombuffer(data, "<i2")
+            assert samples.size > 24_000 * 0.3
+        else:
+            samples, rate = sf.read(io.BytesIO(data))
+            assert rate in (24_000, 48_000) and len(samples) > rate * 0.3, fmt
+
+
+async def test_sigterm_finishes_job_in_hand_and_exits_zero(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    queue = Queue(aredis, settings)
+    text = " ".join(f"Sentence {i} keeps the worker busy for a while." for i in range(60))
+    submitted = await queue.enqueue(SynthesisRequest(text=text, voice="en_male"), client="c1")
+    while (job := await queue.get(submitted.job_id)) and job.state is JobState.QUEUED:
+        await asyncio.sleep(0.01)
+    assert await asyncio.to_thread(worker.stop) == 0
+    events = await wait_terminal(queue, submitted.job_id, timeout=5)
+    assert events[-1]["type"] == "succeeded"

@@ -1,0 +1,1 @@
+"""aiohttp web tier: HTTP API, SSE, WebSocket and the demo page. Never runs a model."""

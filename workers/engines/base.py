@@ -1,0 +1,61 @@
+"""What every engine provides: load, warm up, list voices, synthesize a batch of segments."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ..job import SynthesisRequest
+from ..voices import Voice
+
+# Every engine delivers 24 kHz mono: ChatTTS's native rate, one of Opus's rates, OpenAI's pcm rate.
+SAMPLE_RATE = 24_000
+
+
+class EngineError(Exception):
+    """A synthesis failure. `retryable` says whether another attempt could succeed."""
+
+    def __init__(self, message: str, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One piece of one job's text, synthesized as one row of a batch."""
+
+    job_id: str
+    index: int  # 0-based position within its job
+    text: str
+    request: SynthesisRequest
+    voice_data: str | None = None  # a registered voice's stored speaker embedding, if any
+
+
+class Engine(Protocol):
+    """All methods are called from the worker's single engine thread, never concurrently."""
+
+    name: str
+    model_version: str
+    sample_rate: int
+    max_batch: int
+
+    def load(self) -> None:
+        """Load weights; raises EngineError naming what is missing or corrupt."""
+
+    def warmup(self) -> None:
+        """Run one real synthesis so the first job does not pay for lazy initialisation."""
+
+    def voices(self) -> list[Voice]:
+        """Voices this engine can speak with (built-in names at least)."""
+
+    def split(self, text: str, request: SynthesisRequest) -> list[str]:
+        """Cut a job's text into segments synthesized (and streamed) one by one."""
+
+    def batch_key(self, request: SynthesisRequest) -> Hashable:
+        """Segments whose requests share this key may run in one batch."""
+
+    def synthesize(self, segments: list[Segment]) -> list[np.ndarray]:
+        """One float32 mono array at `sample_rate` per segment, in order."""

@@ -1,0 +1,129 @@
+"""The job model: states, the validated synthesis request, and the job snapshot read from Redis."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+AudioFormat = Literal["wav", "mp3", "opus", "ogg", "flac", "pcm"]
+
+
+class JobState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    DEAD = "dead"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset(
+    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.DEAD}
+)
+
+
+class SynthesisRequest(BaseModel):
+    """What a client asks for. Stored as JSON in the job hash; the worker reads it back."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: str = Field(min_length=1, description="Text to speak (cleaned of invisible characters)")
+    voice: str = Field(default="zh_female", min_length=1, max_length=64)
+    format: AudioFormat = "wav"
+    speed: float = Field(default=1.0, ge=0.5, le=2.0)
+    seed: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    temperature: float = Field(default=0.3, gt=0.0, le=1.0)
+    top_p: float = Field(default=0.7, gt=0.0, le=1.0)
+    top_k: int = Field(default=20, ge=1, le=100)
+    refine: bool = False
+    cache: bool = True
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _num(value: str | None) -> float | None:
+    return float(value) if value not in (None, "") else None
+
+
+@dataclass(frozen=True)
+class Job:
+    """A snapshot of one job hash."""
+
+    id: str
+    client: str
+    state: JobState
+    request: SynthesisRequest
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    attempts: int
+    error: str | None
+    seq: int
+    segments_done: int
+    segments_total: int
+    duration_s: float | None
+    audio_size: int | None
+    sample_rate: int | None
+    cancel_requested: bool
+    cached: bool
+
+    @classmethod
+    def from_hash(cls, fields: dict[bytes, bytes]) -> Job:
+        h = {k.decode(): v.decode() for k, v in fields.items()}
+        audio_size = _num(h.get("audio_size"))
+        sample_rate = _num(h.get("sample_rate"))
+        return cls(
+            id=h["id"],
+            client=h.get("client", ""),
+            state=JobState(h["state"]),
+            request=SynthesisRequest.model_validate_json(h["request"]),
+            created_at=float(h["created_at"]),
+            started_at=_num(h.get("started_at")),
+            finished_at=_num(h.get("finished_at")),
+            attempts=int(h.get("attempts") or 0),
+            error=h.get("error") or None,
+            seq=int(h.get("seq") or 0),
+            segments_done=int(h.get("segments_done") or 0),
+            segments_total=int(h.get("segments_total") or 0),
+            duration_s=_num(h.get("duration_s")),
+            audio_size=int(audio_size) if audio_size is not None else None,
+            sample_rate=int(sample_rate) if sample_rate is not None else None,
+            cancel_requested=h.get("cancel_requested") == "1",
+            cached=h.get("cached") == "1",
+        )
+
+    def public(self) -> dict[str, Any]:
+        """The snapshot clients see (same fields as the snapshot inside events)."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "state": self.state.value,
+            "voice": self.request.voice,
+            "format": self.request.format,
+            "attempts": self.attempts,
+            "created_at": self.created_at,
+            "seq": self.seq,
+        }
+        optional = {
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "error": self.error,
+            "segments_done": self.segments_done or None,
+            "segments_total": self.segments_total or None,
+            "duration_s": self.duration_s,
+            "audio_size": self.audio_size,
+            "sample_rate": self.sample_rate,
+            "cancel_requested": "1" if self.cancel_requested else None,
+            "cached": "1" if self.cached else None,
+        }
+        out.update({k: v for k, v in optional.items() if v is not None})
+        return out

@@ -1,0 +1,86 @@
+"""Every Redis key and channel name of one queue, in one place.
+
+All names share the hash tag `{queue}` so that multi-key Lua scripts stay in one Redis Cluster slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CONSUMER_GROUP = "workers"
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str = "tts"
+    queue: str = "main"
+
+    @property
+    def base(self) -> str:
+        return f"{self.prefix}:{{{self.queue}}}"
+
+    @property
+    def jobs(self) -> str:
+        """Stream of runnable jobs, read by the consumer group."""
+        return f"{self.base}:jobs"
+
+    @property
+    def dlq(self) -> str:
+        """Stream of jobs that exhausted their deliveries."""
+        return f"{self.base}:dlq"
+
+    @property
+    def stats(self) -> str:
+        """Hash of counters (completed, failed, fenced, ...) shared by all workers."""
+        return f"{self.base}:stats"
+
+    @property
+    def workers(self) -> str:
+        """Sorted set of worker names scored by their last heartbeat (for listing)."""
+        return f"{self.base}:workers"
+
+    @property
+    def voices(self) -> str:
+        """Hash of registered voices: name -> JSON."""
+        return f"{self.base}:voices"
+
+    def job(self, job_id: str) -> str:
+        return f"{self.base}:job:{job_id}"
+
+    def audio(self, job_id: str) -> str:
+        return f"{self.base}:audio:{job_id}"
+
+    def segments(self, job_id: str) -> str:
+        """List of encoded audio segments, filled while a job streams."""
+        return f"{self.base}:seg:{job_id}"
+
+    def idem(self, client: str, key: str) -> str:
+        return f"{self.base}:idem:{client}:{key}"
+
+    def active(self, client: str) -> str:
+        """Set of a client's unfinished job ids (the per-client cap)."""
+        return f"{self.base}:active:{client}"
+
+    def worker(self, name: str) -> str:
+        return f"{self.base}:worker:{name}"
+
+    def job_events(self, job_id: str) -> str:
+        return f"{self.base}:ev:job:{job_id}"
+
+    def client_events(self, client: str) -> str:
+        return f"{self.base}:ev:client:{client}"
+
+    def job_channel(self, job_id: str) -> str:
+        return f"{self.base}:n:job:{job_id}"
+
+    def client_channel(self, client: str) -> str:
+        return f"{self.base}:n:client:{client}"
+
+    @property
+    def channel_pattern(self) -> str:
+        """One pattern subscription per web process receives every doorbell of the queue."""
+        return f"{self.base}:n:*"
+
+    def stream_for_channel(self, channel: str) -> str:
+        """The event stream a doorbell channel rings for."""
+        return channel.replace(":n:", ":ev:", 1)

@@ -1,0 +1,47 @@
+-- Shared by every script (prepended at load time): job snapshots and event emission.
+-- An event is appended to the job's and the client's event streams, then the doorbell channels
+-- (the stream names with ':ev:' replaced by ':n:') are told the new stream id. Atomic with the
+-- state change that calls it.
+local NUMERIC = {attempts=true, created_at=true, started_at=true, finished_at=true,
+  segments_total=true, segments_done=true, duration_s=true, audio_size=true, seq=true,
+  sample_rate=true}
+local SNAPSHOT_FIELDS = {'id', 'state', 'voice', 'format', 'attempts', 'created_at',
+  'started_at', 'finished_at', 'error', 'segments_total', 'segments_done', 'duration_s',
+  'audio_size', 'seq', 'sample_rate', 'cancel_requested', 'cached'}
+
+local function snapshot(job_key)
+  local values = redis.call('HMGET', job_key, unpack(SNAPSHOT_FIELDS))
+  local snap = {}
+  for i, name in ipairs(SNAPSHOT_FIELDS) do
+    local v = values[i]
+    if v and v ~= '' then
+      if NUMERIC[name] then snap[name] = tonumber(v) else snap[name] = v end
+    end
+  end
+  return snap
+end
+
+local function emit(job_key, ev_job, ev_client, kind, now, maxlen_job, maxlen_client, ttl, extra)
+  local event = {type = kind, ts = tonumber(now), job = snapshot(job_key)}
+  if extra then for k, v in pairs(extra) do event[k] = v end end
+  local data = cjson.encode(event)
+  local job_id = redis.call('XADD', ev_job, 'MAXLEN', '~', maxlen_job, '*', 'data', data)
+  redis.call('EXPIRE', ev_job, ttl)
+  local client_id = redis.call('XADD', ev_client, 'MAXLEN', '~', maxlen_client, '*', 'data', data)
+  redis.call('EXPIRE', ev_client, ttl)
+  redis.call('PUBLISH', string.gsub(ev_job, ':ev:', ':n:', 1), job_id)
+  redis.call('PUBLISH', string.gsub(ev_client, ':ev:', ':n:', 1), client_id)
+  return job_id
+end
+
+local TERMINAL = {succeeded=true, failed=true, cancelled=true, dead=true}
+
+-- Removes a finished job from the queue and from its client's active set, and lets it expire.
+local function retire(jobs_key, job_key, active_key, entry, ttl)
+  if entry and entry ~= '' then
+    redis.call('XACK', jobs_key, 'workers', entry)
+    redis.call('XDEL', jobs_key, entry)
+  end
+  redis.call('SREM', active_key, redis.call('HGET', job_key, 'id'))
+  redis.call('EXPIRE', job_key, ttl)
+end

@@ -1,0 +1,25 @@
+-- Cancel on behalf of a client: a queued job is cancelled at once and never starts; a running job
+-- is flagged and its owner stops at the next segment or batch boundary.
+-- KEYS: jobs, job, ev_job, ev_client, stats, active
+-- ARGV: now, maxlen_job, maxlen_client, ttl, client ('' = any)
+-- Returns {'cancelled'} | {'cancelling'} | {'terminal', state} | {'missing'}
+local jobs, job, ev_job, ev_client, stats, active =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local values = redis.call('HMGET', job, 'state', 'entry', 'client', 'cancel_requested')
+local state = values[1]
+if not state or (ARGV[5] ~= '' and values[3] ~= ARGV[5]) then return {'missing'} end
+if TERMINAL[state] then return {'terminal', state} end
+local ttl = tonumber(ARGV[4])
+if state == 'queued' then
+  redis.call('HSET', job, 'state', 'cancelled', 'finished_at', ARGV[1],
+    'error', 'cancelled by the client')
+  redis.call('HINCRBY', stats, 'cancelled', 1)
+  retire(jobs, job, active, values[2], ttl)
+  emit(job, ev_job, ev_client, 'cancelled', ARGV[1], ARGV[2], ARGV[3], ttl)
+  return {'cancelled'}
+end
+if values[4] ~= '1' then
+  redis.call('HSET', job, 'cancel_requested', '1')
+  emit(job, ev_job, ev_client, 'cancelling', ARGV[1], ARGV[2], ARGV[3], ttl)
+end
+return {'cancelling'}

@@ -1,0 +1,21 @@
+-- Terminal success, fenced by the attempt token: a stale worker cannot overwrite a reclaimed job.
+-- KEYS: jobs, job, audio, ev_job, ev_client, stats, active, segments
+-- ARGV: token, audio, duration_s, sample_rate, now, maxlen_job, maxlen_client, ttl, cached
+-- Returns {'ok', event_id} | {'stale', state}
+local jobs, job, audio, ev_job, ev_client, stats, active, segments =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local values = redis.call('HMGET', job, 'state', 'token', 'entry')
+if values[1] ~= 'running' or values[2] ~= ARGV[1] then
+  redis.call('HINCRBY', stats, 'fenced', 1)
+  return {'stale', values[1] or 'gone'}
+end
+local ttl = tonumber(ARGV[8])
+redis.call('SET', audio, ARGV[2], 'EX', ttl)
+redis.call('EXPIRE', segments, ttl)
+redis.call('HSET', job, 'state', 'succeeded', 'finished_at', ARGV[5], 'duration_s', ARGV[3],
+  'sample_rate', ARGV[4], 'audio_size', string.len(ARGV[2]), 'owner', '', 'cached', ARGV[9],
+  'error', '')
+redis.call('HINCRBY', stats, 'succeeded', 1)
+redis.call('HINCRBYFLOAT', stats, 'audio_seconds', ARGV[3])
+retire(jobs, job, active, values[3], ttl)
+return {'ok', emit(job, ev_job, ev_client, 'succeeded', ARGV[5], ARGV[6], ARGV[7], ttl)}

@@ -1,0 +1,10 @@
+-- Renews the lease of a running job: resets its entry's idle time, so XAUTOCLAIM leaves it alone.
+-- Refused when the job was reclaimed (token changed) or finished.
+-- KEYS: jobs, job   ARGV: token, worker
+-- Returns 'ok' | 'cancel' (the owner is asked to stop) | 'lost'
+local jobs, job = KEYS[1], KEYS[2]
+local values = redis.call('HMGET', job, 'state', 'token', 'entry', 'cancel_requested')
+if values[1] ~= 'running' or values[2] ~= ARGV[1] then return 'lost' end
+redis.call('XCLAIM', jobs, 'workers', ARGV[2], 0, values[3], 'JUSTID')
+if values[4] == '1' then return 'cancel' end
+return 'ok'

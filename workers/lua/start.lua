@@ -1,0 +1,44 @@
+-- A worker takes a delivered (or reclaimed) stream entry. The attempt number is the fencing token.
+-- KEYS: jobs, job, ev_job, ev_client, stats, dlq, active
+-- ARGV: id, entry, worker, now, max_deliveries, maxlen_job, maxlen_client, ttl
+-- Returns {'ok', token, request_json, client} | {'skip', state} | {'dead', attempts}
+local jobs, job, ev_job, ev_client, stats, dlq, active =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local id, entry, worker, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local ttl = tonumber(ARGV[8])
+local state = redis.call('HGET', job, 'state')
+if not state then
+  redis.call('XACK', jobs, 'workers', entry)
+  redis.call('XDEL', jobs, entry)
+  return {'skip', 'gone'}
+end
+if TERMINAL[state] or redis.call('HGET', job, 'entry') ~= entry then
+  -- Finished meanwhile (cancelled while queued), or a stale entry of a released job.
+  redis.call('XACK', jobs, 'workers', entry)
+  redis.call('XDEL', jobs, entry)
+  return {'skip', state}
+end
+local previous_owner = redis.call('HGET', job, 'owner')
+if state == 'running' then redis.call('HINCRBY', stats, 'reclaimed', 1) end
+local attempts = redis.call('HINCRBY', job, 'attempts', 1)
+if attempts > tonumber(ARGV[5]) then
+  local reason = 'gave up after ' .. (attempts - 1) .. ' deliveries'
+  if previous_owner and previous_owner ~= '' then
+    reason = reason .. ' (last worker: ' .. previous_owner .. ')'
+  end
+  redis.call('HINCRBY', job, 'attempts', -1)
+  redis.call('HSET', job, 'state', 'dead', 'error', reason, 'finished_at', now, 'owner', '')
+  redis.call('XADD', dlq, 'MAXLEN', '~', 10000, '*', 'id', id, 'reason', reason, 'ts', now)
+  redis.call('HINCRBY', stats, 'dead', 1)
+  retire(jobs, job, active, entry, ttl)
+  emit(job, ev_job, ev_client, 'dead', now, ARGV[6], ARGV[7], ttl)
+  return {'dead', attempts - 1}
+end
+redis.call('HSET', job, 'state', 'running', 'owner', worker, 'token', attempts, 'started_at', now)
+redis.call('HINCRBY', stats, 'started', 1)
+local seq = tonumber(redis.call('HGET', job, 'seq') or '0')
+if seq > tonumber(redis.call('HGET', stats, 'started_seq') or '0') then
+  redis.call('HSET', stats, 'started_seq', seq)
+end
+emit(job, ev_job, ev_client, 'running', now, ARGV[6], ARGV[7], ttl)
+return {'ok', attempts, redis.call('HGET', job, 'request'), redis.call('HGET', job, 'client')}

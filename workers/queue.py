@@ -1,0 +1,330 @@
+"""The queue API over Redis: every state change is one atomic Lua script (see workers/lua/)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import ResponseError
+
+from .job import Job, SynthesisRequest, new_job_id
+from .keys import CONSUMER_GROUP, Keys
+from .settings import Settings
+
+SCRIPT_NAMES = ("enqueue", "start", "renew", "progress", "complete", "finish", "release", "cancel")
+
+
+class QueueError(Exception):
+    """A submission the queue refused; `status` is the HTTP status that says so."""
+
+    status = 400
+
+
+class BacklogFull(QueueError):
+    status = 429
+
+    def __init__(self, depth: int) -> None:
+        super().__init__(f"the queue holds {depth} jobs, its limit; retry later")
+        self.depth = depth
+
+
+class ClientCapReached(QueueError):
+    status = 429
+
+    def __init__(self, active: int) -> None:
+        super().__init__(
+            f"you already have {active} unfinished jobs, the limit per client; "
+            "wait for some to finish"
+        )
+        self.active = active
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job_id: str
+    event_id: str | None
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class Started:
+    token: str
+    request: SynthesisRequest
+    client: str
+
+
+def _load_scripts() -> dict[str, str]:
+    folder = resources.files("workers") / "lua"
+    prelude = (folder / "_prelude.lua").read_text()
+    return {name: prelude + "\n" + (folder / f"{name}.lua").read_text() for name in SCRIPT_NAMES}
+
+
+_SOURCES = _load_scripts()
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class Queue:
+    """One queue (`settings.queue`) on one Redis client. Cheap to create; holds no connection."""
+
+    def __init__(self, redis: Redis, settings: Settings) -> None:
+        self.redis = redis
+        self.settings = settings
+        self.keys = Keys(settings.key_prefix, settings.queue)
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(source) for name, source in _SOURCES.items()
+        }
+
+    # -- shared helpers ---------------------------------------------------------------------
+
+    @property
+    def _ttl(self) -> int:
+        return self.settings.job_ttl_s
+
+    @property
+    def _maxlens(self) -> list[int]:
+        return [self.settings.job_events_maxlen, self.settings.client_events_maxlen]
+
+    async def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        return await self._scripts[name](keys=keys, args=args)
+
+    async def ensure_group(self) -> None:
+        """Create the consumer group (and stream) if missing; safe to call from every process."""
+        try:
+            await self.redis.xgroup_create(self.keys.jobs, CONSUMER_GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    # -- clients ----------------------------------------------------------------------------
+
+    async def enqueue(
+        self,
+        request: SynthesisRequest,
+        client: str,
+        idempotency_key: str | None = None,
+        job_id: str | None = None,
+    ) -> Submitted:
+        job_id = job_id or new_job_id()
+        k = self.keys
+        idem = k.idem(client, idempotency_key) if idempotency_key else k.job(job_id)
+        result = await self._run(
+            "enqueue",
+            [
+                k.jobs,
+                k.job(job_id),
+                k.job_events(job_id),
+                k.client_events(client),
+                idem,
+                k.active(client),
+                k.stats,
+            ],
+            [
+                job_id,
+                client,
+                request.model_dump_json(),
+                time.time(),
+                self._ttl,
+                self.settings.max_backlog,
+                self.settings.max_active_per_client,
+                *self._maxlens,
+                request.voice,
+                request.format,
+                "1" if idempotency_key else "0",
+            ],
+        )
+        status = _s(result[0])
+        if status == "ok":
+            return Submitted(_s(result[1]), _s(result[2]), duplicate=False)
+        if status == "dup":
+            return Submitted(_s(result[1]), None, duplicate=True)
+        if status == "backlog":
+            raise BacklogFull(int(result[1]))
+        raise ClientCapReached(int(result[1]))
+
+    async def get(self, job_id: str) -> Job | None:
+        fields: dict[bytes, bytes] = await self.redis.hgetall(self.keys.job(job_id))  # type: ignore[assignment]
+        return Job.from_hash(fields) if fields else None
+
+    async def audio(self, job_id: str) -> bytes | None:
+        data: bytes | None = await self.redis.get(self.keys.audio(job_id))  # type: ignore[assignment]
+        return data
+
+    async def segments(self, job_id: str, start: int = 0) -> list[bytes]:
+        """Encoded audio of the segments finished so far (index `start` onwards)."""
+        data: list[bytes] = await self.redis.lrange(  # type: ignore[assignment]
+            self.keys.segments(job_id), start, -1
+        )
+        return data
+
+    async def cancel(self, job_id: str, client: str | None = None) -> tuple[str, str | None]:
+        """Returns ('cancelled'|'cancelling'|'terminal'|'missing', terminal state if any)."""
+        k = self.keys
+        job = await self.redis.hget(k.job(job_id), "client")
+        owner = _s(job) if job is not None else ""
+        result = await self._run(
+            "cancel",
+            [
+                k.jobs,
+                k.job(job_id),
+                k.job_events(job_id),
+                k.client_events(owner),
+                k.stats,
+                k.active(owner),
+            ],
+            [time.time(), *self._maxlens, self._ttl, client or ""],
+        )
+        return _s(result[0]), (_s(result[1]) if len(result) > 1 else None)
+
+    async def position(self, job: Job) -> int:
+        """Approximate number of jobs ahead of a queued job (0 = next)."""
+        started = await self.redis.hget(self.keys.stats, "started_seq")
+        return max(0, job.seq - int(started or 0) - 1)
+
+    async def depth(self) -> int:
+        depth: int = await self.redis.xlen(self.keys.jobs)
+        return depth
+
+    async def stats(self) -> dict[str, float]:
+        raw = await self.redis.hgetall(self.keys.stats)
+        return {_s(k): float(v) for k, v in raw.items()}
+
+    async def read_events(
+        self, stream: str, after: str | None, count: int = 100
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Events of `stream` strictly after stream id `after` (None: from the beginning)."""
+        start = f"({after}" if after and after not in ("0", "0-0") else "-"
+        entries: Any = await self.redis.xrange(stream, min=start, max="+", count=count)
+        return [(_s(entry_id), orjson.loads(fields[b"data"])) for entry_id, fields in entries]
+
+    # -- workers ----------------------------------------------------------------------------
+
+    async def start(self, job_id: str, entry: str, worker: str) -> Started | str:
+        """Take a delivered entry. Returns Started, or the reason it was skipped."""
+        k = self.keys
+        client = await self.redis.hget(k.job(job_id), "client")
+        owner = _s(client) if client is not None else ""
+        result = await self._run(
+            "start",
+            [
+                k.jobs,
+                k.job(job_id),
+                k.job_events(job_id),
+                k.client_events(owner),
+                k.stats,
+                k.dlq,
+                k.active(owner),
+            ],
+            [
+                job_id,
+                entry,
+                worker,
+                time.time(),
+                self.settings.max_deliveries,
+                *self._maxlens,
+                self._ttl,
+            ],
+        )
+        if _s(result[0]) == "ok":
+            return Started(
+                _s(result[1]), SynthesisRequest.model_validate_json(result[2]), _s(result[3])
+            )
+        return f"{_s(result[0])}:{_s(result[1])}"
+
+    async def renew(self, job_id: str, token: str, worker: str) -> str:
+        """Renew a lease: 'ok', 'cancel' (stop at the next boundary) or 'lost' (reclaimed)."""
+        return _s(
+            await self._run("renew", [self.keys.jobs, self.keys.job(job_id)], [token, worker])
+        )
+
+    async def progress(
+        self,
+        job_id: str,
+        client: str,
+        token: str,
+        index: int,
+        total: int,
+        audio: bytes,
+        duration_s: float,
+    ) -> str:
+        k = self.keys
+        return _s(
+            await self._run(
+                "progress",
+                [k.job(job_id), k.segments(job_id), k.job_events(job_id), k.client_events(client)],
+                [token, index, total, audio, duration_s, time.time(), *self._maxlens, self._ttl],
+            )
+        )
+
+    async def complete(
+        self,
+        job_id: str,
+        client: str,
+        token: str,
+        audio: bytes,
+        duration_s: float,
+        sample_rate: int,
+        cached: bool = False,
+    ) -> bool:
+        """Store the result and finish the job; False when the token is stale (fenced)."""
+        k = self.keys
+        result = await self._run(
+            "complete",
+            [
+                k.jobs,
+                k.job(job_id),
+                k.audio(job_id),
+                k.job_events(job_id),
+                k.client_events(client),
+                k.stats,
+                k.active(client),
+                k.segments(job_id),
+            ],
+            [
+                token,
+                audio,
+                duration_s,
+                sample_rate,
+                time.time(),
+                *self._maxlens,
+                self._ttl,
+                "1" if cached else "0",
+            ],
+        )
+        return _s(result[0]) == "ok"
+
+    async def finish(self, job_id: str, client: str, token: str, state: str, error: str) -> bool:
+        """End a running job as 'failed' or 'cancelled'; False when the token is stale."""
+        k = self.keys
+        result = await self._run(
+            "finish",
+            [
+                k.jobs,
+                k.job(job_id),
+                k.job_events(job_id),
+                k.client_events(client),
+                k.stats,
+                k.active(client),
+            ],
+            [token, state, error, time.time(), *self._maxlens, self._ttl],
+        )
+        return _s(result[0]) == "ok"
+
+    async def release(
+        self, job_id: str, client: str, token: str, reason: str, count_attempt: bool = False
+    ) -> bool:
+        """Give a running job back to the queue; False when the token is stale."""
+        k = self.keys
+        result = await self._run(
+            "release",
+            [k.jobs, k.job(job_id), k.job_events(job_id), k.client_events(client), k.stats],
+            [token, time.time(), *self._maxlens, self._ttl, "1" if count_attempt else "0", reason],
+        )
+        return _s(result[0]) == "ok"

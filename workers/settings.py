@@ -1,0 +1,124 @@
+"""Settings shared by every process: one dataclass, read from `CHATTTS_*` environment variables."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, get_type_hints
+
+ENV_PREFIX = "CHATTTS_"
+
+
+def _default_worker_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of the service. Each field is read from `CHATTTS_<FIELD NAME IN CAPITALS>`."""
+
+    # Redis. None means "start an embedded server" (only `chattts-online run` does that).
+    redis_url: str | None = None
+    queue: str = "main"
+    key_prefix: str = "tts"
+    # A day: long enough to download a result the next morning, short enough to bound memory.
+    job_ttl_s: int = 86_400
+
+    # Submission limits.
+    max_text_chars: int = 4_000
+    # A JSON job request is small; voice registration with a reference clip needs more room.
+    max_body_bytes: int = 2 * 1024 * 1024
+    max_backlog: int = 10_000
+    max_active_per_client: int = 200
+
+    # Worker timings. block_ms stays well below redis-py's 5 s default socket timeout.
+    block_ms: int = 1_000
+    lease_ms: int = 30_000
+    reclaim_interval_ms: int = 5_000
+    heartbeat_s: float = 5.0
+    max_deliveries: int = 3
+    shutdown_grace_s: float = 30.0
+    retry_backoff_ms: int = 500
+
+    # Engine.
+    engine: str = "auto"
+    device: str = "auto"
+    model_dir: str | None = None
+    max_batch: int = 8
+    batch_wait_ms: int = 20
+    compile: bool = False
+    worker_name: str = field(default_factory=_default_worker_name)
+
+    # Events: enough history to replay one job fully, and a tab's recent jobs.
+    job_events_maxlen: int = 256
+    client_events_maxlen: int = 2_000
+    sse_ping_s: float = 15.0
+    # Per SSE/WS connection: a client this far behind is disconnected (it resumes by cursor).
+    connection_queue_size: int = 256
+
+    # Web.
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_keys: str = ""
+    allowed_origins: str = ""
+    data_dir: str = "./data"
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Build settings from the environment, then apply explicit overrides (command line)."""
+        env = os.environ if env is None else env
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None and f.name == "redis_url":
+                raw = env.get("REDIS_URL")  # the name every Redis tool knows
+            if raw is not None:
+                values[f.name] = _convert(f.name, raw, hints[f.name])
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that reproduces these settings in a child process."""
+        out: dict[str, str] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            out[ENV_PREFIX + f.name.upper()] = (
+                ("1" if value else "0") if isinstance(value, bool) else str(value)
+            )
+        return out
+
+    @property
+    def api_key_set(self) -> frozenset[str]:
+        return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
+
+
+def _convert(name: str, raw: str, hint: Any) -> Any:
+    text = raw.strip()
+    try:
+        if hint is bool:
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(raw)
+        if hint is int:
+            return int(text)
+        if hint is float:
+            return float(text)
+    except ValueError:
+        raise ValueError(
+            f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {hint.__name__}"
+        ) from None
+    if text == "" and "None" in str(hint):
+        return None
+    return text

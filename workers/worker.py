@@ -1,0 +1,480 @@
+"""The worker process: preload the engine, read jobs from the consumer group, batch, synthesize.
+
+One asyncio loop talks to Redis; every engine call runs in one dedicated thread (engines are not
+thread-safe); audio encoding runs in the default executor. Leases are renewed by a side task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+import orjson
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from . import audio
+from .engines import Engine, EngineError, Segment, create_engine
+from .keys import CONSUMER_GROUP
+from .queue import Queue, Started
+from .redis_client import connect
+from .settings import Settings
+from .voices import BUILTIN_BY_NAME
+
+log = logging.getLogger("chattts_online.worker")
+T = TypeVar("T")
+
+# Silence between segments of one job: a natural sentence pause.
+SEGMENT_GAP_S = 0.12
+# Back-off while Redis is unreachable: quick first retry, never a busy loop, capped.
+BACKOFF_START_S, BACKOFF_MAX_S = 0.1, 5.0
+
+
+@dataclass
+class ActiveJob:
+    job_id: str
+    entry: str
+    started: Started
+    segments: list[str]
+    voice_data: str | None
+    audio: list[np.ndarray] = field(default_factory=list)
+    cancel: bool = False
+    lost: bool = False
+
+    @property
+    def done(self) -> bool:
+        return len(self.audio) >= len(self.segments)
+
+    def next_segment(self, offset: int = 0) -> Segment | None:
+        index = len(self.audio) + offset
+        if index >= len(self.segments):
+            return None
+        return Segment(
+            self.job_id, index, self.segments[index], self.started.request, self.voice_data
+        )
+
+
+@dataclass
+class WorkerStats:
+    started_at: float = field(default_factory=time.time)
+    ready_s: float | None = None
+    jobs_succeeded: int = 0
+    jobs_failed: int = 0
+    jobs_fenced: int = 0
+    batches: int = 0
+    segments: int = 0
+    audio_seconds: float = 0.0
+    busy_s: float = 0.0
+
+
+class Worker:
+    def __init__(self, settings: Settings, engine: Engine | None = None) -> None:
+        self.settings = settings
+        self.name = settings.worker_name
+        self.engine: Engine = engine or create_engine(settings)
+        self.stats = WorkerStats()
+        self.in_hand: dict[str, ActiveJob] = {}
+        self._engine_thread = ThreadPoolExecutor(1, thread_name_prefix="engine")
+        self._stopping = asyncio.Event()
+        self._last_reclaim = 0.0
+        self.redis: Redis | None = None
+        self.queue: Queue | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def in_engine(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._engine_thread, fn, *args)
+
+    def request_stop(self) -> None:
+        if not self._stopping.is_set():
+            log.info(
+                "worker %s: stopping (finishing %d jobs in hand)", self.name, len(self.in_hand)
+            )
+            self._stopping.set()
+
+    async def run(self) -> None:
+        t0 = time.perf_counter()
+        await self.in_engine(self.engine.load)
+        loaded = time.perf_counter()
+        await self.in_engine(self.engine.warmup)
+        self.stats.ready_s = time.perf_counter() - t0
+        log.info(
+            "worker %s: engine %s (%s) loaded in %.2fs, warmed up in %.2fs",
+            self.name,
+            self.engine.name,
+            self.engine.model_version,
+            loaded - t0,
+            time.perf_counter() - loaded,
+        )
+        self.redis = connect(self.settings, block_ms=self.settings.block_ms)
+        self.queue = Queue(self.redis, self.settings)
+        await self._until_redis(self.queue.ensure_group)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        side_tasks = [
+            asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
+            asyncio.create_task(self._lease_loop(), name="leases"),
+        ]
+        log.info(
+            "worker %s: ready in %.2fs, reading %s",
+            self.name,
+            self.stats.ready_s,
+            self.queue.keys.jobs,
+        )
+        try:
+            await self._main_loop()
+        finally:
+            for task in side_tasks:
+                task.cancel()
+            await asyncio.gather(*side_tasks, return_exceptions=True)
+            with contextlib.suppress(RedisError):
+                await self.redis.delete(self.queue.keys.worker(self.name))
+                await self.redis.zrem(self.queue.keys.workers, self.name)
+            await self.redis.aclose()
+            self._engine_thread.shutdown(wait=False, cancel_futures=True)
+        log.info("worker %s: stopped", self.name)
+
+    async def _until_redis(self, fn: Any) -> Any:
+        delay = BACKOFF_START_S
+        while True:
+            try:
+                return await fn()
+            except (RedisConnectionError, RedisTimeoutError) as exc:
+                if self._stopping.is_set():
+                    raise
+                log.warning(
+                    "worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX_S)
+
+    # -- main loop --------------------------------------------------------------------------
+
+    async def _main_loop(self) -> None:
+        delay = BACKOFF_START_S
+        grace_deadline: float | None = None
+        while True:
+            if self._stopping.is_set():
+                if not self.in_hand:
+                    return
+                grace_deadline = grace_deadline or time.monotonic() + self.settings.shutdown_grace_s
+                if time.monotonic() > grace_deadline:
+                    await self._release_all("worker shut down past its grace period")
+                    return
+            try:
+                if not self._stopping.is_set():
+                    await self._fill()
+                if self.in_hand:
+                    await self._run_one_batch()
+                delay = BACKOFF_START_S
+            except (RedisConnectionError, RedisTimeoutError) as exc:
+                log.warning(
+                    "worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX_S)
+
+    def _capacity(self) -> int:
+        return max(1, self.engine.max_batch) - len(self.in_hand)
+
+    async def _fill(self) -> None:
+        """Take new jobs while there is room: reclaimed ones first, then fresh deliveries."""
+        assert self.queue is not None and self.redis is not None
+        if self._capacity() <= 0:
+            return
+        now = time.monotonic()
+        if now - self._last_reclaim >= self.settings.reclaim_interval_ms / 1000:
+            self._last_reclaim = now
+            await self._reclaim()
+        if self._capacity() <= 0:
+            return
+        # Idle: block for work. Busy: wait at most batch_wait_ms for batch-mates.
+        if self.in_hand:
+            block = self.settings.batch_wait_ms if self.engine.max_batch > 1 else None
+        else:
+            block = min(self.settings.block_ms, self.settings.reclaim_interval_ms)
+        response: Any = await self.redis.xreadgroup(
+            CONSUMER_GROUP,
+            self.name,
+            {self.queue.keys.jobs: ">"},
+            count=self._capacity(),
+            block=block,
+        )
+        for _stream, entries in response or []:
+            for entry_id, fields in entries:
+                await self._take(entry_id.decode(), fields[b"id"].decode())
+
+    async def _reclaim(self) -> None:
+        """XAUTOCLAIM entries whose lease expired (their worker died or hung)."""
+        assert self.queue is not None and self.redis is not None
+        result: Any = await self.redis.xautoclaim(
+            self.queue.keys.jobs,
+            CONSUMER_GROUP,
+            self.name,
+            min_idle_time=self.settings.lease_ms,
+            start_id="0-0",
+            count=self._capacity(),
+        )
+        for entry_id, fields in result[1]:
+            if fields is None:
+                continue
+            log.info("worker %s: reclaimed entry %s", self.name, entry_id.decode())
+            await self._take(entry_id.decode(), fields[b"id"].decode())
+
+    async def _take(self, entry: str, job_id: str) -> None:
+        assert self.queue is not None
+        started = await self.queue.start(job_id, entry, self.name)
+        if not isinstance(started, Started):
+            log.info("worker %s: skipped job %s (%s)", self.name, job_id, started)
+            return
+        request = started.request
+        voice_data = None
+        if request.voice not in BUILTIN_BY_NAME:
+            voice_data = await self._voice_data(request.voice)
+            if voice_data is None:
+                await self.queue.finish(
+                    job_id,
+                    started.client,
+                    started.token,
+                    "failed",
+                    f"voice {request.voice!r} is not registered (any more)",
+                )
+                return
+        segments: list[str] = await self.in_engine(self.engine.split, request.text, request)
+        job = ActiveJob(job_id, entry, started, segments, voice_data)
+        if not segments:
+            await self.queue.finish(
+                job_id,
+                started.client,
+                started.token,
+                "failed",
+                "the text has nothing this engine can speak",
+            )
+            return
+        self.in_hand[job_id] = job
+
+    async def _voice_data(self, name: str) -> str | None:
+        assert self.queue is not None and self.redis is not None
+        raw = await self.redis.hget(self.queue.keys.voices, name)
+        if raw is None:
+            return None
+        data: str | None = orjson.loads(raw).get("embedding")
+        return data
+
+    # -- batches ----------------------------------------------------------------------------
+
+    def _next_batch(self) -> list[tuple[ActiveJob, Segment]]:
+        """Segments sharing the oldest job's batch key: one per job first, then more per job."""
+        jobs = [j for j in self.in_hand.values() if not j.done]
+        if not jobs:
+            return []
+        key = self.engine.batch_key(jobs[0].started.request)
+        mates = [j for j in jobs if self.engine.batch_key(j.started.request) == key]
+        batch: list[tuple[ActiveJob, Segment]] = []
+        offset = 0
+        while len(batch) < self.engine.max_batch:
+            added = False
+            for job in mates:
+                segment = job.next_segment(offset)
+                if segment is not None and len(batch) < self.engine.max_batch:
+                    batch.append((job, segment))
+                    added = True
+            if not added:
+                break
+            offset += 1
+        batch.sort(key=lambda pair: (list(self.in_hand).index(pair[0].job_id), pair[1].index))
+        return batch
+
+    async def _run_one_batch(self) -> None:
+        assert self.queue is not None
+        for job in [j for j in self.in_hand.values() if j.cancel or j.lost]:
+            await self._drop(job)
+        batch = self._next_batch()
+        if not batch:
+            return
+        t0 = time.perf_counter()
+        try:
+            arrays: list[np.ndarray] = await self.in_engine(
+                self.engine.synthesize, [segment for _, segment in batch]
+            )
+        except EngineError as exc:
+            await self._engine_failed({job.job_id: job for job, _ in batch}.values(), exc)
+            return
+        except Exception as exc:
+            log.exception("worker %s: engine raised", self.name)
+            failure = EngineError(f"{type(exc).__name__}: {exc}", retryable=False)
+            await self._engine_failed({job.job_id: job for job, _ in batch}.values(), failure)
+            return
+        self.stats.busy_s += time.perf_counter() - t0
+        self.stats.batches += 1
+        self.stats.segments += len(batch)
+        for (job, segment), samples in zip(batch, arrays, strict=True):
+            if job.job_id not in self.in_hand or job.lost:
+                continue
+            job.audio.append(samples)
+            await self._segment_done(job, segment, samples)
+        for job in [j for j in self.in_hand.values() if j.done]:
+            await self._complete(job)
+
+    async def _segment_done(self, job: ActiveJob, segment: Segment, samples: np.ndarray) -> None:
+        assert self.queue is not None
+        total = len(job.segments)
+        rate = self.engine.sample_rate
+        encoded = b""
+        if total > 1:  # a one-segment job's final file is its only segment
+            encoded = await asyncio.to_thread(
+                audio.encode, samples, rate, job.started.request.format
+            )
+        verdict = await self.queue.progress(
+            job.job_id,
+            job.started.client,
+            job.started.token,
+            segment.index + 1,
+            total,
+            encoded,
+            samples.size / rate,
+        )
+        if verdict == "cancel":
+            job.cancel = True
+        elif verdict == "lost":
+            job.lost = True
+
+    async def _complete(self, job: ActiveJob) -> None:
+        assert self.queue is not None
+        del self.in_hand[job.job_id]
+        if job.cancel or job.lost:
+            await self._drop(job)
+            return
+        rate = self.engine.sample_rate
+        samples = audio.concatenate(job.audio, rate, SEGMENT_GAP_S)
+        data = await asyncio.to_thread(audio.encode, samples, rate, job.started.request.format)
+        ok = await self.queue.complete(
+            job.job_id, job.started.client, job.started.token, data, samples.size / rate, rate
+        )
+        if ok:
+            self.stats.jobs_succeeded += 1
+            self.stats.audio_seconds += samples.size / rate
+        else:
+            self.stats.jobs_fenced += 1
+            log.warning(
+                "worker %s: completion of %s refused (reclaimed by another worker)",
+                self.name,
+                job.job_id,
+            )
+
+    async def _drop(self, job: ActiveJob) -> None:
+        """Stop a job that was cancelled (finish it as such) or lost (leave it to its new owner)."""
+        assert self.queue is not None
+        self.in_hand.pop(job.job_id, None)
+        if job.cancel and not job.lost:
+            await self.queue.finish(
+                job.job_id,
+                job.started.client,
+                job.started.token,
+                "cancelled",
+                "cancelled by the client",
+            )
+
+    async def _engine_failed(self, jobs: Any, exc: EngineError) -> None:
+        assert self.queue is not None
+        for job in list(jobs):
+            self.in_hand.pop(job.job_id, None)
+            if exc.retryable:
+                log.warning(
+                    "worker %s: job %s hit a transient error, requeued: %s",
+                    self.name,
+                    job.job_id,
+                    exc,
+                )
+                await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
+                await self.queue.release(
+                    job.job_id, job.started.client, job.started.token, str(exc), count_attempt=True
+                )
+            else:
+                self.stats.jobs_failed += 1
+                await self.queue.finish(
+                    job.job_id, job.started.client, job.started.token, "failed", str(exc)
+                )
+
+    async def _release_all(self, reason: str) -> None:
+        assert self.queue is not None
+        for job in list(self.in_hand.values()):
+            await self.queue.release(job.job_id, job.started.client, job.started.token, reason)
+        self.in_hand.clear()
+
+    # -- side tasks -------------------------------------------------------------------------
+
+    async def _lease_loop(self) -> None:
+        """Renew every in-hand job's lease at a third of its length; learn of cancels and loss."""
+        assert self.queue is not None
+        while True:
+            await asyncio.sleep(self.settings.lease_ms / 3000)
+            for job in list(self.in_hand.values()):
+                try:
+                    verdict = await self.queue.renew(job.job_id, job.started.token, self.name)
+                except RedisError as exc:
+                    log.warning("worker %s: lease renewal failed: %s", self.name, exc)
+                    break
+                if verdict == "cancel":
+                    job.cancel = True
+                elif verdict == "lost":
+                    log.warning("worker %s: lost the lease of %s", self.name, job.job_id)
+                    job.lost = True
+
+    def heartbeat(self) -> dict[str, Any]:
+        s = self.stats
+        return {
+            "name": self.name,
+            "pid": os.getpid(),
+            "engine": self.engine.name,
+            "model_version": self.engine.model_version,
+            "sample_rate": self.engine.sample_rate,
+            "max_batch": self.engine.max_batch,
+            "voices": [v.public() for v in self.engine.voices()],
+            "started_at": s.started_at,
+            "ready_s": s.ready_s,
+            "ts": time.time(),
+            "in_hand": len(self.in_hand),
+            "jobs_succeeded": s.jobs_succeeded,
+            "jobs_failed": s.jobs_failed,
+            "jobs_fenced": s.jobs_fenced,
+            "batches": s.batches,
+            "segments": s.segments,
+            "audio_seconds": round(s.audio_seconds, 3),
+            "busy_s": round(s.busy_s, 3),
+            "stopping": self._stopping.is_set(),
+        }
+
+    async def _heartbeat_loop(self) -> None:
+        assert self.queue is not None and self.redis is not None
+        keys = self.queue.keys
+        ttl_ms = int(self.settings.heartbeat_s * 3000)
+        while True:
+            try:
+                beat = self.heartbeat()
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    pipe.set(keys.worker(self.name), orjson.dumps(beat), px=ttl_ms)
+                    pipe.zadd(keys.workers, {self.name: beat["ts"]})
+                    pipe.zremrangebyscore(keys.workers, 0, beat["ts"] - ttl_ms / 1000)
+                    await pipe.execute()
+            except RedisError as exc:
+                log.warning("worker %s: heartbeat failed: %s", self.name, exc)
+            await asyncio.sleep(self.settings.heartbeat_s)
+
+
+def main(settings: Settings) -> int:
+    """Entry point of `chattts-online worker`."""
+    worker = Worker(settings)
+    asyncio.run(worker.run())
+    return 0
