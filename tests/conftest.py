@@ -88,7 +88,7 @@ class WorkerProcess:
             stdout=self._log, stderr=subprocess.STDOUT,
         )
         self.keys = Keys(settings.key_prefix, settings.queue)
-        self.redis_url = settings.redis_url or ""
+        self.redis_url = environment["CHATTTS_REDIS_URL"]
 
     def wait_ready(self, timeout: float = 60.0) -> WorkerProcess:
         client = redis.Redis.from_url(self.redis_url)

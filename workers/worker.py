@@ -38,6 +38,14 @@ T = TypeVar("T")
 SEGMENT_GAP_S = 0.12
 # Back-off while Redis is unreachable: quick first retry, never a busy loop, capped.
 BACKOFF_START_S, BACKOFF_MAX_S = 0.1, 5.0
+# Dead workers leave their consumer names in the group; sweep them every this many reclaims.
+CONSUMER_SWEEP_EVERY = 50
+# XAUTOCLAIM scans about 10 x COUNT pending entries per call; a few calls per reclaim tick.
+RECLAIM_CALLS_PER_SWEEP = 10
+
+
+class GraceExpired(Exception):
+    """The worker was asked to stop and its grace period ended before the batch did."""
 
 
 @dataclass
@@ -86,7 +94,11 @@ class Worker:
         self.in_hand: dict[str, ActiveJob] = {}
         self._engine_thread = ThreadPoolExecutor(1, thread_name_prefix="engine")
         self._stopping = asyncio.Event()
+        self._grace_deadline = float("inf")
+        self.engine_stuck = False
         self._last_reclaim = 0.0
+        self._reclaims = 0
+        self._reclaim_cursor = "0-0"
         self.redis: Redis | None = None
         self.queue: Queue | None = None
 
@@ -97,6 +109,7 @@ class Worker:
 
     def request_stop(self) -> None:
         if not self._stopping.is_set():
+            self._grace_deadline = time.monotonic() + self.settings.shutdown_grace_s
             log.info(
                 "worker %s: stopping (finishing %d jobs in hand)", self.name, len(self.in_hand)
             )
@@ -163,13 +176,11 @@ class Worker:
 
     async def _main_loop(self) -> None:
         delay = BACKOFF_START_S
-        grace_deadline: float | None = None
         while True:
             if self._stopping.is_set():
                 if not self.in_hand:
                     return
-                grace_deadline = grace_deadline or time.monotonic() + self.settings.shutdown_grace_s
-                if time.monotonic() > grace_deadline:
+                if time.monotonic() > self._grace_deadline:
                     await self._release_all("worker shut down past its grace period")
                     return
             try:
@@ -178,6 +189,10 @@ class Worker:
                 if self.in_hand:
                     await self._run_one_batch()
                 delay = BACKOFF_START_S
+            except GraceExpired:
+                self.engine_stuck = True
+                await self._release_all("worker shut down past its grace period")
+                return
             except (RedisConnectionError, RedisTimeoutError) as exc:
                 log.warning(
                     "worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, delay
@@ -216,21 +231,43 @@ class Worker:
                 await self._take(entry_id.decode(), fields[b"id"].decode())
 
     async def _reclaim(self) -> None:
-        """XAUTOCLAIM entries whose lease expired (their worker died or hung)."""
+        """XAUTOCLAIM entries whose lease expired (their worker died or hung).
+
+        XAUTOCLAIM scans a bounded slice of the pending list per call: the cursor is kept between
+        calls so that, with many healthy running jobs ahead, expired ones further on are found.
+        """
         assert self.queue is not None and self.redis is not None
-        result: Any = await self.redis.xautoclaim(
-            self.queue.keys.jobs,
-            CONSUMER_GROUP,
-            self.name,
-            min_idle_time=self.settings.lease_ms,
-            start_id="0-0",
-            count=self._capacity(),
-        )
-        for entry_id, fields in result[1]:
-            if fields is None:
-                continue
-            log.info("worker %s: reclaimed entry %s", self.name, entry_id.decode())
-            await self._take(entry_id.decode(), fields[b"id"].decode())
+        for _ in range(RECLAIM_CALLS_PER_SWEEP):
+            result: Any = await self.redis.xautoclaim(
+                self.queue.keys.jobs,
+                CONSUMER_GROUP,
+                self.name,
+                min_idle_time=self.settings.lease_ms,
+                start_id=self._reclaim_cursor,
+                count=self._capacity(),
+            )
+            self._reclaim_cursor = result[0].decode()
+            for entry_id, fields in result[1]:
+                if fields is None:
+                    continue
+                log.info("worker %s: reclaimed entry %s", self.name, entry_id.decode())
+                await self._take(entry_id.decode(), fields[b"id"].decode())
+            if self._reclaim_cursor == "0-0" or self._capacity() <= 0:
+                break
+        self._reclaims += 1
+        if self._reclaims % CONSUMER_SWEEP_EVERY == 0:
+            await self._forget_idle_consumers()
+
+    async def _forget_idle_consumers(self) -> None:
+        """Delete group consumers that own nothing and were idle for long (dead workers' names)."""
+        assert self.queue is not None and self.redis is not None
+        idle_limit_ms = max(60_000, 10 * self.settings.lease_ms)
+        consumers: Any = await self.redis.xinfo_consumers(self.queue.keys.jobs, CONSUMER_GROUP)
+        for consumer in consumers:
+            name = consumer["name"]
+            name = name.decode() if isinstance(name, bytes) else name
+            if name != self.name and consumer["pending"] == 0 and consumer["idle"] > idle_limit_ms:
+                await self.redis.xgroup_delconsumer(self.queue.keys.jobs, CONSUMER_GROUP, name)
 
     async def _take(self, entry: str, job_id: str) -> None:
         assert self.queue is not None
@@ -272,6 +309,21 @@ class Worker:
         data: str | None = orjson.loads(raw).get("embedding")
         return data
 
+    async def _engine_call(self, fn: Any, *args: Any) -> Any:
+        """Run `fn` in the engine thread; once stopping, wait for it only until the grace ends."""
+        call = asyncio.ensure_future(self.in_engine(fn, *args))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({call, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not call.done():
+                remaining = self._grace_deadline - time.monotonic()
+                await asyncio.wait({call}, timeout=max(0.0, remaining))
+            if not call.done():
+                raise GraceExpired
+            return call.result()
+        finally:
+            stopping.cancel()
+
     # -- batches ----------------------------------------------------------------------------
 
     def _next_batch(self) -> list[tuple[ActiveJob, Segment]]:
@@ -300,14 +352,20 @@ class Worker:
         assert self.queue is not None
         for job in [j for j in self.in_hand.values() if j.cancel or j.lost]:
             await self._drop(job)
+        # Jobs whose last segment is done but whose result is not stored yet (Redis failed
+        # between the two last time) are completed before anything else.
+        for job in [j for j in self.in_hand.values() if j.done]:
+            await self._complete(job)
         batch = self._next_batch()
         if not batch:
             return
         t0 = time.perf_counter()
         try:
-            arrays: list[np.ndarray] = await self.in_engine(
+            arrays: list[np.ndarray] = await self._engine_call(
                 self.engine.synthesize, [segment for _, segment in batch]
             )
+        except GraceExpired:
+            raise
         except EngineError as exc:
             await self._engine_failed({job.job_id: job for job, _ in batch}.values(), exc)
             return
@@ -352,19 +410,22 @@ class Worker:
 
     async def _complete(self, job: ActiveJob) -> None:
         assert self.queue is not None
-        del self.in_hand[job.job_id]
         if job.cancel or job.lost:
             await self._drop(job)
             return
         rate = self.engine.sample_rate
-        samples = audio.concatenate(job.audio, rate, SEGMENT_GAP_S)
-        data = await asyncio.to_thread(audio.encode, samples, rate, job.started.request.format)
-        ok = await self.queue.complete(
-            job.job_id, job.started.client, job.started.token, data, samples.size / rate, rate
+        # The job stays in hand (its lease renewed) until the result is stored; if Redis fails
+        # meanwhile, the next batch round tries again.
+        data, duration_s = await asyncio.to_thread(
+            _render, job.audio, rate, job.started.request.format
         )
+        ok = await self.queue.complete(
+            job.job_id, job.started.client, job.started.token, data, duration_s, rate
+        )
+        self.in_hand.pop(job.job_id, None)
         if ok:
             self.stats.jobs_succeeded += 1
-            self.stats.audio_seconds += samples.size / rate
+            self.stats.audio_seconds += duration_s
         else:
             self.stats.jobs_fenced += 1
             log.warning(
@@ -408,9 +469,15 @@ class Worker:
                 )
 
     async def _release_all(self, reason: str) -> None:
+        """Give every job in hand back to the queue; with Redis down, their leases will lapse."""
         assert self.queue is not None
-        for job in list(self.in_hand.values()):
-            await self.queue.release(job.job_id, job.started.client, job.started.token, reason)
+        try:
+            for job in list(self.in_hand.values()):
+                await self.queue.release(job.job_id, job.started.client, job.started.token, reason)
+        except RedisError as exc:
+            log.warning(
+                "worker %s: could not release jobs (%s); their leases will expire", self.name, exc
+            )
         self.in_hand.clear()
 
     # -- side tasks -------------------------------------------------------------------------
@@ -473,8 +540,19 @@ class Worker:
             await asyncio.sleep(self.settings.heartbeat_s)
 
 
+def _render(parts: list[np.ndarray], rate: int, fmt: str) -> tuple[bytes, float]:
+    """A job's final file: its segments joined by short pauses, encoded (off the event loop)."""
+    samples = audio.concatenate(parts, rate, SEGMENT_GAP_S)
+    return audio.encode(samples, rate, fmt), samples.size / rate
+
+
 def main(settings: Settings) -> int:
     """Entry point of `chattts-online worker`."""
     worker = Worker(settings)
     asyncio.run(worker.run())
+    if worker.engine_stuck:
+        # The engine thread is still inside a batch whose jobs went back to the queue; the
+        # interpreter would wait for it at exit. Everything else is closed: leave now.
+        logging.shutdown()
+        os._exit(0)
     return 0

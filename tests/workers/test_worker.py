@@ -23,7 +23,9 @@ async def wait_terminal(queue: Queue, job_id: str, timeout: float = 20.0) -> lis
     """All events of a job once its terminal event is there."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        events = [e for _, e in await queue.read_events(queue.keys.job_events(job_id), None)]
+        events = [
+            e for _, e in await queue.read_events(queue.keys.job_events(job_id), None, 10_000)
+        ]
         if events and events[-1]["type"] in TERMINAL:
             return events
         await asyncio.sleep(0.05)
@@ -38,7 +40,11 @@ async def test_job_runs_to_success_with_ordered_events(
     submitted = await queue.enqueue(request, client="c1")
     events = await wait_terminal(queue, submitted.job_id)
     assert [e["type"] for e in events] == ["queued", "running", "progress", "succeeded"]
-    assert events[2]["segment"] == {"index": 1, "total": 1, "duration_s": events[2]["segment"]["duration_s"]}
+    assert events[2]["segment"] == {
+        "index": 1,
+        "total": 1,
+        "duration_s": events[2]["segment"]["duration_s"],
+    }
     job = await queue.get(submitted.job_id)
     assert job is not None and job.state is JobState.SUCCEEDED and job.attempts == 1
     data = await queue.audio(submitted.job_id)
