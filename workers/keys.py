@@ -54,6 +54,10 @@ class Keys:
         """List of encoded audio segments, filled while a job streams."""
         return f"{self.base}:seg:{job_id}"
 
+    def cache(self, digest: str) -> str:
+        """Hash of a cached result (audio, duration_s, sample_rate) by request digest."""
+        return f"{self.base}:cache:{digest}"
+
     def idem(self, client: str, key: str) -> str:
         return f"{self.base}:idem:{client}:{key}"
 

@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import audio
+from .cache import cache_digest
 from .engines import Engine, EngineError, Segment, create_engine
 from .keys import CONSUMER_GROUP
 from .queue import Queue, Started
@@ -55,6 +56,7 @@ class ActiveJob:
     started: Started
     segments: list[str]
     voice_data: str | None
+    cache_digest: str | None = None
     audio: list[np.ndarray] = field(default_factory=list)
     cancel: bool = False
     lost: bool = False
@@ -289,7 +291,17 @@ class Worker:
                 )
                 return
         segments: list[str] = await self.in_engine(self.engine.split, request.text, request)
-        job = ActiveJob(job_id, entry, started, segments, voice_data)
+        digest = cache_digest(
+            self.engine.name,
+            self.engine.model_version,
+            request,
+            segments,
+            voice_data,
+            getattr(self.engine, "deterministic", False),
+        )
+        job = ActiveJob(job_id, entry, started, segments, voice_data, digest)
+        if digest and await self._answer_from_cache(job, digest):
+            return
         if not segments:
             await self.queue.finish(
                 job_id,
@@ -300,6 +312,24 @@ class Worker:
             )
             return
         self.in_hand[job_id] = job
+
+    async def _answer_from_cache(self, job: ActiveJob, digest: str) -> bool:
+        assert self.queue is not None and self.redis is not None
+        cached: Any = await self.redis.hgetall(self.queue.keys.cache(digest))
+        if not cached:
+            await self.redis.hincrby(self.queue.keys.stats, "cache_misses", 1)
+            return False
+        await self.redis.hincrby(self.queue.keys.stats, "cache_hits", 1)
+        await self.queue.complete(
+            job.job_id,
+            job.started.client,
+            job.started.token,
+            cached[b"audio"],
+            float(cached[b"duration_s"]),
+            int(cached[b"sample_rate"]),
+            cached=True,
+        )
+        return True
 
     async def _voice_data(self, name: str) -> str | None:
         assert self.queue is not None and self.redis is not None
@@ -423,6 +453,14 @@ class Worker:
             job.job_id, job.started.client, job.started.token, data, duration_s, rate
         )
         self.in_hand.pop(job.job_id, None)
+        if ok and job.cache_digest:
+            key = self.queue.keys.cache(job.cache_digest)
+            async with self.queue.redis.pipeline(transaction=True) as pipe:
+                pipe.hset(
+                    key, mapping={"audio": data, "duration_s": duration_s, "sample_rate": rate}
+                )
+                pipe.expire(key, self.settings.job_ttl_s)
+                await pipe.execute()
         if ok:
             self.stats.jobs_succeeded += 1
             self.stats.audio_seconds += duration_s

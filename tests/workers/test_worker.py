@@ -101,3 +101,21 @@ async def test_sigterm_finishes_job_in_hand_and_exits_zero(
     assert await asyncio.to_thread(worker.stop) == 0
     events = await wait_terminal(queue, submitted.job_id, timeout=5)
     assert events[-1]["type"] == "succeeded"
+
+
+async def test_identical_request_is_answered_from_the_cache(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    queue = Queue(aredis, settings)
+    request = SynthesisRequest(text="Cache me if you can.", voice="en_female", format="mp3")
+    first = await queue.enqueue(request, client="c1")
+    await wait_terminal(queue, first.job_id)
+    second = await queue.enqueue(request, client="c2")
+    await wait_terminal(queue, second.job_id)
+    fresh = await queue.enqueue(request.model_copy(update={"cache": False}), client="c3")
+    await wait_terminal(queue, fresh.job_id)
+    jobs = [await queue.get(s.job_id) for s in (first, second, fresh)]
+    assert [j.cached for j in jobs if j] == [False, True, False]
+    assert await queue.audio(first.job_id) == await queue.audio(second.job_id)
+    stats = await queue.stats()
+    assert stats["cache_hits"] == 1 and stats["cache_misses"] == 1

@@ -45,6 +45,7 @@ class EspeakEngine:
     name = "espeak"
     sample_rate = SAMPLE_RATE
     max_batch = 1  # eSpeak synthesizes one text at a time; batching would only add latency
+    deterministic = True  # same text and voice, same samples: results may be cached
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
