@@ -13,7 +13,6 @@ import os
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -24,67 +23,26 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import audio
+from .batch import ActiveJob, next_batch, render
 from .cache import cache_digest
 from .engines import Engine, EngineError, Segment, create_engine
 from .keys import CONSUMER_GROUP
+from .leases import Reclaimer
 from .queue import Queue, Started
 from .redis_client import connect
 from .settings import Settings
+from .stats import WorkerStats
 from .voices import BUILTIN_BY_NAME
 
 log = logging.getLogger("chattts_online.worker")
 T = TypeVar("T")
 
-# Silence between segments of one job: a natural sentence pause.
-SEGMENT_GAP_S = 0.12
 # Back-off while Redis is unreachable: quick first retry, never a busy loop, capped.
 BACKOFF_START_S, BACKOFF_MAX_S = 0.1, 5.0
-# Dead workers leave their consumer names in the group; sweep them every this many reclaims.
-CONSUMER_SWEEP_EVERY = 50
-# XAUTOCLAIM scans about 10 x COUNT pending entries per call; a few calls per reclaim tick.
-RECLAIM_CALLS_PER_SWEEP = 10
 
 
 class GraceExpired(Exception):
     """The worker was asked to stop and its grace period ended before the batch did."""
-
-
-@dataclass
-class ActiveJob:
-    job_id: str
-    entry: str
-    started: Started
-    segments: list[str]
-    voice_data: str | None
-    cache_digest: str | None = None
-    audio: list[np.ndarray] = field(default_factory=list)
-    cancel: bool = False
-    lost: bool = False
-
-    @property
-    def done(self) -> bool:
-        return len(self.audio) >= len(self.segments)
-
-    def next_segment(self, offset: int = 0) -> Segment | None:
-        index = len(self.audio) + offset
-        if index >= len(self.segments):
-            return None
-        return Segment(
-            self.job_id, index, self.segments[index], self.started.request, self.voice_data
-        )
-
-
-@dataclass
-class WorkerStats:
-    started_at: float = field(default_factory=time.time)
-    ready_s: float | None = None
-    jobs_succeeded: int = 0
-    jobs_failed: int = 0
-    jobs_fenced: int = 0
-    batches: int = 0
-    segments: int = 0
-    audio_seconds: float = 0.0
-    busy_s: float = 0.0
 
 
 class Worker:
@@ -99,10 +57,9 @@ class Worker:
         self._grace_deadline = float("inf")
         self.engine_stuck = False
         self._last_reclaim = 0.0
-        self._reclaims = 0
-        self._reclaim_cursor = "0-0"
         self.redis: Redis | None = None
         self.queue: Queue | None = None
+        self.reclaimer: Reclaimer
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -133,6 +90,7 @@ class Worker:
         )
         self.redis = connect(self.settings, block_ms=self.settings.block_ms)
         self.queue = Queue(self.redis, self.settings)
+        self.reclaimer = Reclaimer(self.redis, self.queue.keys, self.name, self.settings.lease_ms)
         await self._until_redis(self.queue.ensure_group)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -233,43 +191,10 @@ class Worker:
                 await self._take(entry_id.decode(), fields[b"id"].decode())
 
     async def _reclaim(self) -> None:
-        """XAUTOCLAIM entries whose lease expired (their worker died or hung).
-
-        XAUTOCLAIM scans a bounded slice of the pending list per call: the cursor is kept between
-        calls so that, with many healthy running jobs ahead, expired ones further on are found.
-        """
-        assert self.queue is not None and self.redis is not None
-        for _ in range(RECLAIM_CALLS_PER_SWEEP):
-            result: Any = await self.redis.xautoclaim(
-                self.queue.keys.jobs,
-                CONSUMER_GROUP,
-                self.name,
-                min_idle_time=self.settings.lease_ms,
-                start_id=self._reclaim_cursor,
-                count=self._capacity(),
-            )
-            self._reclaim_cursor = result[0].decode()
-            for entry_id, fields in result[1]:
-                if fields is None:
-                    continue
-                log.info("worker %s: reclaimed entry %s", self.name, entry_id.decode())
-                await self._take(entry_id.decode(), fields[b"id"].decode())
-            if self._reclaim_cursor == "0-0" or self._capacity() <= 0:
-                break
-        self._reclaims += 1
-        if self._reclaims % CONSUMER_SWEEP_EVERY == 0:
-            await self._forget_idle_consumers()
-
-    async def _forget_idle_consumers(self) -> None:
-        """Delete group consumers that own nothing and were idle for long (dead workers' names)."""
-        assert self.queue is not None and self.redis is not None
-        idle_limit_ms = max(60_000, 10 * self.settings.lease_ms)
-        consumers: Any = await self.redis.xinfo_consumers(self.queue.keys.jobs, CONSUMER_GROUP)
-        for consumer in consumers:
-            name = consumer["name"]
-            name = name.decode() if isinstance(name, bytes) else name
-            if name != self.name and consumer["pending"] == 0 and consumer["idle"] > idle_limit_ms:
-                await self.redis.xgroup_delconsumer(self.queue.keys.jobs, CONSUMER_GROUP, name)
+        """Take over entries whose lease expired (their worker died or hung)."""
+        for entry, job_id in await self.reclaimer.sweep(self._capacity()):
+            log.info("worker %s: reclaimed entry %s", self.name, entry)
+            await self._take(entry, job_id)
 
     async def _take(self, entry: str, job_id: str) -> None:
         assert self.queue is not None
@@ -356,28 +281,6 @@ class Worker:
 
     # -- batches ----------------------------------------------------------------------------
 
-    def _next_batch(self) -> list[tuple[ActiveJob, Segment]]:
-        """Segments sharing the oldest job's batch key: one per job first, then more per job."""
-        jobs = [j for j in self.in_hand.values() if not j.done]
-        if not jobs:
-            return []
-        key = self.engine.batch_key(jobs[0].started.request)
-        mates = [j for j in jobs if self.engine.batch_key(j.started.request) == key]
-        batch: list[tuple[ActiveJob, Segment]] = []
-        offset = 0
-        while len(batch) < self.engine.max_batch:
-            added = False
-            for job in mates:
-                segment = job.next_segment(offset)
-                if segment is not None and len(batch) < self.engine.max_batch:
-                    batch.append((job, segment))
-                    added = True
-            if not added:
-                break
-            offset += 1
-        batch.sort(key=lambda pair: (list(self.in_hand).index(pair[0].job_id), pair[1].index))
-        return batch
-
     async def _run_one_batch(self) -> None:
         assert self.queue is not None
         for job in [j for j in self.in_hand.values() if j.cancel or j.lost]:
@@ -386,7 +289,7 @@ class Worker:
         # between the two last time) are completed before anything else.
         for job in [j for j in self.in_hand.values() if j.done]:
             await self._complete(job)
-        batch = self._next_batch()
+        batch = next_batch(self.in_hand, self.engine)
         if not batch:
             return
         t0 = time.perf_counter()
@@ -447,7 +350,7 @@ class Worker:
         # The job stays in hand (its lease renewed) until the result is stored; if Redis fails
         # meanwhile, the next batch round tries again.
         data, duration_s = await asyncio.to_thread(
-            _render, job.audio, rate, job.started.request.format
+            render, job.audio, rate, job.started.request.format
         )
         ok = await self.queue.complete(
             job.job_id, job.started.client, job.started.token, data, duration_s, rate
@@ -538,28 +441,9 @@ class Worker:
                     job.lost = True
 
     def heartbeat(self) -> dict[str, Any]:
-        s = self.stats
-        return {
-            "name": self.name,
-            "pid": os.getpid(),
-            "engine": self.engine.name,
-            "model_version": self.engine.model_version,
-            "sample_rate": self.engine.sample_rate,
-            "max_batch": self.engine.max_batch,
-            "voices": [v.public() for v in self.engine.voices()],
-            "started_at": s.started_at,
-            "ready_s": s.ready_s,
-            "ts": time.time(),
-            "in_hand": len(self.in_hand),
-            "jobs_succeeded": s.jobs_succeeded,
-            "jobs_failed": s.jobs_failed,
-            "jobs_fenced": s.jobs_fenced,
-            "batches": s.batches,
-            "segments": s.segments,
-            "audio_seconds": round(s.audio_seconds, 3),
-            "busy_s": round(s.busy_s, 3),
-            "stopping": self._stopping.is_set(),
-        }
+        return self.stats.payload(
+            self.name, self.engine, len(self.in_hand), self._stopping.is_set()
+        )
 
     async def _heartbeat_loop(self) -> None:
         assert self.queue is not None and self.redis is not None
@@ -576,12 +460,6 @@ class Worker:
             except RedisError as exc:
                 log.warning("worker %s: heartbeat failed: %s", self.name, exc)
             await asyncio.sleep(self.settings.heartbeat_s)
-
-
-def _render(parts: list[np.ndarray], rate: int, fmt: str) -> tuple[bytes, float]:
-    """A job's final file: its segments joined by short pauses, encoded (off the event loop)."""
-    samples = audio.concatenate(parts, rate, SEGMENT_GAP_S)
-    return audio.encode(samples, rate, fmt), samples.size / rate
 
 
 def main(settings: Settings) -> int:

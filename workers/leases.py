@@ -1,0 +1,71 @@
+"""Lease recovery: find stream entries whose worker stopped renewing them, and sweep dead names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis.asyncio import Redis
+
+from .keys import CONSUMER_GROUP, Keys
+
+# XAUTOCLAIM scans about 10 x COUNT pending entries per call; a few calls per reclaim tick.
+RECLAIM_CALLS_PER_SWEEP = 10
+# Dead workers leave their consumer names in the group; sweep them every this many reclaims.
+CONSUMER_SWEEP_EVERY = 50
+
+
+class Reclaimer:
+    """XAUTOCLAIM with a cursor kept between calls.
+
+    XAUTOCLAIM scans a bounded slice of the pending list per call: keeping the cursor means that,
+    with many healthy running jobs ahead, expired ones further on are still found.
+    """
+
+    def __init__(self, redis: Redis, keys: Keys, consumer: str, lease_ms: int) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.consumer = consumer
+        self.lease_ms = lease_ms
+        self.cursor = "0-0"
+        self.sweeps = 0
+
+    async def sweep(self, capacity: int) -> list[tuple[str, str]]:
+        """Claim up to `capacity` expired entries: [(entry id, job id)]."""
+        claimed: list[tuple[str, str]] = []
+        for _ in range(RECLAIM_CALLS_PER_SWEEP):
+            if len(claimed) >= capacity:
+                break
+            result: Any = await self.redis.xautoclaim(
+                self.keys.jobs,
+                CONSUMER_GROUP,
+                self.consumer,
+                min_idle_time=self.lease_ms,
+                start_id=self.cursor,
+                count=capacity - len(claimed),
+            )
+            self.cursor = result[0].decode()
+            claimed.extend(
+                (entry_id.decode(), fields[b"id"].decode())
+                for entry_id, fields in result[1]
+                if fields  # None or empty: the entry was deleted meanwhile
+            )
+            if self.cursor == "0-0":
+                break
+        self.sweeps += 1
+        if self.sweeps % CONSUMER_SWEEP_EVERY == 0:
+            await self.forget_idle_consumers()
+        return claimed
+
+    async def forget_idle_consumers(self) -> None:
+        """Delete group consumers that own nothing and were idle for long (dead workers' names)."""
+        idle_limit_ms = max(60_000, 10 * self.lease_ms)
+        consumers: Any = await self.redis.xinfo_consumers(self.keys.jobs, CONSUMER_GROUP)
+        for consumer in consumers:
+            name = consumer["name"]
+            name = name.decode() if isinstance(name, bytes) else name
+            if (
+                name != self.consumer
+                and consumer["pending"] == 0
+                and consumer["idle"] > idle_limit_ms
+            ):
+                await self.redis.xgroup_delconsumer(self.keys.jobs, CONSUMER_GROUP, name)
