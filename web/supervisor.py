@@ -6,6 +6,7 @@ SIGTERM; on Linux each child also dies with the supervisor (PR_SET_PDEATHSIG), s
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -31,10 +32,8 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 @dataclass
@@ -51,7 +50,7 @@ class Child:
     def start(self) -> None:
         self.process = subprocess.Popen(
             self.argv, env=self.env, stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
         self.started_at = time.monotonic()
         log.info("started %s (pid %d)", self.name, self.process.pid)
@@ -108,11 +107,10 @@ class Supervisor:
                     child.next_start = 0.0
                     child.restarts += 1
                     child.start()
-            if self.redis is not None and self.redis.process is not None:
-                if self.redis.process.poll() is not None:
-                    log.error("embedded Redis exited (%s); restarting it",
-                              self.redis.process.returncode)
-                    self.redis.start()
+            redis_process = self.redis.process if self.redis is not None else None
+            if self.redis is not None and redis_process and redis_process.poll() is not None:
+                log.error("embedded Redis exited (%s); restarting it", redis_process.returncode)
+                self.redis.start()
             time.sleep(POLL_S)
 
     def stop(self) -> None:

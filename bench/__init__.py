@@ -1,0 +1,1 @@
+"""Benchmarks that produce the figures in the README (`python -m bench.pipeline`)."""

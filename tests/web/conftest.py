@@ -1,0 +1,110 @@
+"""Web-only fixtures: the real application on a test server, an SSE parser, small helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import ClientResponse
+from aiohttp.test_utils import TestClient
+
+from web.app import create_app
+from workers.settings import Settings
+
+ClientFactory = Callable[..., Awaitable[TestClient[Any, Any]]]
+
+
+@pytest.fixture
+async def make_client(aiohttp_client: Any, settings: Settings) -> ClientFactory:
+    """A test client of create_app(settings with `changes`), served over real HTTP."""
+
+    async def make(**changes: Any) -> TestClient[Any, Any]:
+        client: TestClient[Any, Any] = await aiohttp_client(create_app(settings.replace(**changes)))
+        return client
+
+    return make
+
+
+@pytest.fixture
+async def client(make_client: ClientFactory) -> TestClient[Any, Any]:
+    return await make_client()
+
+
+@dataclass
+class SseEvent:
+    id: str | None
+    event: str
+    data: str
+    retry: int | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def json(self) -> Any:
+        return orjson.loads(self.data)
+
+
+async def sse_events(response: ClientResponse) -> AsyncIterator[SseEvent]:
+    """Parse the text/event-stream byte stream as the HTML spec says (comments are pings)."""
+    ev_id: str | None = None
+    ev_type = ""
+    data: list[str] = []
+    retry: int | None = None
+    buffer = b""
+    async for chunk in response.content.iter_any():
+        buffer += chunk
+        while True:
+            cut = min((i for i in (buffer.find(b"\r\n"), buffer.find(b"\n")) if i >= 0), default=-1)
+            if cut < 0:
+                break
+            width = 2 if buffer[cut : cut + 2] == b"\r\n" else 1
+            line, buffer = buffer[:cut].decode(), buffer[cut + width :]
+            if line == "":
+                if data:
+                    yield SseEvent(ev_id, ev_type or "message", "\n".join(data), retry)
+                ev_type, data = "", []  # the id and the retry delay persist
+                continue
+            if line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "id":
+                ev_id = value
+            elif name == "event":
+                ev_type = value
+            elif name == "data":
+                data.append(value)
+            elif name == "retry":
+                retry = int(value)
+
+
+async def collect_sse(response: ClientResponse, timeout: float = 20.0) -> list[SseEvent]:
+    """Every event until the server ends the stream."""
+    out: list[SseEvent] = []
+    async with asyncio.timeout(timeout):
+        async for event in sse_events(response):
+            out.append(event)
+    return out
+
+
+async def submit(client: TestClient[Any, Any], **request: Any) -> dict[str, Any]:
+    response = await client.post("/v1/tts/jobs", json=request)
+    body = await response.json()
+    assert response.status == 202, body
+    return dict(body)
+
+
+async def wait_job(
+    client: TestClient[Any, Any], job_id: str, states: tuple[str, ...], timeout: float = 20.0
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        response = await client.get(f"/v1/tts/jobs/{job_id}")
+        body: dict[str, Any] = await response.json()
+        if body.get("state") in states:
+            return body
+        assert time.monotonic() < deadline, f"job {job_id} still {body}"
+        await asyncio.sleep(0.05)

@@ -1,0 +1,282 @@
+"""The HTTP API without workers: submission, validation, status, cancel, errors, identity."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from workers.settings import Settings
+
+from .conftest import ClientFactory, submit
+
+Client = TestClient[Any, Any]
+
+
+async def test_submit_answers_202_with_urls_cursor_and_snapshot(client: Client) -> None:
+    response = await client.post("/v1/tts/jobs", json={"text": "你好，世界", "format": "mp3"})
+    assert response.status == 202
+    body = await response.json()
+    job_id = body["id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", job_id)
+    assert body["state"] == "queued"
+    assert body["status_url"] == f"/v1/tts/jobs/{job_id}"
+    assert body["audio_url"] == f"/v1/tts/jobs/{job_id}/audio"
+    assert body["events_url"] == f"/v1/tts/jobs/{job_id}/events"
+    assert re.fullmatch(r"\d+-\d+", body["events_cursor"])
+    assert body["position"] == 0
+    assert body["job"]["id"] == job_id and body["job"]["format"] == "mp3"
+    assert "duplicate" not in body
+    assert response.headers["Location"] == body["status_url"]
+    assert response.headers["Content-Type"].startswith("application/json")
+
+    status = await client.get(body["status_url"])
+    assert status.status == 200
+    job = await status.json()
+    assert job["state"] == "queued" and job["voice"] == "zh_female" and job["position"] == 0
+    assert job["audio_url"] == body["audio_url"]
+
+    second = await submit(client, text="second")
+    assert second["position"] == 1
+
+
+async def test_cleaned_text_is_what_gets_queued(client: Client, aredis: Any, keys: Any) -> None:
+    body = await submit(client, text="\u200bHello\u202e\x00  world\n")
+    stored = await aredis.hget(keys.job(body["id"]), "request")
+    assert b'"text":"Hello world"' in stored
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "param", "code", "words"),
+    [
+        ({"text": ""}, 422, "text", "text_empty", "1 to 50"),
+        ({"text": "\u200b\u200d\x07\u2066"}, 422, "text", "text_empty", "invisible"),
+        ({"text": "字" * 51}, 422, "text", "text_too_long", "limit is 50"),
+        ({"text": "?!…"}, 422, "text", "text_not_speakable", "letter or digit"),
+        ({"text": "hi", "voice": "darth"}, 422, "voice", "unknown_voice", "zh_female"),
+        ({"text": "hi", "format": "avi"}, 422, "format", "invalid_format", "'mp3'"),
+        ({"text": 42}, 422, "text", "invalid_text", "valid string"),
+        ({"text": "hi", "speed": 9}, 422, "speed", "invalid_speed", "2"),
+        ({"text": "hi", "colour": "red"}, 422, "colour", "unknown_field", "voice"),
+        ({"voice": "zh_male"}, 422, "text", "missing_field", "required"),
+        (["text"], 422, None, "invalid_body", "JSON object"),
+    ],
+)
+async def test_validation_errors_name_the_field(
+    make_client: ClientFactory,
+    payload: Any,
+    status: int,
+    param: str | None,
+    code: str,
+    words: str,
+) -> None:
+    client = await make_client(max_text_chars=50)
+    response = await client.post("/v1/tts/jobs", json=payload)
+    body = await response.json()
+    assert response.status == status, body
+    error = body["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == param
+    assert error["code"] == code
+    assert words in error["message"]
+
+
+async def test_body_errors(make_client: ClientFactory) -> None:
+    client = await make_client(max_body_bytes=1000)
+    response = await client.post(
+        "/v1/tts/jobs", data=b'{"text": "hi",', headers={"Content-Type": "application/json"}
+    )
+    assert response.status == 400
+    assert (await response.json())["error"]["code"] == "invalid_json"
+
+    response = await client.post("/v1/tts/jobs", data={"text": "hi"})  # a form
+    assert response.status == 415
+    error = (await response.json())["error"]
+    assert error["code"] == "unsupported_media_type" and "application/json" in error["message"]
+
+    response = await client.post("/v1/tts/jobs", json={"text": "a" * 5000})
+    assert response.status == 413
+    error = (await response.json())["error"]
+    assert error["code"] == "body_too_large" and "1000 bytes" in error["message"]
+
+    # No Content-Length (chunked): aiohttp's own limit answers, in the same shape.
+    async def chunks() -> Any:
+        yield b'{"text": "'
+        yield b"a" * 5000
+        yield b'"}'
+
+    response = await client.post(
+        "/v1/tts/jobs", data=chunks(), headers={"Content-Type": "application/json"}
+    )
+    assert response.status == 413
+    assert (await response.json())["error"]["code"] == "body_too_large"
+
+    response = await client.post(
+        "/v1/tts/jobs", data=b'"\xff\xfe"', headers={"Content-Type": "application/json"}
+    )
+    assert response.status == 400
+
+
+async def test_unknown_ids_routes_and_methods(client: Client) -> None:
+    missing = "0" * 32
+    for method, path in [
+        ("GET", f"/v1/tts/jobs/{missing}"),
+        ("GET", f"/v1/tts/jobs/{missing}/audio"),
+        ("GET", f"/v1/tts/jobs/{missing}/events"),
+        ("GET", f"/v1/tts/jobs/{missing}/segments/1"),
+        ("DELETE", f"/v1/tts/jobs/{missing}"),
+        ("GET", "/v1/tts/jobs/not-a-job-id"),
+        ("GET", "/v1/tts/jobs/*:x"),
+    ]:
+        response = await client.request(method, path)
+        body = await response.json()
+        assert response.status == 404, (method, path, body)
+        assert body["error"]["code"] == "job_not_found"
+        assert body["error"]["type"] == "not_found_error"
+
+    response = await client.get("/v1/nothing-here")
+    assert response.status == 404
+    assert (await response.json())["error"]["code"] == "unknown_endpoint"
+
+    response = await client.put("/v1/tts/jobs")
+    assert response.status == 405
+    assert "POST" in response.headers["Allow"]
+    assert (await response.json())["error"]["code"] == "method_not_allowed"
+
+
+async def test_idempotency_key_makes_one_job(client: Client) -> None:
+    headers = {"Idempotency-Key": "order-42"}
+    first = await client.post("/v1/tts/jobs", json={"text": "once"}, headers=headers)
+    second = await client.post("/v1/tts/jobs", json={"text": "once"}, headers=headers)
+    a, b = await first.json(), await second.json()
+    assert first.status == second.status == 202
+    assert a["id"] == b["id"] and b["duplicate"] is True and "duplicate" not in a
+    assert b["status_url"] == a["status_url"] and b["state"] == "queued"
+    assert b["events_cursor"] == a["events_cursor"]
+
+    bad = await client.post("/v1/tts/jobs", json={"text": "x"}, headers={"Idempotency-Key": "é"})
+    assert bad.status == 400
+    assert (await bad.json())["error"]["param"] == "Idempotency-Key"
+
+
+async def test_cancel_a_queued_job_and_audio_states(client: Client) -> None:
+    body = await submit(client, text="never spoken")
+    audio = await client.get(body["audio_url"])
+    assert audio.status == 409
+    assert audio.headers["Retry-After"] == "1"
+    error = await audio.json()
+    assert error["error"]["code"] == "not_ready" and error["state"] == "queued"
+
+    response = await client.delete(body["status_url"])
+    assert response.status == 202
+    assert await response.json() == {"id": body["id"], "state": "cancelled"}
+
+    again = await client.delete(body["status_url"])
+    assert again.status == 409
+    assert (await again.json())["error"]["code"] == "job_finished"
+
+    audio = await client.get(body["audio_url"])
+    assert audio.status == 409
+    assert (await audio.json())["error"]["code"] == "job_cancelled"
+    status = await (await client.get(body["status_url"])).json()
+    assert status["state"] == "cancelled" and "position" not in status
+
+
+async def test_backlog_full_is_429_with_retry_after(make_client: ClientFactory) -> None:
+    client = await make_client(max_backlog=1)
+    await submit(client, text="one")
+    response = await client.post("/v1/tts/jobs", json={"text": "two"})
+    assert response.status == 429
+    assert int(response.headers["Retry-After"]) >= 1
+    error = (await response.json())["error"]
+    assert error["type"] == "rate_limit_error" and error["code"] == "backlog_full"
+
+
+async def test_security_headers_and_identity_cookie(client: Client) -> None:
+    response = await client.get("/healthz")
+    assert response.status == 200 and await response.json() == {"status": "ok"}
+    csp = response.headers["Content-Security-Policy"]
+    assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert response.headers["Referrer-Policy"] == "no-referrer"
+    cookie = response.cookies["tts_client"]
+    assert cookie["httponly"] and cookie["samesite"] == "Lax"
+    assert int(cookie["max-age"]) >= 364 * 86_400
+    # The client keeps it: no new cookie on the next response.
+    again = await client.get("/healthz")
+    assert "tts_client" not in again.cookies
+
+    error = await client.get("/v1/nothing")
+    assert error.headers["X-Content-Type-Options"] == "nosniff"
+
+
+async def test_api_keys_when_configured(make_client: ClientFactory) -> None:
+    client = await make_client(api_keys="alpha, beta")
+    for path in ("/v1/voices", "/tts/query/abc"):
+        response = await client.get(path)
+        assert response.status == 401
+        assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    body = await (await client.get("/v1/voices")).json()
+    assert body["error"]["type"] == "authentication_error"
+    wrong = await client.get("/v1/voices", headers={"Authorization": "Bearer gamma"})
+    assert wrong.status == 401
+    ok = await client.get("/v1/voices", headers={"Authorization": "Bearer beta"})
+    assert ok.status == 200
+    for path in ("/healthz", "/metrics", "/"):
+        assert (await client.get(path)).status == 200, path
+
+
+async def test_api_key_identity(client: Client, aredis: Any, keys: Any) -> None:
+    headers = {"Authorization": "Bearer my-secret"}
+    response = await client.post("/v1/tts/jobs", json={"text": "hi"}, headers=headers)
+    job_id = (await response.json())["id"]
+    owner = (await aredis.hget(keys.job(job_id), "client")).decode()
+    assert re.fullmatch(r"key-[0-9a-f]{16}", owner)
+
+
+async def test_voices_without_workers_lists_builtins(client: Client) -> None:
+    body = await (await client.get("/v1/voices")).json()
+    names = [v["name"] for v in body["voices"]]
+    assert {"zh_female", "zh_male", "en_female", "en_male"} <= set(names)
+    assert body["default"] == "zh_female" and body["engines"] == [] and body["workers"] == 0
+
+
+async def test_registered_voice_is_listed_and_accepted(
+    client: Client, aredis: Any, keys: Any
+) -> None:
+    await aredis.hset(
+        keys.voices, "narrator", '{"language": "en-US", "embedding": "' + "x" * 5000 + '"}'
+    )
+    body = await (await client.get("/v1/voices")).json()
+    narrator = next(v for v in body["voices"] if v["name"] == "narrator")
+    assert narrator["builtin"] is False and narrator["language"] == "en-US"
+    assert "embedding" not in narrator
+    job = await submit(client, text="hello", voice="narrator")
+    assert job["job"]["voice"] == "narrator"
+    response = await client.post("/v1/tts/jobs", json={"text": "hi", "voice": "nobody"})
+    assert "narrator" in (await response.json())["error"]["message"]
+
+
+async def test_readyz_needs_a_worker_and_metrics_count(client: Client, settings: Settings) -> None:
+    response = await client.get("/readyz")
+    assert response.status == 503
+    body = await response.json()
+    assert body["redis"] is True and body["workers"] == 0 and body["status"] == "not_ready"
+
+    await submit(client, text="counted")
+    text = await (await client.get("/metrics")).text()
+    assert "chattts_jobs_submitted_total 1.0" in text
+    assert 'chattts_http_requests_total{method="POST",route="jobs",status="202"} 1.0' in text
+    assert "chattts_queue_depth 1.0" in text
+    assert "chattts_sse_connections 0.0" in text
+
+
+async def test_page_renders_with_settings(make_client: ClientFactory) -> None:
+    client = await make_client(max_text_chars=1234)
+    response = await client.get("/")
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/html")
+    assert "1234" in (await response.text()).replace(",", "")
+    assert "script-src 'self'" in response.headers["Content-Security-Policy"]

@@ -1,0 +1,131 @@
+"""The event hub and `follow`: register first, replay, follow live, survive a pub/sub kill."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+
+from web.hub import EventHub, follow
+from workers.job import SynthesisRequest
+from workers.keys import Keys
+from workers.queue import Queue
+from workers.settings import Settings
+
+
+async def _hub(settings: Settings, keys: Keys) -> EventHub:
+    hub = EventHub(settings, keys)
+    await hub.start()
+    async with asyncio.timeout(5):
+        await hub.connected.wait()
+    return hub
+
+
+async def _append(aredis: Redis, stream: str, kind: str) -> str:
+    """An event as the Lua scripts write it: stream entry, then the doorbell."""
+    data = orjson.dumps({"type": kind, "ts": time.time(), "job": {"state": kind}})
+    entry: Any = await aredis.xadd(stream, {"data": data})
+    await aredis.publish(stream.replace(":ev:", ":n:", 1), entry)
+    return str(entry.decode())
+
+
+async def test_follow_replays_then_follows_live(
+    settings: Settings, keys: Keys, aredis: Redis
+) -> None:
+    hub = await _hub(settings, keys)
+    queue = Queue(aredis, settings)
+    stream = keys.client_events("someone")
+    first = await _append(aredis, stream, "queued")
+    got: list[tuple[str, str]] = []
+
+    async def consume() -> None:
+        async with contextlib.aclosing(follow(queue, hub, stream, None, poll_s=30)) as events:
+            async for stream_id, event in events:
+                got.append((stream_id, event["type"]))
+
+    task = asyncio.create_task(consume())
+    try:
+        second = await _append(aredis, stream, "running")
+        third = await _append(aredis, stream, "succeeded")
+        async with asyncio.timeout(5):  # poll_s=30: only doorbells can deliver this fast
+            while len(got) < 3:
+                await asyncio.sleep(0.01)
+        assert got == [(first, "queued"), (second, "running"), (third, "succeeded")]
+        assert hub.subscriber_count == 1
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await hub.stop()
+    assert hub.subscriber_count == 0
+
+
+async def test_follow_of_a_finished_job_ends(settings: Settings, keys: Keys, aredis: Redis) -> None:
+    hub = await _hub(settings, keys)
+    queue = Queue(aredis, settings)
+    submitted = await queue.enqueue(SynthesisRequest(text="hi"), "c1")
+    await queue.cancel(submitted.job_id)
+    stream = keys.job_events(submitted.job_id)
+    try:
+        events = [e async for e in follow(queue, hub, stream, None, job_id=submitted.job_id)]
+        assert [e["type"] for _, e in events] == ["queued", "cancelled"]
+        # After its terminal event: nothing more, and it ends at once (no safety-poll wait).
+        start = time.monotonic()
+        rest = [e async for e in follow(queue, hub, stream, events[-1][0], job_id=submitted.job_id)]
+        assert rest == [] and time.monotonic() - start < 1.0
+        unknown = keys.job_events("f" * 32)
+        gone = [e async for e in follow(queue, hub, unknown, None, job_id="f" * 32)]
+        assert gone == []
+    finally:
+        await hub.stop()
+
+
+async def test_pubsub_kill_loses_no_event(settings: Settings, keys: Keys, aredis: Redis) -> None:
+    reconnects: list[int] = []
+    hub = EventHub(settings, keys, on_reconnect=lambda: reconnects.append(1))
+    await hub.start()
+    queue = Queue(aredis, settings)
+    stream = keys.client_events("victim")
+    got: list[str] = []
+
+    async def consume() -> None:
+        async with contextlib.aclosing(follow(queue, hub, stream, None, poll_s=30)) as events:
+            async for stream_id, _ in events:
+                got.append(stream_id)
+
+    task = asyncio.create_task(consume())
+    try:
+        async with asyncio.timeout(5):
+            await hub.connected.wait()
+        sent = [await _append(aredis, stream, "progress") for _ in range(3)]
+        await aredis.client_kill_filter(_type="pubsub")
+        sent += [await _append(aredis, stream, "progress") for _ in range(3)]
+        # Doorbells of the last three may be lost; the reconnect wakes the follower, which
+        # re-reads after its cursor (poll_s=30 rules out the safety poll doing it).
+        async with asyncio.timeout(8):
+            while got != sent:
+                await asyncio.sleep(0.02)
+        assert reconnects == [1]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await hub.stop()
+
+
+async def test_hub_stops_followers(settings: Settings, keys: Keys, aredis: Any) -> None:
+    hub = await _hub(settings, keys)
+    queue = Queue(aredis, settings)
+    task = asyncio.create_task(
+        asyncio.wait_for(anext(follow(queue, hub, keys.client_events("x"), None)), 10)
+    )
+    await asyncio.sleep(0.1)
+    await hub.stop()
+    start = time.monotonic()
+    with contextlib.suppress(StopAsyncIteration):
+        await task
+    assert time.monotonic() - start < 1.0

@@ -1,0 +1,104 @@
+"""The aiohttp application: factory, lifecycle (Redis, event hub, open streams) and `main`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp_jinja2
+import jinja2
+from aiohttp import web
+
+from workers.keys import Keys
+from workers.queue import Queue
+from workers.redis_client import connect
+from workers.settings import Settings
+
+from .appkeys import CONNECTIONS, HUB, KEYS, METRICS, QUEUE, REDIS, SETTINGS
+from .errors import error_middleware
+from .hub import Connections, EventHub
+from .identity import identity_middleware, set_client_cookie
+from .routes import setup_routes
+from .views.metrics import Metrics, metrics_middleware
+
+log = logging.getLogger("chattts_online.web")
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES_DIR = ROOT / "templates"
+STATIC_DIR = ROOT / "static"
+# Open streams are closed at once on shutdown; this bounds the wait for ordinary requests.
+SHUTDOWN_TIMEOUT_S = 10.0
+# redis-py's pool fails (not waits) past its size, 100 by default: hundreds of open streams and
+# concurrent requests each hold a connection for a command or two.
+REDIS_MAX_CONNECTIONS = 1024
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "media-src 'self' blob:; connect-src 'self'; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+
+
+async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
+    redis = connect(app[SETTINGS], max_connections=REDIS_MAX_CONNECTIONS)
+    app[REDIS] = redis
+    app[QUEUE] = Queue(redis, app[SETTINGS])
+    yield
+    await redis.aclose()
+
+
+async def _hub_ctx(app: web.Application) -> AsyncIterator[None]:
+    hub = EventHub(app[SETTINGS], app[KEYS], on_reconnect=app[METRICS].hub_reconnects.inc)
+    app[HUB] = hub
+    await hub.start()
+    yield
+    await hub.stop()
+
+
+async def _close_connections(app: web.Application) -> None:
+    await app[CONNECTIONS].close_all(app[HUB])
+
+
+def create_app(settings: Settings) -> web.Application:
+    app = web.Application(
+        client_max_size=settings.max_body_bytes,
+        middlewares=[metrics_middleware, error_middleware, identity_middleware],
+    )
+    app[SETTINGS] = settings
+    app[KEYS] = Keys(settings.key_prefix, settings.queue)
+    app[METRICS] = Metrics()
+    app[CONNECTIONS] = Connections()
+    aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=True)
+    app[aiohttp_jinja2.static_root_key] = "/static"
+    setup_routes(app, STATIC_DIR)
+    app.cleanup_ctx.append(_redis_ctx)
+    app.cleanup_ctx.append(_hub_ctx)
+    app.on_shutdown.append(_close_connections)
+    app.on_response_prepare.append(set_client_cookie)
+    app.on_response_prepare.append(_security_headers)
+    return app
+
+
+def main(settings: Settings) -> int:
+    """Entry point of `chattts-online web`: serve until SIGINT or SIGTERM, then stop cleanly."""
+    if not settings.redis_url:
+        log.error("no Redis URL: set CHATTTS_REDIS_URL (or use `chattts-online run`)")
+        return 2
+    web.run_app(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        shutdown_timeout=min(SHUTDOWN_TIMEOUT_S, settings.shutdown_grace_s),
+        print=lambda message: log.info("%s", message.strip("= \n")),
+    )
+    return 0

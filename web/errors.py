@@ -1,0 +1,135 @@
+"""One error shape for every failure (OpenAI's `{"error": {...}}`) and the middleware for it.
+
+Old `/tts/...` endpoints keep FastAPI's `{"detail": ...}` shape, which their clients parse.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .appkeys import SETTINGS
+
+log = logging.getLogger("chattts_online.web")
+
+# Redis failures that mean "the store is unreachable right now" (not "the request is wrong").
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
+LEGACY_PREFIX = "/tts/"
+
+_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    429: "rate_limit_error",
+}
+
+
+def dumps(obj: Any) -> str:
+    return orjson.dumps(obj).decode()
+
+
+def json_response(
+    data: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return web.json_response(data, status=status, headers=headers, dumps=dumps)
+
+
+def error_type(status: int) -> str:
+    if status >= 500:
+        return "server_error"
+    return _TYPES.get(status, "invalid_request_error")
+
+
+class ApiError(Exception):
+    """A failure to report to the client: status, a message that says what to fix, a code."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str,
+        param: str | None = None,
+        type: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+        self.type = type or error_type(status)
+        self.headers = dict(headers or {})
+        self.extra = dict(extra or {})
+
+    def error(self) -> dict[str, Any]:
+        """The inner object (also the `error` of a WebSocket error frame)."""
+        return {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.error(), **self.extra}
+
+    def response(self) -> web.Response:
+        return json_response(self.body(), status=self.status, headers=self.headers)
+
+    def legacy_response(self) -> web.Response:
+        return json_response({"detail": self.message}, status=self.status, headers=self.headers)
+
+
+def redis_unavailable() -> ApiError:
+    return ApiError(
+        503,
+        "the job store (Redis) is unreachable; retry in a moment",
+        code="store_unavailable",
+        headers={"Retry-After": "1"},
+    )
+
+
+def not_found(what: str, code: str = "not_found") -> ApiError:
+    return ApiError(404, what, code=code)
+
+
+def _from_http(request: web.Request, exc: web.HTTPException) -> ApiError:
+    headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after")}
+    if exc.status == 404:
+        message = f"there is no endpoint {request.path!r}; see the API table in the README"
+        return ApiError(404, message, code="unknown_endpoint", headers=headers)
+    if exc.status == 405:
+        allowed = exc.headers.get("Allow", "")
+        message = f"{request.method} is not allowed on {request.path!r}; use {allowed}"
+        return ApiError(405, message, code="method_not_allowed", headers=headers)
+    if exc.status == 413:
+        limit = request.app[SETTINGS].max_body_bytes
+        message = f"the request body is larger than the limit of {limit} bytes"
+        return ApiError(413, message, code="body_too_large", headers=headers)
+    return ApiError(exc.status, exc.text or exc.reason, code=f"http_{exc.status}", headers=headers)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        error = exc
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        error = _from_http(request, exc)
+    except REDIS_DOWN as exc:
+        log.warning("%s %s: Redis unreachable: %s", request.method, request.path, exc)
+        error = redis_unavailable()
+    except Exception:
+        log.exception("%s %s failed", request.method, request.path)
+        error = ApiError(500, "internal error; it was logged", code="internal_error")
+    if request.path.startswith(LEGACY_PREFIX):
+        return error.legacy_response()
+    return error.response()

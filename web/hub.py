@@ -1,0 +1,254 @@
+"""One pub/sub connection per web process, fanning doorbells out to local SSE/WS subscribers.
+
+A doorbell only says "there is news on stream S"; events are always read from the Redis event
+streams after the subscriber's cursor (`follow`). So a lost doorbell (pub/sub reconnect, a
+notification between two reads) costs at most one safety-poll interval, never an event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+from aiohttp import WSCloseCode, web
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from workers.job import TERMINAL_STATES
+from workers.keys import Keys
+from workers.queue import Queue
+from workers.settings import Settings
+
+from .errors import REDIS_DOWN
+
+log = logging.getLogger("chattts_online.web.hub")
+
+# Safety poll: a subscriber re-reads its stream this often even without a doorbell.
+POLL_S = 1.5
+# Events read per XRANGE while replaying.
+READ_BATCH = 100
+BACKOFF_START_S, BACKOFF_MAX_S = 0.1, 2.0
+STOP_TIMEOUT_S = 3.0
+TERMINAL_TYPES = frozenset(state.value for state in TERMINAL_STATES)
+
+
+class Subscriber:
+    """A local interest in one event stream. The hub rings it; it never queues payloads."""
+
+    __slots__ = ("_rung", "stream")
+
+    def __init__(self, stream: str) -> None:
+        self.stream = stream
+        self._rung = asyncio.Event()
+
+    def ring(self) -> None:
+        self._rung.set()
+
+    async def wait(self, seconds: float) -> bool:
+        """Wait for a doorbell (True) or `seconds` (False). Clears the bell before returning."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self._rung.wait()
+        except TimeoutError:
+            return False
+        self._rung.clear()
+        return True
+
+
+class EventHub:
+    """PSUBSCRIBE to every doorbell of the queue on a dedicated connection; reconnect forever."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        keys: Keys,
+        on_reconnect: Callable[[], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.keys = keys
+        self._on_reconnect = on_reconnect
+        self._subs: dict[str, set[Subscriber]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+        self.closing = False
+        self._stopped = False
+        self.connects = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="event-hub")
+
+    async def stop(self) -> None:
+        self.close_subscribers()
+        self._stopped = True
+        if self._task is not None:
+            self._task.cancel()
+            # redis-py can swallow a cancellation that lands in a timed read: the loop also
+            # checks `_stopped`, and we never wait longer than one read.
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                async with asyncio.timeout(STOP_TIMEOUT_S):
+                    await self._task
+            self._task = None
+
+    def close_subscribers(self) -> None:
+        """Shutdown: every follower wakes up and ends (its client resumes from its cursor)."""
+        self.closing = True
+        self._wake_all()
+
+    # -- subscribers --------------------------------------------------------------------------
+
+    def subscribe(self, stream: str) -> Subscriber:
+        sub = Subscriber(stream)
+        self._subs.setdefault(stream, set()).add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        subs = self._subs.get(sub.stream)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subs[sub.stream]
+
+    @property
+    def subscriber_count(self) -> int:
+        return sum(len(s) for s in self._subs.values())
+
+    def _dispatch(self, channel: bytes | str) -> None:
+        name = channel.decode() if isinstance(channel, bytes) else channel
+        for sub in self._subs.get(self.keys.stream_for_channel(name), ()):
+            sub.ring()
+
+    def _wake_all(self) -> None:
+        for subs in self._subs.values():
+            for sub in subs:
+                sub.ring()
+
+    # -- the connection -----------------------------------------------------------------------
+
+    def _client(self) -> Redis:
+        # Own connection, no hidden retries: we must notice every reconnect to wake subscribers.
+        client: Redis = Redis.from_url(
+            self.settings.redis_url or "",
+            socket_connect_timeout=2.0,
+            socket_timeout=5.0,
+            socket_keepalive=True,
+            health_check_interval=5,
+            retry=Retry(NoBackoff(), 0),
+        )
+        return client
+
+    def _connected(self) -> None:
+        self.connects += 1
+        if self.connects > 1:
+            log.info("event hub: pub/sub reconnected; subscribers re-read from their cursors")
+            if self._on_reconnect is not None:
+                self._on_reconnect()
+        self.connected.set()
+        # Doorbells rung while we were away are lost: everyone re-reads after its cursor.
+        self._wake_all()
+
+    async def _run(self) -> None:
+        delay = BACKOFF_START_S
+        while not self._stopped:
+            client = self._client()
+            pubsub = client.pubsub()
+            try:
+                await pubsub.psubscribe(self.keys.channel_pattern)
+                while not self._stopped:
+                    # A bounded wait (not get_message()'s busy default) that also runs the
+                    # connection's health check now and then.
+                    message: Any = await pubsub.get_message(timeout=1.0)
+                    if message is None:
+                        continue
+                    if message["type"] == "pmessage":
+                        self._dispatch(message["channel"])
+                    elif message["type"] == "psubscribe":
+                        self._connected()
+                        delay = BACKOFF_START_S
+            except (RedisError, OSError) as exc:
+                if self.connected.is_set():
+                    log.warning("event hub: pub/sub connection lost: %s", exc)
+                self.connected.clear()
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_MAX_S)
+
+
+def _id_key(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+async def follow(
+    queue: Queue,
+    hub: EventHub,
+    stream: str,
+    after: str | None,
+    *,
+    job_id: str | None = None,
+    poll_s: float = POLL_S,
+) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+    """Every event of `stream` after cursor `after`, then live ones; no loss, no duplicate.
+
+    Registers with the hub first, then replays, then re-reads on each doorbell (or safety poll).
+    With `job_id`, ends after the job's terminal event (or at once when the job is over and its
+    terminal event lies before the cursor, or the job expired). Ends when the hub closes.
+    Use with `contextlib.aclosing` so that the subscription is released.
+    """
+    sub = hub.subscribe(stream)
+    try:
+        cursor = after if after not in (None, "", "0", "0-0") else None
+        quiet = True
+        delay = BACKOFF_START_S
+        while not hub.closing:
+            try:
+                batch = await queue.read_events(stream, cursor, count=READ_BATCH)
+                if not batch and job_id is not None and quiet:
+                    # Nothing new and no doorbell: has the job ended (or expired) meanwhile?
+                    state: Any = await queue.redis.hget(queue.keys.job(job_id), "state")
+                    if state is None or state.decode() in TERMINAL_TYPES:
+                        batch = await queue.read_events(stream, cursor, count=READ_BATCH)
+                        if not batch:
+                            return
+            except REDIS_DOWN as exc:
+                log.debug("follow %s: Redis unreachable (%s); retrying", stream, exc)
+                await sub.wait(delay)
+                delay = min(delay * 2, BACKOFF_MAX_S)
+                continue
+            delay = BACKOFF_START_S
+            for stream_id, event in batch:
+                if cursor is not None and _id_key(stream_id) <= _id_key(cursor):
+                    continue  # never twice, whatever a read returns
+                cursor = stream_id
+                yield stream_id, event
+                if job_id is not None and event.get("type") in TERMINAL_TYPES:
+                    return
+            if len(batch) >= READ_BATCH:
+                continue
+            quiet = not await sub.wait(poll_s)
+    finally:
+        hub.unsubscribe(sub)
+
+
+class Connections:
+    """Open SSE responses and WebSockets, so that shutdown can close them promptly."""
+
+    def __init__(self) -> None:
+        self.sse: set[web.StreamResponse] = set()
+        self.ws: set[web.WebSocketResponse] = set()
+
+    async def close_all(self, hub: EventHub) -> None:
+        hub.close_subscribers()  # SSE handlers return after their current write
+        for ws in list(self.ws):
+            with contextlib.suppress(Exception):
+                await ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutting down")

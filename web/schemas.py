@@ -1,0 +1,192 @@
+"""Request validation (JSON bodies, synthesis requests, ids, cursors) and job response parts."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import orjson
+from aiohttp import web
+from pydantic import ValidationError
+
+from workers.job import SynthesisRequest
+from workers.queue import Queue
+from workers.text import clean_text, has_speakable
+from workers.voices import BUILTIN_BY_NAME
+
+from .appkeys import SETTINGS
+from .errors import ApiError
+
+_JOB_ID = re.compile(r"[0-9a-f]{32}")
+_STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?")
+_IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,128}")
+# Cleaning this many characters takes well under a millisecond; longer text is cleaned off-loop.
+_CLEAN_ON_LOOP = 20_000
+FIELDS = tuple(SynthesisRequest.model_fields)
+
+
+def valid_job_id(job_id: str) -> str:
+    """Job ids are uuid4 hex; anything else cannot exist (and must not reach a Redis key)."""
+    if not _JOB_ID.fullmatch(job_id):
+        raise ApiError(404, f"no job with id {job_id[:64]!r}", code="job_not_found")
+    return job_id
+
+
+def valid_cursor(value: str | None, param: str = "last_event_id") -> str | None:
+    if value is None or value.strip() == "":
+        return None
+    value = value.strip()
+    if not _STREAM_ID.fullmatch(value):
+        raise ApiError(
+            400,
+            f"{param!r} must be an event id such as '1700000000000-0' (the SSE id of an event)",
+            code="invalid_cursor",
+            param=param,
+        )
+    return value
+
+
+def idempotency_key(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not _IDEMPOTENCY_KEY.fullmatch(value):
+        raise ApiError(
+            400,
+            "the Idempotency-Key header must be 1 to 128 printable ASCII characters",
+            code="invalid_idempotency_key",
+            param="Idempotency-Key",
+        )
+    return value
+
+
+async def json_body(request: web.Request) -> Any:
+    """The parsed JSON body: 415 for another content type, 413 over the limit, 400 if broken."""
+    if request.content_type != "application/json" and not request.content_type.endswith("+json"):
+        raise ApiError(
+            415,
+            f"send the body as JSON with 'Content-Type: application/json' "
+            f"(got {request.content_type!r})",
+            code="unsupported_media_type",
+        )
+    limit = request.app[SETTINGS].max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise ApiError(
+            413,
+            f"the request body is larger than the limit of {limit} bytes",
+            code="body_too_large",
+        )
+    raw = await request.read()  # aiohttp enforces client_max_size while reading
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
+
+
+def _describe(errors: list[Any]) -> ApiError:
+    """Turn pydantic's errors into one message that names each field and what to fix."""
+    parts: list[str] = []
+    first_param: str | None = None
+    first_code = "invalid_request"
+    for error in errors:
+        loc = ".".join(str(p) for p in error["loc"])
+        if error["type"] == "extra_forbidden":
+            parts.append(f"unknown field {loc!r} (the fields are {', '.join(FIELDS)})")
+            code = "unknown_field"
+        elif error["type"] == "missing":
+            parts.append(f"{loc!r} is required")
+            code = "missing_field"
+        elif error["type"] == "model_type":
+            parts.append("the body must be a JSON object")
+            code = "invalid_body"
+        else:
+            parts.append(f"invalid {loc!r}: {error['msg']}")
+            code = f"invalid_{loc}" if loc in FIELDS else "invalid_value"
+        if first_param is None:
+            first_param, first_code = (loc or None), code
+    return ApiError(422, "; ".join(parts), code=first_code, param=first_param)
+
+
+async def synthesis_request(
+    queue: Queue, payload: Any, max_chars: int, **fixed: Any
+) -> SynthesisRequest:
+    """Validate a submission: cleaned text of 1..max_chars, known voice and format, no extras."""
+    if not isinstance(payload, dict):
+        raise ApiError(422, "the body must be a JSON object", code="invalid_body")
+    payload = {**payload, **fixed}
+    text = payload.get("text")
+    if isinstance(text, str):
+        cleaned = await clean(text)
+        check_text(cleaned, max_chars)
+        payload["text"] = cleaned
+    try:
+        request = SynthesisRequest.model_validate(payload)
+    except ValidationError as exc:
+        raise _describe(exc.errors(include_url=False, include_input=False)) from None
+    await check_voice(queue, request.voice)
+    return request
+
+
+async def clean(text: str) -> str:
+    """clean_text, off the event loop when the text is long (bodies may hold megabytes)."""
+    if len(text) > _CLEAN_ON_LOOP:
+        return await asyncio.to_thread(clean_text, text)
+    return clean_text(text)
+
+
+def check_text(cleaned: str, max_chars: int) -> None:
+    if not cleaned:
+        raise ApiError(
+            422,
+            "'text' is empty once invisible and control characters are removed; "
+            f"send 1 to {max_chars} characters",
+            code="text_empty",
+            param="text",
+        )
+    if len(cleaned) > max_chars:
+        raise ApiError(
+            422,
+            f"'text' has {len(cleaned)} characters; the limit is {max_chars}: "
+            "split it into several jobs",
+            code="text_too_long",
+            param="text",
+        )
+    if not has_speakable(cleaned):
+        raise ApiError(
+            422,
+            "'text' has no letter or digit to speak",
+            code="text_not_speakable",
+            param="text",
+        )
+
+
+async def check_voice(queue: Queue, voice: str) -> None:
+    if voice in BUILTIN_BY_NAME or await queue.redis.hexists(queue.keys.voices, voice):
+        return
+    registered: list[bytes] = await queue.redis.hkeys(queue.keys.voices)  # type: ignore[assignment]
+    names = [*BUILTIN_BY_NAME, *sorted(n.decode() for n in registered)]
+    raise ApiError(
+        422,
+        f"unknown voice {voice!r}; the voices are {', '.join(names)} (GET /v1/voices)",
+        code="unknown_voice",
+        param="voice",
+    )
+
+
+# -- response bodies ---------------------------------------------------------------------------
+
+
+def job_urls(app: web.Application, job_id: str) -> dict[str, str]:
+    router = app.router
+    return {
+        "status_url": str(router["job"].url_for(job_id=job_id)),
+        "audio_url": str(router["job_audio"].url_for(job_id=job_id)),
+        "events_url": str(router["job_events"].url_for(job_id=job_id)),
+    }
+
+
+def position(snapshot: dict[str, Any], started_seq: int) -> int | None:
+    """Jobs ahead of a queued job (0 = next); None once it left the queue. As Queue.position."""
+    if snapshot.get("state") != "queued":
+        return None
+    return max(0, int(snapshot.get("seq") or 0) - started_seq - 1)

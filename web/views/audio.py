@@ -1,0 +1,171 @@
+"""Audio of a finished job and of finished segments while a job streams (ETag and Range aware)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from workers.audio import extension, mime_type
+from workers.job import Job, JobState
+
+from ..appkeys import QUEUE
+from ..errors import ApiError, not_found
+from ..schemas import valid_job_id
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+async def _job(request: web.Request) -> Job:
+    job_id = valid_job_id(request.match_info["job_id"])
+    job = await request.app[QUEUE].get(job_id)
+    if job is None:
+        raise not_found(f"no job with id {job_id!r} (unknown, or expired)", "job_not_found")
+    return job
+
+
+def _not_ready(job: Job, what: str) -> ApiError:
+    return ApiError(
+        409,
+        f"{what} is not ready: the job is {job.state.value}; wait for its 'succeeded' event "
+        "or retry shortly",
+        code="not_ready",
+        headers={"Retry-After": "1"},
+        extra={"state": job.state.value},
+    )
+
+
+def _ended(job: Job) -> ApiError:
+    reason = f": {job.error}" if job.error else ""
+    return ApiError(
+        409,
+        f"the job ended {job.state.value}{reason}; it has no audio",
+        code=f"job_{job.state.value}",
+        extra={"state": job.state.value},
+    )
+
+
+def _disposition(request: web.Request, filename: str) -> str:
+    kind = "attachment" if request.query.get("download", "").lower() in _TRUE else "inline"
+    return f'{kind}; filename="{filename}"'
+
+
+async def job_audio(request: web.Request) -> web.StreamResponse:
+    job = await _job(request)
+    if job.state in (JobState.QUEUED, JobState.RUNNING):
+        raise _not_ready(job, "the audio")
+    if job.state != JobState.SUCCEEDED:
+        raise _ended(job)
+    data = await request.app[QUEUE].audio(job.id)
+    if data is None:
+        raise not_found(f"the audio of job {job.id} expired", "audio_expired")
+    fmt = job.request.format
+    return ranged(
+        request,
+        data,
+        mime_type(fmt),
+        etag=f'"{job.id}"',
+        disposition=_disposition(request, f"tts-{job.id[:8]}.{extension(fmt)}"),
+    )
+
+
+async def job_segment(request: web.Request) -> web.StreamResponse:
+    """Segment n (1-based) of a job, as soon as it is synthesized (before the job finishes)."""
+    job = await _job(request)
+    n = int(request.match_info["n"])
+    queue = request.app[QUEUE]
+    if n < 1 or (job.segments_total and n > job.segments_total):
+        total = job.segments_total or "an unknown number of"
+        raise not_found(f"job {job.id} has no segment {n} (it has {total})", "segment_not_found")
+    data: Any
+    if job.state == JobState.SUCCEEDED and job.segments_total <= 1 and n == 1:
+        data = await queue.audio(job.id)  # a one-segment job's file is its only segment
+    else:
+        data = await queue.redis.lindex(queue.keys.segments(job.id), n - 1)
+    if data is None:
+        if job.state in (JobState.QUEUED, JobState.RUNNING):
+            done = f"{job.segments_done} of {job.segments_total or '?'} done"
+            raise ApiError(
+                404,
+                f"segment {n} of job {job.id} is not synthesized yet ({done}); retry shortly",
+                code="segment_not_ready",
+                headers={"Retry-After": "1"},
+                extra={"state": job.state.value},
+            )
+        if job.state != JobState.SUCCEEDED:
+            raise _ended(job)
+        raise not_found(f"segment {n} of job {job.id} expired", "segment_expired")
+    fmt = job.request.format
+    return ranged(
+        request,
+        data,
+        mime_type(fmt),
+        etag=f'"{job.id}-{n}"',
+        disposition=_disposition(request, f"tts-{job.id[:8]}-{n}.{extension(fmt)}"),
+    )
+
+
+# -- conditional and partial responses (RFC 9110) ------------------------------------------------
+
+
+def _etag_matches(header: str, etag: str) -> bool:
+    tags = [t.strip().removeprefix("W/") for t in header.split(",")]
+    return "*" in tags or etag in tags
+
+
+def _parse_range(header: str, size: int) -> tuple[int, int] | bool | None:
+    """(start, end) inclusive; None for a header to ignore; False when unsatisfiable."""
+    unit, _, spec = header.strip().partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None  # another unit, or several ranges: serve the whole representation
+    first, dash, last = spec.strip().partition("-")
+    if not dash:
+        return None
+    try:
+        if first == "":
+            length = int(last)
+            if length <= 0 or size == 0:
+                return False
+            return max(0, size - length), size - 1
+        start = int(first)
+        end = int(last) if last != "" else size - 1
+    except ValueError:
+        return None
+    if start >= size:
+        return False
+    if start < 0 or end < start:
+        return None
+    return start, min(end, size - 1)
+
+
+def ranged(
+    request: web.Request, data: bytes, content_type: str, *, etag: str, disposition: str
+) -> web.StreamResponse:
+    """The bytes, honouring If-None-Match (304), Range and If-Range (206, 416)."""
+    headers = {
+        "Content-Type": content_type,
+        "ETag": etag,
+        "Accept-Ranges": "bytes",
+        "Cache-Control": "private, max-age=3600",
+        "Content-Disposition": disposition,
+    }
+    if_none_match = request.headers.get("If-None-Match")
+    if if_none_match and _etag_matches(if_none_match, etag):
+        cache = {"ETag": etag, "Cache-Control": headers["Cache-Control"]}
+        return web.Response(status=304, headers=cache)
+    range_header = request.headers.get("Range")
+    if_range = request.headers.get("If-Range")
+    if range_header and (if_range is None or if_range.strip() == etag):
+        parsed = _parse_range(range_header, len(data))
+        if parsed is False:
+            raise ApiError(
+                416,
+                f"the range {range_header!r} lies outside the {len(data)} bytes of the audio",
+                code="range_not_satisfiable",
+                headers={"Content-Range": f"bytes */{len(data)}"},
+            )
+        if isinstance(parsed, tuple):
+            start, end = parsed
+            headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+            return web.Response(status=206, body=data[start : end + 1], headers=headers)
+    return web.Response(body=data, headers=headers)

@@ -1,0 +1,102 @@
+"""Server-Sent Events: one job's events (ending after its terminal one), or all of a client's."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from aiohttp import web
+from aiohttp_sse import EventSourceResponse
+
+from ..appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS
+from ..errors import dumps, not_found
+from ..hub import TERMINAL_TYPES, follow
+from ..identity import client_id
+from ..schemas import valid_cursor, valid_job_id
+
+log = logging.getLogger("chattts_online.web.sse")
+
+# A client that takes longer than this to accept one write is dropped (it resumes by cursor).
+SEND_TIMEOUT_S = 10.0
+# Browsers reconnect this long after a dropped stream (the SSE `retry:` field), in ms.
+RECONNECT_MS = 1000
+
+
+def _cursor(request: web.Request) -> str | None:
+    header = request.headers.get("Last-Event-ID")
+    if header is not None and header.strip():
+        return valid_cursor(header, "Last-Event-ID")
+    return valid_cursor(request.query.get("last_event_id"))
+
+
+async def job_events(request: web.Request) -> web.StreamResponse:
+    """Replay after the cursor, follow live, end after the terminal event.
+
+    204 when the job already ended and the cursor is at or past its last event: per the SSE spec
+    that tells a browser's EventSource to stop reconnecting.
+    """
+    queue = request.app[QUEUE]
+    job_id = valid_job_id(request.match_info["job_id"])
+    cursor = _cursor(request)
+    state: Any = await queue.redis.hget(queue.keys.job(job_id), "state")
+    if state is None:
+        raise not_found(f"no job with id {job_id!r} (unknown, or expired)", "job_not_found")
+    stream = queue.keys.job_events(job_id)
+    ended = state.decode() in TERMINAL_TYPES
+    if ended and cursor is not None and not await queue.read_events(stream, cursor, count=1):
+        return web.Response(status=204)
+    return await _stream(request, stream, cursor, job_id)
+
+
+async def client_events(request: web.Request) -> web.StreamResponse:
+    """Every event of every job of this client (cookie or API key); never ends by itself."""
+    keys = request.app[QUEUE].keys
+    return await _stream(request, keys.client_events(client_id(request)), _cursor(request), None)
+
+
+async def _stream(
+    request: web.Request, stream: str, cursor: str | None, job_id: str | None
+) -> web.StreamResponse:
+    app = request.app
+    response = EventSourceResponse(
+        ping_interval=app[SETTINGS].sse_ping_s, send_timeout=SEND_TIMEOUT_S
+    )
+    await response.prepare(request)
+    connections, metrics = app[CONNECTIONS], app[METRICS]
+    connections.sse.add(response)
+    metrics.sse_open.inc()
+
+    async def pump() -> None:
+        # The reconnection delay for this stream (a block with no data dispatches no event).
+        await response.write(f"retry: {RECONNECT_MS}\r\n\r\n".encode())
+        async with contextlib.aclosing(
+            follow(app[QUEUE], app[HUB], stream, cursor, job_id=job_id)
+        ) as events:
+            async for stream_id, event in events:
+                await response.send(
+                    dumps(event), id=stream_id, event=str(event.get("type", "message"))
+                )
+
+    # The pump ends after a terminal event or at shutdown; the ping task ends when the client
+    # goes away (a failed ping write). Whichever comes first ends the other.
+    pumping = asyncio.create_task(pump())
+    pinging = asyncio.create_task(response.wait())
+    try:
+        await asyncio.wait({pumping, pinging}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (pumping, pinging):
+            task.cancel()
+        results = await asyncio.gather(pumping, pinging, return_exceptions=True)
+        connections.sse.discard(response)
+        metrics.sse_open.dec()
+        with contextlib.suppress(Exception):
+            response.stop_streaming()
+    for result in results:
+        if isinstance(result, Exception) and not isinstance(
+            result, ConnectionResetError | TimeoutError | RuntimeError
+        ):
+            # Headers are sent: nothing to answer but the end of the stream (the client resumes).
+            log.error("SSE %s failed", stream, exc_info=result)
+    return response

@@ -1,0 +1,37 @@
+"""Probes: `/healthz` (the process answers) and `/readyz` (Redis answers and a worker is alive)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+from redis.exceptions import RedisError
+
+from ..appkeys import HUB, QUEUE
+from ..errors import json_response
+from .voices import live_workers
+
+READY_TIMEOUT_S = 2.0
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    redis_ok, workers = False, 0
+    try:
+        async with asyncio.timeout(READY_TIMEOUT_S):
+            await request.app[QUEUE].redis.ping()
+            redis_ok = True
+            workers = len(await live_workers(request))
+    except (RedisError, TimeoutError, OSError):
+        pass
+    ready = redis_ok and workers > 0
+    body = {
+        "status": "ready" if ready else "not_ready",
+        "redis": redis_ok,
+        "workers": workers,
+        "events": request.app[HUB].connected.is_set(),
+    }
+    return json_response(body, status=200 if ready else 503)

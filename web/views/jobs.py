@@ -1,0 +1,131 @@
+"""Jobs: submit (`POST /v1/tts/jobs`), read its status, cancel it. Shared with the WebSocket."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from workers.queue import BacklogFull, ClientCapReached, QueueError, Submitted
+
+from ..appkeys import METRICS, QUEUE, SETTINGS
+from ..errors import ApiError, json_response, not_found
+from ..identity import client_id
+from ..schemas import (
+    idempotency_key,
+    job_urls,
+    json_body,
+    position,
+    synthesis_request,
+    valid_job_id,
+)
+
+
+def retry_after_s(exc: QueueError) -> int:
+    """How long a refused client should wait before trying again."""
+    if isinstance(exc, BacklogFull):
+        return 5
+    if isinstance(exc, ClientCapReached):
+        return 2
+    return 1
+
+
+def _refusal(exc: QueueError) -> ApiError:
+    code = {BacklogFull: "backlog_full", ClientCapReached: "too_many_active_jobs"}.get(
+        type(exc), "queue_refused"
+    )
+    return ApiError(
+        exc.status, str(exc), code=code, headers={"Retry-After": str(retry_after_s(exc))}
+    )
+
+
+async def submit_job(
+    app: web.Application,
+    client: str,
+    payload: Any,
+    idem: str | None = None,
+    **fixed: Any,
+) -> dict[str, Any]:
+    """Validate and enqueue; the body of the 202 (with `"duplicate": true` for a repeat)."""
+    queue = app[QUEUE]
+    request = await synthesis_request(queue, payload, app[SETTINGS].max_text_chars, **fixed)
+    try:
+        submitted = await queue.enqueue(request, client, idem)
+    except QueueError as exc:
+        raise _refusal(exc) from None
+    if not submitted.duplicate:
+        app[METRICS].jobs_submitted.inc()
+    return await submitted_body(app, submitted)
+
+
+async def submitted_body(app: web.Application, submitted: Submitted) -> dict[str, Any]:
+    """The job's snapshot with the cursor of the very event it comes from (consistent pair)."""
+    queue = app[QUEUE]
+    job_id = submitted.job_id
+    stream = queue.keys.job_events(job_id)
+    async with queue.redis.pipeline(transaction=False) as pipe:
+        if submitted.event_id:
+            pipe.xrange(stream, min=submitted.event_id, max=submitted.event_id)
+        else:  # a duplicate: the latest event says where the job stands
+            pipe.xrevrange(stream, max="+", min="-", count=1)
+        pipe.hget(queue.keys.stats, "started_seq")
+        entries, started = await pipe.execute()
+    cursor: str | None = None
+    if entries:
+        cursor = entries[0][0].decode()
+        snapshot: dict[str, Any] = orjson.loads(entries[0][1][b"data"])["job"]
+    else:  # events trimmed or expired: the hash alone
+        job = await queue.get(job_id)
+        snapshot = job.public() if job else {"id": job_id, "state": "expired"}
+    body: dict[str, Any] = {
+        "id": job_id,
+        "state": snapshot.get("state"),
+        **job_urls(app, job_id),
+        "events_cursor": cursor,
+        "position": position(snapshot, int(started or 0)),
+        "job": snapshot,
+    }
+    if submitted.duplicate:
+        body["duplicate"] = True
+    return body
+
+
+async def create_job(request: web.Request) -> web.Response:
+    idem = idempotency_key(request.headers.get("Idempotency-Key"))
+    payload = await json_body(request)
+    body = await submit_job(request.app, client_id(request), payload, idem)
+    return json_response(body, status=202, headers={"Location": body["status_url"]})
+
+
+async def get_job(request: web.Request) -> web.Response:
+    queue = request.app[QUEUE]
+    job_id = valid_job_id(request.match_info["job_id"])
+    job = await queue.get(job_id)
+    if job is None:
+        raise not_found(f"no job with id {job_id!r} (unknown, or expired)", "job_not_found")
+    body = {**job.public(), **job_urls(request.app, job_id)}
+    if job.state == "queued":
+        body["position"] = await queue.position(job)
+    return json_response(body)
+
+
+async def cancel(app: web.Application, job_id: str) -> str:
+    """Cancel a job: 'cancelled' (it never ran) or 'cancelling' (it stops at its next boundary)."""
+    verdict, state = await app[QUEUE].cancel(valid_job_id(job_id))
+    if verdict == "missing":
+        raise not_found(f"no job with id {job_id!r} (unknown, or expired)", "job_not_found")
+    if verdict == "terminal":
+        raise ApiError(
+            409,
+            f"job {job_id} already ended ({state}); there is nothing to cancel",
+            code="job_finished",
+            extra={"state": state},
+        )
+    return verdict
+
+
+async def delete_job(request: web.Request) -> web.Response:
+    job_id = request.match_info["job_id"]
+    state = await cancel(request.app, job_id)
+    return json_response({"id": job_id, "state": state}, status=202)

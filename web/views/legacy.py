@@ -1,0 +1,147 @@
+"""The seed-era API, kept for old clients with its exact shapes (FastAPI's, which it was built on).
+
+    POST /tts/submit {"text": "...", "voice": "zh_female"}  -> 200 {"task_id": id, "estimate": ms}
+    GET  /tts/query/{task_id} -> {"status": "PENDING"} | {"status": "DONE", "audio": <base64 WAV>}
+
+Additions, which old clients never saw from the old service: `{"status": "FAILED", "error": "..."}`
+for a job that failed, was cancelled or dead-lettered (the old service kept answering PENDING
+forever), and 404 `{"detail": ...}` for an unknown or expired task id (the same). Validation errors
+are 422 `{"detail": [{"type", "loc": ["body", field], "msg", "input", ...}]}` as FastAPI wrote them.
+Jobs submitted here are always WAV and run on the same queue as every other job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+import orjson
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from workers.job import JobState, SynthesisRequest
+from workers.queue import QueueError
+from workers.text import has_speakable
+from workers.voices import BUILTIN_VOICES
+
+from ..appkeys import METRICS, QUEUE, SETTINGS
+from ..errors import ApiError, json_response, not_found
+from ..identity import client_id
+from ..schemas import clean
+from .jobs import retry_after_s
+
+MAX_CHARS = 500
+VOICE_PATTERN = "^(" + "|".join(v.name for v in BUILTIN_VOICES) + ")$"
+# Base64 of more than this runs in a thread, off the event loop.
+_B64_ON_LOOP = 256 * 1024
+_PENDING = (JobState.QUEUED, JobState.RUNNING)
+
+
+class LegacyRequest(BaseModel):
+    """The old request model: text of 1..500 characters (cleaned before validation)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    text: str = Field(min_length=1, max_length=MAX_CHARS)
+    voice: str = Field("zh_female", pattern=VOICE_PATTERN)
+
+    @field_validator("text")
+    @classmethod
+    def _speakable(cls, value: str) -> str:
+        if not has_speakable(value):
+            raise ValueError("text has no letter or digit to speak")
+        return value
+
+
+def _detail(errors: list[Any]) -> web.Response:
+    detail = []
+    for error in errors:
+        item = {
+            "type": error["type"],
+            "loc": ["body", *error["loc"]],
+            "msg": error["msg"],
+            "input": error.get("input"),
+        }
+        if "ctx" in error:
+            item["ctx"] = {
+                k: v if isinstance(v, int | float | str) else str(v)
+                for k, v in error["ctx"].items()
+            }
+        detail.append(item)
+    return json_response({"detail": detail}, status=422)
+
+
+async def submit(request: web.Request) -> web.Response:
+    raw = await request.read()
+    try:
+        payload = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError as exc:
+        return _detail(
+            [
+                {
+                    "type": "json_invalid",
+                    "loc": (0,),
+                    "msg": "JSON decode error",
+                    "input": {},
+                    "ctx": {"error": str(exc)},
+                }
+            ]
+        )
+    if payload is None:
+        return _detail([{"type": "missing", "loc": (), "msg": "Field required", "input": None}])
+    if isinstance(payload, dict) and isinstance(payload.get("text"), str):
+        payload = {**payload, "text": await clean(payload["text"])}
+    try:
+        legacy = LegacyRequest.model_validate(payload)
+    except ValidationError as exc:
+        return _detail(exc.errors(include_url=False))
+    limit = request.app[SETTINGS].max_text_chars
+    if len(legacy.text) > limit:  # a server configured below the old limit of 500
+        return _detail(
+            [
+                {
+                    "type": "string_too_long",
+                    "loc": ("text",),
+                    "input": legacy.text,
+                    "msg": f"String should have at most {limit} characters",
+                    "ctx": {"max_length": limit},
+                }
+            ]
+        )
+    queue = request.app[QUEUE]
+    job_request = SynthesisRequest(text=legacy.text, voice=legacy.voice, format="wav")
+    try:
+        submitted = await queue.enqueue(job_request, client_id(request))
+    except QueueError as exc:
+        raise ApiError(
+            exc.status,
+            str(exc),
+            code="queue_refused",
+            headers={"Retry-After": str(retry_after_s(exc))},
+        ) from None
+    request.app[METRICS].jobs_submitted.inc()
+    depth = await queue.depth()
+    # The old service always said 500 ms; ours grows with the jobs ahead.
+    return json_response({"task_id": submitted.job_id, "estimate": 500 + 250 * max(0, depth - 1)})
+
+
+async def query(request: web.Request) -> web.Response:
+    task_id = request.match_info["task_id"].replace("-", "").lower()
+    queue = request.app[QUEUE]
+    is_id = len(task_id) == 32 and all(c in "0123456789abcdef" for c in task_id)
+    job = await queue.get(task_id) if is_id else None
+    if job is None:
+        raise not_found("task not found (unknown, or expired)")
+    if job.state in _PENDING:
+        return json_response({"status": "PENDING"})
+    if job.state != JobState.SUCCEEDED:
+        return json_response({"status": "FAILED", "error": job.error or job.state.value})
+    audio = await queue.audio(job.id)
+    if audio is None:
+        raise not_found("the audio of this task expired")
+    if len(audio) > _B64_ON_LOOP:
+        encoded = await asyncio.to_thread(base64.b64encode, audio)
+    else:
+        encoded = base64.b64encode(audio)
+    return json_response({"status": "DONE", "audio": encoded.decode()})

@@ -1,0 +1,87 @@
+"""Prometheus metrics of one web process: its own registry, the request middleware, `/metrics`."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from redis.exceptions import RedisError
+
+from ..appkeys import METRICS, QUEUE
+
+# Long-lived connections: counted, but their duration is not a request latency.
+STREAMING_ROUTES = frozenset({"job_events", "client_events", "ws"})
+# Any token is a method to the HTTP parser: labels stay bounded whatever clients send.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "chattts_http_requests", "HTTP requests", ["route", "method", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "chattts_http_request_duration_seconds",
+            "Time to answer an HTTP request (streams excluded)",
+            ["route"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=r,
+        )
+        self.sse_open = Gauge("chattts_sse_connections", "Open SSE streams", registry=r)
+        self.ws_open = Gauge("chattts_websocket_connections", "Open WebSockets", registry=r)
+        self.jobs_submitted = Counter(
+            "chattts_jobs_submitted", "Jobs accepted by this process", registry=r
+        )
+        self.hub_reconnects = Counter(
+            "chattts_hub_reconnects", "Pub/sub reconnections of the event hub", registry=r
+        )
+        self.queue_depth = Gauge(
+            "chattts_queue_depth", "Entries in the jobs stream (read at scrape time)", registry=r
+        )
+
+
+def _route_name(request: web.Request) -> str:
+    route = request.match_info.route
+    name = route.name or (route.resource.name if route.resource is not None else None)
+    return name or "unmatched"
+
+
+@web.middleware
+async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    start = time.perf_counter()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        metrics = request.app[METRICS]
+        route = _route_name(request)
+        method = request.method if request.method in _METHODS else "OTHER"
+        metrics.requests.labels(route, method, str(status)).inc()
+        if route not in STREAMING_ROUTES:
+            metrics.latency.labels(route).observe(time.perf_counter() - start)
+
+
+async def metrics_view(request: web.Request) -> web.Response:
+    metrics = request.app[METRICS]
+    with contextlib.suppress(RedisError):  # the scrape still answers; the depth keeps its value
+        metrics.queue_depth.set(await request.app[QUEUE].depth())
+    return web.Response(
+        body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+    )

@@ -1,0 +1,21 @@
+"""The demo page at `/` (templates/index.html with static/ JS and CSS)."""
+
+from __future__ import annotations
+
+import aiohttp_jinja2
+from aiohttp import web
+
+from workers.audio import FORMATS
+from workers.voices import BUILTIN_VOICES, DEFAULT_VOICE
+
+from ..appkeys import SETTINGS
+
+
+async def index(request: web.Request) -> web.StreamResponse:
+    context = {
+        "max_text_chars": request.app[SETTINGS].max_text_chars,
+        "voices": [v.public() for v in BUILTIN_VOICES],
+        "formats": list(FORMATS),
+        "default_voice": DEFAULT_VOICE,
+    }
+    return aiohttp_jinja2.render_template("index.html", request, context)

@@ -1,0 +1,244 @@
+"""`GET /v1/ws`: one WebSocket that submits, subscribes, unsubscribes and cancels jobs.
+
+Client -> server (JSON text frames):
+    {"op": "submit", "ref": any, "request": {...SynthesisRequest...}, "idempotency_key"?: str}
+    {"op": "subscribe", "job_id": str, "after": cursor | null}
+    {"op": "unsubscribe", "job_id": str}
+    {"op": "cancel", "ref"?: any, "job_id": str}
+    {"op": "ping"}
+Server -> client:
+    {"type": "submitted", "ref", "job": <the body of POST /v1/tts/jobs' 202>}  (auto-subscribed)
+    {"type": "event", "job_id", "id": <stream id>, "event": {...}}
+    {"type": "cancel", "ref", "job_id", "state": "cancelled" | "cancelling"}
+    {"type": "error", "ref", "error": {"message", "type", "param", "code"}}
+    {"type": "pong", "ref"}
+Events of one job arrive in order, each once, replayed from `after` (null: from the start); a
+subscription ends after the job's terminal event. Frames go through a bounded per-socket queue: a
+client that stops reading is disconnected (close code 1013) and resumes by cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import orjson
+from aiohttp import WSCloseCode, WSMsgType, web
+
+from ..appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS
+from ..errors import REDIS_DOWN, ApiError, dumps, not_found, redis_unavailable
+from ..hub import follow
+from ..identity import client_id
+from ..schemas import idempotency_key, valid_cursor, valid_job_id
+from .jobs import cancel, submit_job
+
+log = logging.getLogger("chattts_online.web.ws")
+
+# A frame that cannot enter the socket's queue within this time means the client stopped reading.
+STALL_S = 10.0
+MAX_SUBSCRIPTIONS = 256
+OPS = ("submit", "subscribe", "unsubscribe", "cancel", "ping")
+
+
+class SlowConsumer(Exception):
+    pass
+
+
+def origin_allowed(request: web.Request) -> bool:
+    """No Origin (not a browser), the page's own host, or a configured origin."""
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return True
+    origin = origin.strip().rstrip("/").lower()
+    allowed = {
+        o.strip().rstrip("/").lower()
+        for o in request.app[SETTINGS].allowed_origins.split(",")
+        if o.strip()
+    }
+    if "*" in allowed or origin in allowed:
+        return True
+    _, sep, authority = origin.partition("://")
+    return bool(sep) and authority == request.host.lower()
+
+
+async def websocket(request: web.Request) -> web.StreamResponse:
+    if not origin_allowed(request):
+        raise ApiError(
+            403,
+            f"WebSocket connections from origin {request.headers.get('Origin')!r} are not "
+            "allowed; add it to CHATTTS_ALLOWED_ORIGINS",
+            code="origin_not_allowed",
+        )
+    settings = request.app[SETTINGS]
+    ws = web.WebSocketResponse(
+        heartbeat=max(1.0, settings.sse_ping_s), max_msg_size=settings.max_body_bytes
+    )
+    await ws.prepare(request)
+    connections, metrics = request.app[CONNECTIONS], request.app[METRICS]
+    connections.ws.add(ws)
+    metrics.ws_open.inc()
+    try:
+        await Session(request, ws).run()
+    finally:
+        connections.ws.discard(ws)
+        metrics.ws_open.dec()
+    return ws
+
+
+class Session:
+    """One socket: a reader (ops), a writer (the bounded frame queue), one follower per job."""
+
+    def __init__(self, request: web.Request, ws: web.WebSocketResponse) -> None:
+        self.app = request.app
+        self.ws = ws
+        self.client = client_id(request)
+        # Text frames (JSON) and, for audio chunks, binary frames, in one order.
+        self.out: asyncio.Queue[str | bytes] = asyncio.Queue(
+            self.app[SETTINGS].connection_queue_size
+        )
+        self.subs: dict[str, asyncio.Task[None]] = {}
+
+    async def run(self) -> None:
+        writer = asyncio.create_task(self._writer())
+        try:
+            async for msg in self.ws:
+                if msg.type == WSMsgType.TEXT:
+                    await self._handle(msg.data)
+                elif msg.type == WSMsgType.BINARY:
+                    error = ApiError(400, "send JSON text frames", code="binary_not_accepted")
+                    await self.put({"type": "error", "ref": None, "error": error.error()})
+        except SlowConsumer:
+            await self._close_slow()
+        finally:
+            tasks = [writer, *self.subs.values()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def put(self, frame: dict[str, Any] | bytes) -> None:
+        """Queue a JSON frame (or raw bytes); waits while the queue is full, up to STALL_S."""
+        try:
+            async with asyncio.timeout(STALL_S):
+                await self.out.put(frame if isinstance(frame, bytes) else dumps(frame))
+        except TimeoutError:
+            raise SlowConsumer from None
+
+    async def _writer(self) -> None:
+        while True:
+            frame = await self.out.get()
+            if isinstance(frame, bytes):
+                await self.ws.send_bytes(frame)
+            else:
+                await self.ws.send_str(frame)
+
+    async def _close_slow(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.ws.close(
+                code=WSCloseCode.TRY_AGAIN_LATER,
+                message=b"too slow: reconnect and resubscribe from your last event id",
+            )
+
+    async def _handle(self, data: str) -> None:
+        ref: Any = None
+        try:
+            try:
+                msg = orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                message = f"the frame is not valid JSON: {exc}"
+                raise ApiError(400, message, code="invalid_json") from None
+            if not isinstance(msg, dict):
+                raise ApiError(400, "a frame must be a JSON object", code="invalid_message")
+            ref = msg.get("ref")
+            await self._op(msg, ref)
+        except ApiError as exc:
+            await self.put({"type": "error", "ref": ref, "error": exc.error()})
+        except REDIS_DOWN:
+            await self.put({"type": "error", "ref": ref, "error": redis_unavailable().error()})
+        except SlowConsumer:
+            raise
+        except Exception:
+            log.exception("WebSocket frame failed")
+            error = ApiError(500, "internal error; it was logged", code="internal_error")
+            await self.put({"type": "error", "ref": ref, "error": error.error()})
+
+    async def _op(self, msg: dict[str, Any], ref: Any) -> None:
+        op = msg.get("op")
+        if op == "ping":
+            await self.put({"type": "pong", "ref": ref})
+        elif op == "submit":
+            idem = msg.get("idempotency_key")
+            if idem is not None and not isinstance(idem, str):
+                raise ApiError(
+                    400, "'idempotency_key' must be a string", code="invalid_idempotency_key"
+                )
+            request = msg.get("request")
+            if request is None:
+                raise ApiError(422, "'request' is required", code="missing_field", param="request")
+            body = await submit_job(self.app, self.client, request, idempotency_key(idem))
+            await self.put({"type": "submitted", "ref": ref, "job": body})
+            self._subscribe(body["id"], None)
+        elif op == "subscribe":
+            job_id = _job_id(msg)
+            after = msg.get("after")
+            if after is not None and not isinstance(after, str):
+                raise ApiError(400, "'after' must be an event id or null", code="invalid_cursor")
+            cursor = valid_cursor(after, "after")
+            queue = self.app[QUEUE]
+            if not await queue.redis.exists(queue.keys.job(job_id)):
+                raise not_found(f"no job with id {job_id!r} (unknown, or expired)", "job_not_found")
+            self._subscribe(job_id, cursor)
+        elif op == "unsubscribe":
+            task = self.subs.pop(_job_id(msg), None)
+            if task is not None:
+                task.cancel()
+        elif op == "cancel":
+            job_id = _job_id(msg)
+            state = await cancel(self.app, job_id)
+            await self.put({"type": "cancel", "ref": ref, "job_id": job_id, "state": state})
+        else:
+            raise ApiError(
+                400,
+                f"unknown op {op!r}; the ops are {', '.join(OPS)}",
+                code="unknown_op",
+                param="op",
+            )
+
+    def _subscribe(self, job_id: str, cursor: str | None) -> None:
+        if job_id in self.subs:
+            return  # already following it: its events keep coming, once each
+        if len(self.subs) >= MAX_SUBSCRIPTIONS:
+            raise ApiError(
+                429,
+                f"at most {MAX_SUBSCRIPTIONS} subscriptions per socket; unsubscribe some",
+                code="too_many_subscriptions",
+            )
+        task = asyncio.create_task(self._follow(job_id, cursor))
+        self.subs[job_id] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self.subs.get(job_id) is t:
+                del self.subs[job_id]
+
+        task.add_done_callback(done)
+
+    async def _follow(self, job_id: str, cursor: str | None) -> None:
+        queue = self.app[QUEUE]
+        stream = queue.keys.job_events(job_id)
+        try:
+            async with contextlib.aclosing(
+                follow(queue, self.app[HUB], stream, cursor, job_id=job_id)
+            ) as events:
+                async for stream_id, event in events:
+                    frame = {"type": "event", "job_id": job_id, "id": stream_id, "event": event}
+                    await self.put(frame)
+        except SlowConsumer:
+            await self._close_slow()
+
+
+def _job_id(msg: dict[str, Any]) -> str:
+    job_id = msg.get("job_id")
+    if not isinstance(job_id, str):
+        raise ApiError(400, "'job_id' must be a string", code="invalid_job_id", param="job_id")
+    return valid_job_id(job_id)
