@@ -45,6 +45,9 @@ class SynthesisRequest(BaseModel):
     top_k: int = Field(default=20, ge=1, le=100)
     refine: bool = False
     cache: bool = True
+    # "high" jobs wait in their own stream, read before the bulk one (interactive requests such
+    # as the OpenAI-compatible endpoint go ahead of bulk submissions).
+    priority: Literal["normal", "high"] = "normal"
 
 
 def new_job_id() -> str:

@@ -25,6 +25,19 @@ class Keys:
         return f"{self.base}:jobs"
 
     @property
+    def jobs_high(self) -> str:
+        """Stream of high-priority jobs, read before `jobs` (interactive requests)."""
+        return f"{self.base}:jobs:high"
+
+    @property
+    def streams(self) -> tuple[str, str]:
+        """Both job streams, the one read first first."""
+        return (self.jobs_high, self.jobs)
+
+    def stream(self, priority: str) -> str:
+        return self.jobs_high if priority == "high" else self.jobs
+
+    @property
     def dlq(self) -> str:
         """Stream of jobs that exhausted their deliveries."""
         return f"{self.base}:dlq"

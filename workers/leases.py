@@ -26,31 +26,32 @@ class Reclaimer:
         self.keys = keys
         self.consumer = consumer
         self.lease_ms = lease_ms
-        self.cursor = "0-0"
+        self.cursors = dict.fromkeys(keys.streams, "0-0")
         self.sweeps = 0
 
-    async def sweep(self, capacity: int) -> list[tuple[str, str]]:
-        """Claim up to `capacity` expired entries: [(entry id, job id)]."""
-        claimed: list[tuple[str, str]] = []
-        for _ in range(RECLAIM_CALLS_PER_SWEEP):
-            if len(claimed) >= capacity:
-                break
-            result: Any = await self.redis.xautoclaim(
-                self.keys.jobs,
-                CONSUMER_GROUP,
-                self.consumer,
-                min_idle_time=self.lease_ms,
-                start_id=self.cursor,
-                count=capacity - len(claimed),
-            )
-            self.cursor = result[0].decode()
-            claimed.extend(
-                (entry_id.decode(), fields[b"id"].decode())
-                for entry_id, fields in result[1]
-                if fields  # None or empty: the entry was deleted meanwhile
-            )
-            if self.cursor == "0-0":
-                break
+    async def sweep(self, capacity: int) -> list[tuple[str, str, str]]:
+        """Claim up to `capacity` expired entries: [(stream, entry id, job id)]."""
+        claimed: list[tuple[str, str, str]] = []
+        for stream in self.keys.streams:
+            for _ in range(RECLAIM_CALLS_PER_SWEEP):
+                if len(claimed) >= capacity:
+                    break
+                result: Any = await self.redis.xautoclaim(
+                    stream,
+                    CONSUMER_GROUP,
+                    self.consumer,
+                    min_idle_time=self.lease_ms,
+                    start_id=self.cursors[stream],
+                    count=capacity - len(claimed),
+                )
+                self.cursors[stream] = result[0].decode()
+                claimed.extend(
+                    (stream, entry_id.decode(), fields[b"id"].decode())
+                    for entry_id, fields in result[1]
+                    if fields  # None or empty: the entry was deleted meanwhile
+                )
+                if self.cursors[stream] == "0-0":
+                    break
         self.sweeps += 1
         if self.sweeps % CONSUMER_SWEEP_EVERY == 0:
             await self.forget_idle_consumers()
@@ -59,7 +60,11 @@ class Reclaimer:
     async def forget_idle_consumers(self) -> None:
         """Delete group consumers that own nothing and were idle for long (dead workers' names)."""
         idle_limit_ms = max(60_000, 10 * self.lease_ms)
-        consumers: Any = await self.redis.xinfo_consumers(self.keys.jobs, CONSUMER_GROUP)
+        for stream in self.keys.streams:
+            await self._forget_idle_consumers(stream, idle_limit_ms)
+
+    async def _forget_idle_consumers(self, stream: str, idle_limit_ms: int) -> None:
+        consumers: Any = await self.redis.xinfo_consumers(stream, CONSUMER_GROUP)
         for consumer in consumers:
             name = consumer["name"]
             name = name.decode() if isinstance(name, bytes) else name
@@ -68,4 +73,4 @@ class Reclaimer:
                 and consumer["pending"] == 0
                 and consumer["idle"] > idle_limit_ms
             ):
-                await self.redis.xgroup_delconsumer(self.keys.jobs, CONSUMER_GROUP, name)
+                await self.redis.xgroup_delconsumer(stream, CONSUMER_GROUP, name)

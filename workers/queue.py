@@ -56,6 +56,7 @@ class Started:
     token: str
     request: SynthesisRequest
     client: str
+    stream: str  # the job stream its entry lives in
 
 
 def _load_scripts() -> dict[str, str]:
@@ -97,11 +98,12 @@ class Queue:
 
     async def ensure_group(self) -> None:
         """Create the consumer group (and stream) if missing; safe to call from every process."""
-        try:
-            await self.redis.xgroup_create(self.keys.jobs, CONSUMER_GROUP, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        for stream in self.keys.streams:
+            try:
+                await self.redis.xgroup_create(stream, CONSUMER_GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
 
     # -- clients ----------------------------------------------------------------------------
 
@@ -115,16 +117,19 @@ class Queue:
         job_id = job_id or new_job_id()
         k = self.keys
         idem = k.idem(client, idempotency_key) if idempotency_key else k.job(job_id)
+        stream = k.stream(request.priority)
+        other = k.jobs if stream == k.jobs_high else k.jobs_high
         result = await self._run(
             "enqueue",
             [
-                k.jobs,
+                stream,
                 k.job(job_id),
                 k.job_events(job_id),
                 k.client_events(client),
                 idem,
                 k.active(client),
                 k.stats,
+                other,
             ],
             [
                 job_id,
@@ -167,12 +172,12 @@ class Queue:
     async def cancel(self, job_id: str, client: str | None = None) -> tuple[str, str | None]:
         """Returns ('cancelled'|'cancelling'|'terminal'|'missing', terminal state if any)."""
         k = self.keys
-        job = await self.redis.hget(k.job(job_id), "client")
-        owner = _s(job) if job is not None else ""
+        client_field, stream_field = await self.redis.hmget(k.job(job_id), ["client", "stream"])
+        owner = _s(client_field) if client_field is not None else ""
         result = await self._run(
             "cancel",
             [
-                k.jobs,
+                _s(stream_field) if stream_field else k.jobs,
                 k.job(job_id),
                 k.job_events(job_id),
                 k.client_events(owner),
@@ -189,7 +194,9 @@ class Queue:
         return max(0, job.seq - int(started or 0) - 1)
 
     async def depth(self) -> int:
-        depth: int = await self.redis.xlen(self.keys.jobs)
+        depth = 0
+        for stream in self.keys.streams:
+            depth += await self.redis.xlen(stream)
         return depth
 
     async def stats(self) -> dict[str, float]:
@@ -206,15 +213,18 @@ class Queue:
 
     # -- workers ----------------------------------------------------------------------------
 
-    async def start(self, job_id: str, entry: str, worker: str) -> Started | str:
-        """Take a delivered entry. Returns Started, or the reason it was skipped."""
+    async def start(
+        self, job_id: str, entry: str, worker: str, stream: str | None = None
+    ) -> Started | str:
+        """Take an entry delivered from `stream`. Returns Started, or why it was skipped."""
         k = self.keys
+        stream = stream or k.jobs
         client = await self.redis.hget(k.job(job_id), "client")
         owner = _s(client) if client is not None else ""
         result = await self._run(
             "start",
             [
-                k.jobs,
+                stream,
                 k.job(job_id),
                 k.job_events(job_id),
                 k.client_events(owner),
@@ -234,15 +244,17 @@ class Queue:
         )
         if _s(result[0]) == "ok":
             return Started(
-                _s(result[1]), SynthesisRequest.model_validate_json(result[2]), _s(result[3])
+                _s(result[1]),
+                SynthesisRequest.model_validate_json(result[2]),
+                _s(result[3]),
+                stream,
             )
         return f"{_s(result[0])}:{_s(result[1])}"
 
-    async def renew(self, job_id: str, token: str, worker: str) -> str:
+    async def renew(self, job_id: str, token: str, worker: str, stream: str | None = None) -> str:
         """Renew a lease: 'ok', 'cancel' (stop at the next boundary) or 'lost' (reclaimed)."""
-        return _s(
-            await self._run("renew", [self.keys.jobs, self.keys.job(job_id)], [token, worker])
-        )
+        keys = [stream or self.keys.jobs, self.keys.job(job_id)]
+        return _s(await self._run("renew", keys, [token, worker]))
 
     async def progress(
         self,
@@ -272,13 +284,14 @@ class Queue:
         duration_s: float,
         sample_rate: int,
         cached: bool = False,
+        stream: str | None = None,
     ) -> bool:
         """Store the result and finish the job; False when the token is stale (fenced)."""
         k = self.keys
         result = await self._run(
             "complete",
             [
-                k.jobs,
+                stream or k.jobs,
                 k.job(job_id),
                 k.audio(job_id),
                 k.job_events(job_id),
@@ -300,13 +313,21 @@ class Queue:
         )
         return _s(result[0]) == "ok"
 
-    async def finish(self, job_id: str, client: str, token: str, state: str, error: str) -> bool:
+    async def finish(
+        self,
+        job_id: str,
+        client: str,
+        token: str,
+        state: str,
+        error: str,
+        stream: str | None = None,
+    ) -> bool:
         """End a running job as 'failed' or 'cancelled'; False when the token is stale."""
         k = self.keys
         result = await self._run(
             "finish",
             [
-                k.jobs,
+                stream or k.jobs,
                 k.job(job_id),
                 k.job_events(job_id),
                 k.client_events(client),
@@ -318,13 +339,25 @@ class Queue:
         return _s(result[0]) == "ok"
 
     async def release(
-        self, job_id: str, client: str, token: str, reason: str, count_attempt: bool = False
+        self,
+        job_id: str,
+        client: str,
+        token: str,
+        reason: str,
+        count_attempt: bool = False,
+        stream: str | None = None,
     ) -> bool:
         """Give a running job back to the queue; False when the token is stale."""
         k = self.keys
         result = await self._run(
             "release",
-            [k.jobs, k.job(job_id), k.job_events(job_id), k.client_events(client), k.stats],
+            [
+                stream or k.jobs,
+                k.job(job_id),
+                k.job_events(job_id),
+                k.client_events(client),
+                k.stats,
+            ],
             [token, time.time(), *self._maxlens, self._ttl, "1" if count_attempt else "0", reason],
         )
         return _s(result[0]) == "ok"

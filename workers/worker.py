@@ -179,26 +179,28 @@ class Worker:
             block = self.settings.batch_wait_ms if self.engine.max_batch > 1 else None
         else:
             block = min(self.settings.block_ms, self.settings.reclaim_interval_ms)
+        # Both streams in one call; high-priority entries are taken first.
         response: Any = await self.redis.xreadgroup(
             CONSUMER_GROUP,
             self.name,
-            {self.queue.keys.jobs: ">"},
+            dict.fromkeys(self.queue.keys.streams, ">"),
             count=self._capacity(),
             block=block,
         )
-        for _stream, entries in response or []:
+        order = {name: i for i, name in enumerate(self.queue.keys.streams)}
+        for stream, entries in sorted(response or [], key=lambda r: order[r[0].decode()]):
             for entry_id, fields in entries:
-                await self._take(entry_id.decode(), fields[b"id"].decode())
+                await self._take(entry_id.decode(), fields[b"id"].decode(), stream.decode())
 
     async def _reclaim(self) -> None:
         """Take over entries whose lease expired (their worker died or hung)."""
-        for entry, job_id in await self.reclaimer.sweep(self._capacity()):
+        for stream, entry, job_id in await self.reclaimer.sweep(self._capacity()):
             log.info("worker %s: reclaimed entry %s", self.name, entry)
-            await self._take(entry, job_id)
+            await self._take(entry, job_id, stream)
 
-    async def _take(self, entry: str, job_id: str) -> None:
+    async def _take(self, entry: str, job_id: str, stream: str) -> None:
         assert self.queue is not None
-        started = await self.queue.start(job_id, entry, self.name)
+        started = await self.queue.start(job_id, entry, self.name, stream)
         if not isinstance(started, Started):
             log.info("worker %s: skipped job %s (%s)", self.name, job_id, started)
             return
@@ -213,6 +215,7 @@ class Worker:
                     started.token,
                     "failed",
                     f"voice {request.voice!r} is not registered (any more)",
+                    stream=started.stream,
                 )
                 return
         segments: list[str] = await self.in_engine(self.engine.split, request.text, request)
@@ -234,6 +237,7 @@ class Worker:
                 started.token,
                 "failed",
                 "the text has nothing this engine can speak",
+                stream=started.stream,
             )
             return
         self.in_hand[job_id] = job
@@ -253,6 +257,7 @@ class Worker:
             float(cached[b"duration_s"]),
             int(cached[b"sample_rate"]),
             cached=True,
+            stream=job.started.stream,
         )
         return True
 
@@ -353,7 +358,13 @@ class Worker:
             render, job.audio, rate, job.started.request.format
         )
         ok = await self.queue.complete(
-            job.job_id, job.started.client, job.started.token, data, duration_s, rate
+            job.job_id,
+            job.started.client,
+            job.started.token,
+            data,
+            duration_s,
+            rate,
+            stream=job.started.stream,
         )
         self.in_hand.pop(job.job_id, None)
         if ok and job.cache_digest:
@@ -386,6 +397,7 @@ class Worker:
                 job.started.token,
                 "cancelled",
                 "cancelled by the client",
+                stream=job.started.stream,
             )
 
     async def _engine_failed(self, jobs: Any, exc: EngineError) -> None:
@@ -401,12 +413,22 @@ class Worker:
                 )
                 await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
                 await self.queue.release(
-                    job.job_id, job.started.client, job.started.token, str(exc), count_attempt=True
+                    job.job_id,
+                    job.started.client,
+                    job.started.token,
+                    str(exc),
+                    count_attempt=True,
+                    stream=job.started.stream,
                 )
             else:
                 self.stats.jobs_failed += 1
                 await self.queue.finish(
-                    job.job_id, job.started.client, job.started.token, "failed", str(exc)
+                    job.job_id,
+                    job.started.client,
+                    job.started.token,
+                    "failed",
+                    str(exc),
+                    stream=job.started.stream,
                 )
 
     async def _release_all(self, reason: str) -> None:
@@ -414,7 +436,13 @@ class Worker:
         assert self.queue is not None
         try:
             for job in list(self.in_hand.values()):
-                await self.queue.release(job.job_id, job.started.client, job.started.token, reason)
+                await self.queue.release(
+                    job.job_id,
+                    job.started.client,
+                    job.started.token,
+                    reason,
+                    stream=job.started.stream,
+                )
         except RedisError as exc:
             log.warning(
                 "worker %s: could not release jobs (%s); their leases will expire", self.name, exc
@@ -430,7 +458,9 @@ class Worker:
             await asyncio.sleep(self.settings.lease_ms / 3000)
             for job in list(self.in_hand.values()):
                 try:
-                    verdict = await self.queue.renew(job.job_id, job.started.token, self.name)
+                    verdict = await self.queue.renew(
+                        job.job_id, job.started.token, self.name, stream=job.started.stream
+                    )
                 except RedisError as exc:
                     log.warning("worker %s: lease renewal failed: %s", self.name, exc)
                     break

@@ -119,3 +119,26 @@ async def test_identical_request_is_answered_from_the_cache(
     assert await queue.audio(first.job_id) == await queue.audio(second.job_id)
     stats = await queue.stats()
     assert stats["cache_hits"] == 1 and stats["cache_misses"] == 1
+
+
+async def test_high_priority_jobs_run_before_the_bulk_backlog(
+    settings: Settings, aredis: Redis, start_worker: Any
+) -> None:
+    queue = Queue(aredis, settings)
+    bulk = [
+        (await queue.enqueue(SynthesisRequest(text=f"Bulk job {i}.", voice="en_male"), "bulk"))
+        for i in range(6)
+    ]
+    urgent = await queue.enqueue(
+        SynthesisRequest(text="Urgent.", voice="en_male", priority="high"), "live"
+    )
+    assert await queue.depth() == 7
+    start_worker()
+    for submitted in [*bulk, urgent]:
+        await wait_terminal(queue, submitted.job_id)
+    started = {}
+    for submitted in [*bulk, urgent]:
+        job = await queue.get(submitted.job_id)
+        assert job is not None and job.started_at is not None
+        started[submitted.job_id] = job.started_at
+    assert min(started, key=started.__getitem__) == urgent.job_id

@@ -1,4 +1,5 @@
--- KEYS: jobs, job, ev_job, ev_client, idem (the job key itself when none), active, stats
+-- KEYS: jobs (this job's stream), job, ev_job, ev_client, idem (the job key itself when none),
+--       active, stats, other_jobs (the other priority's stream: the backlog counts both)
 -- ARGV: id, client, request_json, now, ttl, max_backlog, max_active, maxlen_job, maxlen_client,
 --       voice, format, has_idem
 -- Returns {'ok', id, event_id} | {'dup', id} | {'backlog', depth} | {'client_cap', active}
@@ -9,7 +10,7 @@ if ARGV[12] == '1' then
   local existing = redis.call('GET', idem)
   if existing then return {'dup', existing} end
 end
-local depth = redis.call('XLEN', jobs)
+local depth = redis.call('XLEN', jobs) + redis.call('XLEN', KEYS[8])
 if depth >= tonumber(ARGV[6]) then return {'backlog', depth} end
 local n_active = redis.call('SCARD', active)
 if n_active >= tonumber(ARGV[7]) then return {'client_cap', n_active} end
@@ -18,7 +19,7 @@ redis.call('HINCRBY', stats, 'submitted', 1)
 local entry = redis.call('XADD', jobs, '*', 'id', id)
 redis.call('HSET', job, 'id', id, 'client', client, 'state', 'queued', 'request', request,
   'created_at', now, 'attempts', 0, 'voice', ARGV[10], 'format', ARGV[11], 'entry', entry,
-  'seq', seq)
+  'seq', seq, 'stream', jobs)
 redis.call('SADD', active, id)
 redis.call('EXPIRE', active, ttl)
 if ARGV[12] == '1' then redis.call('SET', idem, id, 'EX', ttl) end
