@@ -84,8 +84,11 @@ class WorkerProcess:
         environment = {**os.environ, **settings.to_env(), "CHATTTS_WORKER_NAME": name, **env}
         self._log = log_path.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "web.cli", "worker"], cwd=ROOT, env=environment,
-            stdout=self._log, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", "web.cli", "worker"],
+            cwd=ROOT,
+            env=environment,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
         self.keys = Keys(settings.key_prefix, settings.queue)
         self.redis_url = environment["CHATTTS_REDIS_URL"]
@@ -125,9 +128,7 @@ class WorkerProcess:
 
 
 @pytest.fixture
-def start_worker(
-    settings: Settings, tmp_path: Path
-) -> Iterator[Callable[..., WorkerProcess]]:
+def start_worker(settings: Settings, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     started: list[WorkerProcess] = []
 
     def start(name: str | None = None, ready: bool = True, **env: str) -> WorkerProcess:

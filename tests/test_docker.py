@@ -29,8 +29,19 @@ def test_dockerfiles_copy_what_exists_and_run_the_console_script() -> None:
         instructions = dockerfile_instructions(DOCKER / name)
         assert instructions[0][0] == "FROM"
         for op, args in instructions:
-            assert op in {"FROM", "ENV", "WORKDIR", "COPY", "RUN", "USER", "EXPOSE",
-                          "HEALTHCHECK", "ENTRYPOINT", "CMD", "ARG"}, (name, op)
+            assert op in {
+                "FROM",
+                "ENV",
+                "WORKDIR",
+                "COPY",
+                "RUN",
+                "USER",
+                "EXPOSE",
+                "HEALTHCHECK",
+                "ENTRYPOINT",
+                "CMD",
+                "ARG",
+            }, (name, op)
             if op == "COPY":
                 for source in args.split()[:-1]:
                     assert (ROOT / source).exists(), f"{name}: COPY {source} does not exist"
@@ -55,7 +66,8 @@ def test_compose_file_is_consistent() -> None:
 
 def test_kubernetes_manifests_parse_and_probe_real_endpoints() -> None:
     documents = [
-        doc for path in sorted((DOCKER / "k8s").glob("*.yaml"))
+        doc
+        for path in sorted((DOCKER / "k8s").glob("*.yaml"))
         for doc in yaml.safe_load_all(path.read_text())
     ]
     kinds = {doc["kind"] for doc in documents}

@@ -22,8 +22,11 @@ def _web_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _worker_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=["auto", "espeak", "chattts"],
-                        help="synthesis engine (env CHATTTS_ENGINE, default auto)")
+    parser.add_argument(
+        "--engine",
+        choices=["auto", "espeak", "chattts"],
+        help="synthesis engine (env CHATTTS_ENGINE, default auto)",
+    )
     parser.add_argument("--device", help="auto, cpu, cuda or cuda:N (env CHATTTS_DEVICE)")
     parser.add_argument("--model-dir", help="ChatTTS weights (env CHATTTS_MODEL_DIR)")
     parser.add_argument("--max-batch", type=int, help="segments per batch (CHATTTS_MAX_BATCH)")
@@ -55,8 +58,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    names = ("redis_url", "queue", "log_level", "host", "port", "engine", "device", "model_dir",
-             "max_batch", "worker_name", "data_dir")
+    names = (
+        "redis_url",
+        "queue",
+        "log_level",
+        "host",
+        "port",
+        "engine",
+        "device",
+        "model_dir",
+        "max_batch",
+        "worker_name",
+        "data_dir",
+    )
     return Settings.from_env(**{n: getattr(args, n, None) for n in names})
 
 

@@ -49,7 +49,9 @@ class Child:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            self.argv, env=self.env, stdin=subprocess.DEVNULL,
+            self.argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
         self.started_at = time.monotonic()
@@ -99,8 +101,9 @@ class Supervisor:
                 if child.next_start == 0.0:
                     code = child.process.returncode if child.process else None
                     delay = RESTART_BACKOFF_S[min(child.failures, len(RESTART_BACKOFF_S) - 1)]
-                    log.error("%s exited with code %s; restarting in %.1fs", child.name, code,
-                              delay)
+                    log.error(
+                        "%s exited with code %s; restarting in %.1fs", child.name, code, delay
+                    )
                     child.failures += 1
                     child.next_start = now + delay
                 elif now >= child.next_start:
@@ -155,8 +158,7 @@ def main(settings: Settings, workers: int = 1) -> int:
         supervisor.start()
         if supervisor.wait_web_ready():
             page = f"http://{supervisor._display_host()}:{supervisor.settings.port}/"
-            print(f"\n  ChatTTS Online is running: open {page}\n  (Ctrl-C stops it)\n",
-                  flush=True)
+            print(f"\n  ChatTTS Online is running: open {page}\n  (Ctrl-C stops it)\n", flush=True)
         supervisor.supervise()
     finally:
         supervisor.stop()

@@ -54,9 +54,20 @@ class WebProcess:
         self._log = log_path.open("wb")
         environment = {**os.environ, **settings.to_env(), **env}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "web.cli", "web", "--host", "127.0.0.1", "--port",
-             str(self.port)],
-            cwd=ROOT, env=environment, stdout=self._log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "web.cli",
+                "web",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+            cwd=ROOT,
+            env=environment,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
 
     def wait_ready(self, timeout: float = 30.0) -> WebProcess:

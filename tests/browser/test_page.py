@@ -46,8 +46,14 @@ def cards(page: Any) -> Any:
     return page.locator("#job-list > li")
 
 
-def submit(page: Any, text: str, *, voice: str | None = None, fmt: str | None = None,
-           keyboard: bool = False) -> Any:
+def submit(
+    page: Any,
+    text: str,
+    *,
+    voice: str | None = None,
+    fmt: str | None = None,
+    keyboard: bool = False,
+) -> Any:
     before = cards(page).count()
     page.fill("#text", text)
     if voice:
@@ -82,14 +88,16 @@ def timeline(card: Any) -> list[str]:
 def audio_duration(card: Any) -> float:
     audio = card.locator("audio")
     expect(audio).to_be_visible()
-    return float(audio.evaluate(
-        """a => new Promise((resolve, reject) => {
+    return float(
+        audio.evaluate(
+            """a => new Promise((resolve, reject) => {
             if (a.readyState >= 1 && a.duration > 0) return resolve(a.duration);
             a.addEventListener('loadedmetadata', () => resolve(a.duration), {once: true});
             a.addEventListener('error', () => reject(new Error('audio error')), {once: true});
             if (a.preload === 'none') a.load();
         })"""
-    ))
+        )
+    )
 
 
 def get_json(url: str) -> Any:
@@ -105,7 +113,10 @@ def assert_no_console_errors(console: Console) -> None:
 
 
 def test_submit_listen_download_english_and_chinese(
-    web: WebProcess, worker: Any, new_page: Callable[..., Any], console: Console,
+    web: WebProcess,
+    worker: Any,
+    new_page: Callable[..., Any],
+    console: Console,
     shot: Callable[..., Any],
 ) -> None:
     page = new_page()
@@ -160,8 +171,11 @@ def test_submit_listen_download_english_and_chinese(
 
 
 def test_cancel_queued_then_retry(
-    web: WebProcess, start_worker: Callable[..., Any], new_page: Callable[..., Any],
-    console: Console, shot: Callable[..., Any],
+    web: WebProcess,
+    start_worker: Callable[..., Any],
+    new_page: Callable[..., Any],
+    console: Console,
+    shot: Callable[..., Any],
 ) -> None:
     page = open_page(new_page, web.url)
     segment_requests: list[str] = []
@@ -192,8 +206,10 @@ def test_cancel_queued_then_retry(
     expect(live).to_be_visible()
     expect(retried).to_have_attribute("data-state", "succeeded", timeout=60_000)
     assert len(segment_requests) > 2, segment_requests
-    assert all(f"/v1/tts/jobs/{retried.get_attribute('data-job-id')}/segments/" in u
-               for u in segment_requests)
+    assert all(
+        f"/v1/tts/jobs/{retried.get_attribute('data-job-id')}/segments/" in u
+        for u in segment_requests
+    )
     live.locator("[data-action=stop-live]").click()
     expect(live).to_be_hidden()
     assert audio_duration(retried) > 5
@@ -201,7 +217,10 @@ def test_cancel_queued_then_retry(
 
 
 def test_cancel_running_job(
-    web: WebProcess, worker: Any, new_page: Callable[..., Any], console: Console,
+    web: WebProcess,
+    worker: Any,
+    new_page: Callable[..., Any],
+    console: Console,
     shot: Callable[..., Any],
 ) -> None:
     page = open_page(new_page, web.url)
@@ -219,7 +238,10 @@ def test_cancel_running_job(
 
 
 def test_user_text_is_rendered_as_text(
-    web: WebProcess, worker: Any, new_page: Callable[..., Any], console: Console,
+    web: WebProcess,
+    worker: Any,
+    new_page: Callable[..., Any],
+    console: Console,
 ) -> None:
     page = open_page(new_page, web.url)
     dialogs: list[str] = []
@@ -247,8 +269,11 @@ def test_user_text_is_rendered_as_text(
 
 
 def test_reload_keeps_history_and_replays_missed_events(
-    web: WebProcess, start_worker: Callable[..., Any], new_page: Callable[..., Any],
-    console: Console, shot: Callable[..., Any],
+    web: WebProcess,
+    start_worker: Callable[..., Any],
+    new_page: Callable[..., Any],
+    console: Console,
+    shot: Callable[..., Any],
 ) -> None:
     worker = start_worker()
     page = open_page(new_page, web.url)
@@ -288,8 +313,12 @@ def test_reload_keeps_history_and_replays_missed_events(
 
 
 def test_event_connection_drop_recovers_without_losing_events(
-    web: WebProcess, start_worker: Callable[..., Any], make_proxy: Callable[[int], TcpProxy],
-    new_page: Callable[..., Any], console: Console, shot: Callable[..., Any],
+    web: WebProcess,
+    start_worker: Callable[..., Any],
+    make_proxy: Callable[[int], TcpProxy],
+    new_page: Callable[..., Any],
+    console: Console,
+    shot: Callable[..., Any],
 ) -> None:
     proxy = make_proxy(web.port)
     page = open_page(new_page, proxy.url)
@@ -322,8 +351,12 @@ def test_event_connection_drop_recovers_without_losing_events(
     assert types.count("running") == 1 and types.count("succeeded") == 1, types
     assert "progress" in types, types
     # The browser resumed from its cursor (Last-Event-ID header, or the query on a fresh open).
-    resumed = [h for h in proxy.heads[1:] if h.startswith("GET /v1/events")
-               and ("last-event-id:" in h.lower() or "last_event_id=" in h)]
+    resumed = [
+        h
+        for h in proxy.heads[1:]
+        if h.startswith("GET /v1/events")
+        and ("last-event-id:" in h.lower() or "last_event_id=" in h)
+    ]
     assert len(resumed) >= 1, proxy.heads
     assert audio_duration(card) > 5
     # The cut itself makes Chromium log failed requests; nothing else may appear.
@@ -332,8 +365,11 @@ def test_event_connection_drop_recovers_without_losing_events(
 
 
 def test_every_error_is_explained(
-    settings: Settings, start_web: Callable[..., WebProcess], new_page: Callable[..., Any],
-    console: Console, shot: Callable[..., Any],
+    settings: Settings,
+    start_web: Callable[..., WebProcess],
+    new_page: Callable[..., Any],
+    console: Console,
+    shot: Callable[..., Any],
 ) -> None:
     # One active job per client and no worker: the second submission is refused (429).
     web = start_web(settings.replace(max_active_per_client=1, max_text_chars=300))
@@ -391,13 +427,20 @@ def test_every_error_is_explained(
     expect(page2.locator("#conn")).to_have_attribute("data-state", "down")
     expect(page2.locator("#conn-banner")).to_be_visible()
     # Failed requests show in the console as such; nothing else may.
-    others = [e for e in console.errors if "Failed to load resource" not in e
-              and "EventSource" not in e and "net::ERR_" not in e]
+    others = [
+        e
+        for e in console.errors
+        if "Failed to load resource" not in e and "EventSource" not in e and "net::ERR_" not in e
+    ]
     assert others == [], others
 
 
 def test_voice_preview_and_curl_command(
-    web: WebProcess, worker: Any, browser: Any, new_page: Callable[..., Any], console: Console,
+    web: WebProcess,
+    worker: Any,
+    browser: Any,
+    new_page: Callable[..., Any],
+    console: Console,
 ) -> None:
     context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
     try:
@@ -419,7 +462,7 @@ def test_voice_preview_and_curl_command(
         )
         expect(cards(page)).to_have_count(0)  # a preview is not a job of the list
 
-        text = "It's a \"quoted\" test; $HOME `date` stays literal."
+        text = 'It\'s a "quoted" test; $HOME `date` stays literal.'
         card = submit(page, text, voice="en_female", fmt="flac")
         expect(card).to_have_attribute("data-state", "succeeded", timeout=30_000)
         card.locator("[data-action=curl]").click()
@@ -428,8 +471,9 @@ def test_voice_preview_and_curl_command(
         assert command.startswith(f"curl -sS -X POST '{web.url}/v1/tts/jobs'")
         if shutil.which("curl") and shutil.which("bash"):
             # The command really reproduces the request (quotes, $ and backticks stay literal).
-            result = subprocess.run(["bash", "-c", command], capture_output=True, timeout=20,
-                                    check=True)
+            result = subprocess.run(
+                ["bash", "-c", command], capture_output=True, timeout=20, check=True
+            )
             body = json.loads(result.stdout)
             job = get_json(f"{web.url}/v1/tts/jobs/{body['id']}")
             assert job["voice"] == "en_female" and job["format"] == "flac"
@@ -440,11 +484,14 @@ def test_voice_preview_and_curl_command(
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_small_screen_dark_scheme_and_keyboard(
-    scheme: str, web: WebProcess, worker: Any, new_page: Callable[..., Any], console: Console,
+    scheme: str,
+    web: WebProcess,
+    worker: Any,
+    new_page: Callable[..., Any],
+    console: Console,
     shot: Callable[..., Any],
 ) -> None:
-    page = open_page(new_page, web.url, viewport={"width": 360, "height": 780},
-                     color_scheme=scheme)
+    page = open_page(new_page, web.url, viewport={"width": 360, "height": 780}, color_scheme=scheme)
     # Everything with the keyboard only: type, submit with Ctrl+Enter, reach the job's controls.
     page.keyboard.press("Tab")
     expect(page.locator(".skip-link")).to_be_focused()
@@ -458,12 +505,23 @@ def test_small_screen_dark_scheme_and_keyboard(
     reached: list[str] = []
     for _ in range(30):
         page.keyboard.press("Tab")
-        reached.append(page.evaluate(
-            "() => { const e = document.activeElement;"
-            " return e.id || e.dataset.action || e.dataset.role || e.tagName.toLowerCase(); }"
-        ))
-    for control in ("voice", "preview", "format", "speed", "live-play", "submit", "download",
-                    "curl", "remove"):
+        reached.append(
+            page.evaluate(
+                "() => { const e = document.activeElement;"
+                " return e.id || e.dataset.action || e.dataset.role || e.tagName.toLowerCase(); }"
+            )
+        )
+    for control in (
+        "voice",
+        "preview",
+        "format",
+        "speed",
+        "live-play",
+        "submit",
+        "download",
+        "curl",
+        "remove",
+    ):
         assert control in reached, (control, reached)
     # A visible focus ring.
     page.focus("#submit")
@@ -489,8 +547,13 @@ def test_small_screen_dark_scheme_and_keyboard(
 
 
 def test_failed_job_shows_the_reason_and_retry_explains_refusal(
-    web: WebProcess, start_worker: Callable[..., Any], keys: Keys, settings: Settings,
-    new_page: Callable[..., Any], console: Console, shot: Callable[..., Any],
+    web: WebProcess,
+    start_worker: Callable[..., Any],
+    keys: Keys,
+    settings: Settings,
+    new_page: Callable[..., Any],
+    console: Console,
+    shot: Callable[..., Any],
 ) -> None:
     # A registered voice, removed by its owner after the job was queued: the worker fails the
     # job with a reason (a real failure through the real pipeline).

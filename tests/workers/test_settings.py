@@ -13,8 +13,13 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_environment_and_overrides() -> None:
-    env = {"CHATTTS_PORT": "9001", "CHATTTS_COMPILE": "yes", "REDIS_URL": "redis://x:1/0",
-           "CHATTTS_HEARTBEAT_S": "0.5", "CHATTTS_MODEL_DIR": ""}
+    env = {
+        "CHATTTS_PORT": "9001",
+        "CHATTTS_COMPILE": "yes",
+        "REDIS_URL": "redis://x:1/0",
+        "CHATTTS_HEARTBEAT_S": "0.5",
+        "CHATTTS_MODEL_DIR": "",
+    }
     settings = Settings.from_env(env, port=9002)
     assert settings.port == 9002 and settings.compile is True
     assert settings.redis_url == "redis://x:1/0" and settings.heartbeat_s == 0.5
