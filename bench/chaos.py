@@ -76,12 +76,15 @@ class Workers:
 
 
 async def held_by(queue: Queue, job_ids: list[str], owner: str) -> list[str]:
-    held = []
-    for job_id in job_ids:
-        state, job_owner = await queue.redis.hmget(queue.keys.job(job_id), "state", "owner")
-        if state == b"running" and job_owner and job_owner.decode() == owner:
-            held.append(job_id)
-    return held
+    async with queue.redis.pipeline(transaction=False) as pipe:
+        for job_id in job_ids:
+            pipe.hmget(queue.keys.job(job_id), "state", "owner")
+        rows = await pipe.execute()
+    return [
+        job_id
+        for job_id, (state, job_owner) in zip(job_ids, rows, strict=True)
+        if state == b"running" and job_owner and job_owner.decode() == owner
+    ]
 
 
 async def recovery_time(queue: Queue, held: list[str], victim: str, since: float) -> float:
@@ -142,8 +145,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             now = time.monotonic()
             if now >= next_kill and workers.procs:
                 victim = rng.choice(sorted(workers.procs))
-                held = await held_by(queue, job_ids, victim)
                 workers.kill(victim)
+                killed_at = time.monotonic()
+                held = await held_by(queue, job_ids, victim)  # what it held when it died
                 workers.start()
                 print(
                     f"  t={now - t0:5.1f}s killed {victim} holding {len(held)} job(s); "
@@ -152,7 +156,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 if held:
                     pending_recoveries.append(
-                        asyncio.create_task(recovery_time(queue, held, victim, now))
+                        asyncio.create_task(recovery_time(queue, held, victim, killed_at))
                     )
                 next_kill = now + args.kill_every
             if redis_restarted_at is None and done >= len(job_ids) // 2:

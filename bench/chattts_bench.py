@@ -1,0 +1,238 @@
+"""ChatTTS engine benchmark: the full-size architecture with random weights, on CPU or CUDA.
+
+Prints generation steps/s and audio-seconds/s at batch 1, 2, 4, 8, the batch-8/batch-1 ratio,
+time to first segment, real-time factor, peak GPU memory (CUDA), and the cold start (process
+start to a loaded, warmed-up engine) with the ~1 GB checkpoint. Random weights never end a row,
+so every row runs exactly --tokens steps: the figures measure the engine, not the text.
+
+    python bench/chattts_bench.py [--device auto|cpu|cuda] [--tokens 48] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TOKENS_PER_SECOND = 46.875  # ChatTTS audio tokens per second of speech (24 kHz / 512 samples)
+TEXTS = (
+    "今天天气很好，我们去公园散步吧。",
+    "欢迎使用语音合成服务，祝你生活愉快。",
+    "The quick brown fox jumps over the lazy dog.",
+    "Batching many requests keeps the GPU busy.",
+    "我们的服务支持中文和英文。",
+    "Every segment is streamed as soon as it is ready.",
+    "这是一个随机权重的模型，声音没有意义。",
+    "Numbers like 42 are spelled out first.",
+)
+# The child process of the cold-start measurement: import, load, warm up, report.
+COLD_START = """
+import json, logging, sys
+logging.disable(logging.WARNING)
+sys.path.insert(0, sys.argv[1])
+from workers.engines import create_engine
+from workers.settings import Settings
+engine = create_engine(Settings(engine="chattts", model_dir=sys.argv[2], device=sys.argv[3]))
+engine.load()
+engine.warmup()
+print("READY", json.dumps({"load_s": engine.load_seconds}), flush=True)
+"""
+
+
+def main() -> None:
+    args = parse_args()
+    quiet()
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model_dir = ensure_checkpoint(Path(args.model_dir))
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    tokens = args.tokens or (256 if device.startswith("cuda") else 48)
+    results: dict[str, Any] = {
+        "device": device,
+        "tokens_per_row": tokens,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
+    print(
+        f"device {device}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads, "
+        f"{tokens} tokens per row ({tokens / TOKENS_PER_SECOND:.2f} s of audio), "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
+    if device.startswith("cuda"):
+        print(f"GPU: {torch.cuda.get_device_name(torch.device(device))}")
+
+    results["cold_start"] = cold_start(model_dir, device)
+    cold = results["cold_start"]
+    print(
+        f"cold start (process start to ready, checkpoint {cold['checkpoint_gb']:.2f} GB): "
+        f"{cold['ready_s']:.1f} s, of which loading {cold['load_s']:.1f} s"
+    )
+
+    results["batches"] = run_batches(model_dir, device, tokens, args.batches, args.repeats)
+    rows = results["batches"]
+    print()
+    print(
+        f"{'batch':>5} {'wall s':>8} {'steps/s':>8} {'tokens/s':>9} {'audio s/s':>10} "
+        f"{'RTF':>7} {'first seg s':>11} {'peak GPU MiB':>12}"
+    )
+    for r in rows:
+        peak = f"{r['peak_gpu_mib']:.0f}" if r["peak_gpu_mib"] is not None else "-"
+        print(
+            f"{r['batch']:>5} {r['wall_s']:>8.2f} {r['steps_per_s']:>8.1f} "
+            f"{r['tokens_per_s']:>9.1f} {r['audio_s_per_s']:>10.2f} {r['rtf']:>7.3f} "
+            f"{r['first_segment_s']:>11.2f} {peak:>12}"
+        )
+    by_batch = {r["batch"]: r for r in rows}
+    if 1 in by_batch and 8 in by_batch:
+        ratio = by_batch[8]["audio_s_per_s"] / by_batch[1]["audio_s_per_s"]
+        results["ratio_b8_b1"] = ratio
+        print(f"\naudio-seconds/s, batch 8 / batch 1: {ratio:.2f}x")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+def quiet() -> None:
+    """Every row is cut at --tokens on purpose: the engine's truncation warnings are expected."""
+    for name in ("ChatTTS", "workers.engines.chattts_engine", "workers.engines.chattts_loader"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        default=0,
+        help="audio tokens per row (default 48 on CPU, 256 on CUDA)",
+    )
+    parser.add_argument(
+        "--batches", default="1,2,4,8", type=lambda s: [int(b) for b in s.split(",")]
+    )
+    parser.add_argument("--repeats", type=int, default=2, help="runs per batch size (best kept)")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
+    parser.add_argument(
+        "--model-dir",
+        default=str(Path(tempfile.gettempdir()) / "chattts-online-bench-full"),
+        help="full-size random checkpoint (built there when absent)",
+    )
+    parser.add_argument("--json", help="also write the figures to this file")
+    return parser.parse_args()
+
+
+def ensure_checkpoint(model_dir: Path) -> Path:
+    from tests.chattts.checkpoint import MANIFEST, build_checkpoint
+
+    if (model_dir / MANIFEST).is_file():
+        return model_dir
+    print(f"building the full-size random checkpoint in {model_dir} ...", flush=True)
+    started = time.perf_counter()
+    build_checkpoint(model_dir, "full", max_new_token=None, shape_eos=False)
+    print(f"built in {time.perf_counter() - started:.0f} s", flush=True)
+    return model_dir
+
+
+def cold_start(model_dir: Path, device: str) -> dict[str, float]:
+    size = sum(f.stat().st_size for f in (model_dir / "asset").rglob("*") if f.is_file())
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, "-c", COLD_START, str(ROOT), str(model_dir), device],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    report: dict[str, float] = {}
+    for line in child.stdout:
+        if line.startswith("READY"):
+            report = json.loads(line.split(" ", 1)[1])
+            break
+    ready = time.perf_counter() - started
+    child.stdout.close()
+    child.wait()
+    if not report:
+        raise SystemExit("the cold-start child failed before it was ready")
+    return {"ready_s": ready, "load_s": report["load_s"], "checkpoint_gb": size / 1e9}
+
+
+def run_batches(
+    model_dir: Path, device: str, tokens: int, batches: list[int], repeats: int
+) -> list[dict[str, Any]]:
+    import torch
+
+    from workers.engines.base import Segment
+    from workers.engines.chattts_engine import ChatTTSEngine
+    from workers.job import SynthesisRequest
+    from workers.settings import Settings
+
+    engine = ChatTTSEngine(
+        Settings(model_dir=str(model_dir), device=device, max_batch=max(batches))
+    )
+    engine.load()
+    engine.warmup()
+    engine.max_new_token = tokens
+    engine.retry_truncated = False  # random weights never end a row: every row is "cut"
+    cuda = engine.device.type == "cuda"
+    rows = []
+    for batch in batches:
+        segments = [
+            Segment(
+                f"job{i}",
+                0,
+                TEXTS[i % len(TEXTS)],
+                SynthesisRequest(text=TEXTS[i % len(TEXTS)], seed=i),
+            )
+            for i in range(batch)
+        ]
+        segments = [
+            Segment(s.job_id, 0, engine.split(s.text, s.request)[0], s.request) for s in segments
+        ]
+        best = float("inf")
+        peak = None
+        for _ in range(repeats):
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            started = time.perf_counter()
+            engine.synthesize(segments)
+            if cuda:
+                torch.cuda.synchronize()
+                peak = torch.cuda.max_memory_allocated() / 2**20
+            best = min(best, time.perf_counter() - started)
+        produced = sum(engine.last_token_lengths)
+        steps = max(engine.last_token_lengths)
+        audio_s = produced / TOKENS_PER_SECOND
+        rows.append(
+            {
+                "batch": batch,
+                "wall_s": best,
+                "steps_per_s": steps / best,
+                "tokens_per_s": produced / best,
+                "audio_s_per_s": audio_s / best,
+                # Every segment of a batch is delivered when the batch ends.
+                "first_segment_s": best,
+                "rtf": best / (audio_s / batch),
+                "peak_gpu_mib": peak,
+            }
+        )
+        print(f"batch {batch}: {best:.2f} s", flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

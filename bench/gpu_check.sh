@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# ChatTTS engine on a lent GPU machine, in under 5 minutes: real-time factor, time to first
+# segment and peak GPU memory per batch size, plus cold start, from bench/chattts_bench.py.
+#
+# The GPU image has Python 3.12 with torch, torchaudio, transformers, safetensors, numba, scipy
+# and requests, and no network. What else the engine imports travels as wheels in .whl/:
+#
+#   here, once (needs PyPI):   bash bench/gpu_check.sh fetch      # ~10 MB into .whl/ (ignored)
+#   there (device `run` tool, carry [".whl"]):   bash bench/gpu_check.sh
+#
+# Figures go to stdout and, as JSON, to $OUT/chattts_gpu.json when $OUT is set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WHEELS=.whl
+PYTHON=${PYTHON:-python3}
+# Pure-Python packages (some published as sdists only: built here into wheels).
+PURE=(
+    ChatTTS==0.2.5 vocos==0.1.0 encodec==0.1.1 vector-quantize-pytorch==1.32.0 einx==0.4.3
+    torch-einops-utils==0.2.0 frozendict==2.5.1 loguru==0.7.3 cn2an==0.5.24 proces==0.1.7
+    num2words==0.5.14 docopt==0.6.2 pydantic==2.14.4 annotated-types==0.8.0
+    typing-inspection==0.4.5
+)
+# Compiled packages: CPython 3.12 manylinux wheels for the GPU image.
+BINARY=(pybase16384==0.3.9 pydantic-core==2.50.5)
+MANYLINUX=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64
+           --platform manylinux2014_x86_64)
+
+fetch() {
+    mkdir -p "$WHEELS"
+    grep -qx "/$WHEELS/" .git/info/exclude 2>/dev/null || echo "/$WHEELS/" >> .git/info/exclude
+    "$PYTHON" -m pip wheel -q --no-deps -w "$WHEELS" "${PURE[@]}"
+    "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+        --implementation cp "${MANYLINUX[@]}" -d "$WHEELS" "${BINARY[@]}"
+    du -sh "$WHEELS"
+}
+
+check() {
+    [ -d "$WHEELS" ] || { echo "no $WHEELS/: run 'bash bench/gpu_check.sh fetch' first" >&2; exit 2; }
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site "$WHEELS"/*.whl
+    export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
+    nvidia-smi -L || true
+    "$PYTHON" -c 'import torch, transformers; print("torch", torch.__version__,
+        "transformers", transformers.__version__, "cuda", torch.cuda.is_available())'
+    # 256 tokens per row (5.5 s of audio), two runs per batch size (the better one kept).
+    timeout 270 "$PYTHON" bench/chattts_bench.py --device cuda --tokens 256 --repeats 2 \
+        --json "${OUT:-/tmp}/chattts_gpu.json"
+}
+
+case "${1:-check}" in
+    fetch) fetch ;;
+    check) check ;;
+    *) echo "usage: $0 [fetch|check]" >&2; exit 2 ;;
+esac

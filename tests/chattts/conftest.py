@@ -1,0 +1,53 @@
+"""Fixtures of the ChatTTS engine tests: the tiny checkpoint and an engine loaded from it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .checkpoint import build_tiny_checkpoint
+
+# Locally the engine tests need the chattts extra; in CI (CI=true) a missing extra fails them.
+HAVE_CHATTTS = all(importlib.util.find_spec(m) is not None for m in ("ChatTTS", "torch"))
+requires_chattts = pytest.mark.skipif(
+    not HAVE_CHATTTS and not os.environ.get("CI"),
+    reason="needs the chattts extra: pip install '.[chattts]'",
+)
+# The tiny model's per-segment budget in these tests: rows end after ~40 tokens on average.
+TEST_MAX_NEW_TOKEN = 160
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-weight ChatTTS checkpoint, usable as CHATTTS_MODEL_DIR."""
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("chattts") / "model")
+
+
+@pytest.fixture(scope="session")
+def loaded_engine(tiny_checkpoint: Path) -> Any:
+    import torch
+
+    from workers.engines.chattts_engine import ChatTTSEngine
+    from workers.settings import Settings
+
+    # One thread: on a small shared CPU, OpenMP threads waiting on each other cost more than
+    # they give for a model this small.
+    torch.set_num_threads(1)
+    engine = ChatTTSEngine(Settings(model_dir=str(tiny_checkpoint), device="cpu", max_batch=8))
+    engine.load()
+    engine.warmup()
+    return engine
+
+
+@pytest.fixture
+def engine(loaded_engine: Any) -> Iterator[Any]:
+    """The session's engine, with test limits restored after each test."""
+    loaded_engine.max_new_token = TEST_MAX_NEW_TOKEN
+    loaded_engine.max_batch = 8
+    yield loaded_engine
+    loaded_engine.inject_oom(None)
