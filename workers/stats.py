@@ -21,6 +21,8 @@ class WorkerStats:
     segments: int = 0
     audio_seconds: float = 0.0
     busy_s: float = 0.0
+    largest_batch: int = 0  # most segments in one engine call
+    batch_jobs_max: int = 0  # most distinct jobs in one engine call (cross-request batching)
 
     def payload(self, name: str, engine: Engine, in_hand: int, stopping: bool) -> dict[str, Any]:
         """The heartbeat document (JSON) stored under the worker's key."""
@@ -44,4 +46,14 @@ class WorkerStats:
             "audio_seconds": round(self.audio_seconds, 3),
             "busy_s": round(self.busy_s, 3),
             "stopping": stopping,
+            "largest_batch": self.largest_batch,
+            "batch_jobs_max": self.batch_jobs_max,
+            "engine_stats": engine_stats(engine),
         }
+
+
+def engine_stats(engine: Engine) -> dict[str, Any]:
+    """The engine's own counters (ChatTTS: infer calls, OOM splits, truncations), if it has any."""
+    stats = getattr(engine, "stats", None)
+    result: dict[str, Any] = stats() if callable(stats) else {}
+    return result

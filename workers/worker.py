@@ -218,7 +218,13 @@ class Worker:
                     stream=started.stream,
                 )
                 return
-        segments: list[str] = await self.in_engine(self.engine.split, request.text, request)
+        try:
+            segments: list[str] = await self.in_engine(self.engine.split, request.text, request)
+        except EngineError as exc:
+            await self.queue.finish(
+                job_id, started.client, started.token, "failed", str(exc), stream=started.stream
+            )
+            return
         digest = cache_digest(
             self.engine.name,
             self.engine.model_version,
@@ -315,6 +321,12 @@ class Worker:
         self.stats.busy_s += time.perf_counter() - t0
         self.stats.batches += 1
         self.stats.segments += len(batch)
+        self.stats.largest_batch = max(self.stats.largest_batch, len(batch))
+        self.stats.batch_jobs_max = max(
+            self.stats.batch_jobs_max, len({j.job_id for j, _ in batch})
+        )
+        for warning in getattr(self.engine, "last_warnings", None) or []:
+            log.warning("worker %s: %s", self.name, warning)
         for (job, segment), samples in zip(batch, arrays, strict=True):
             if job.job_id not in self.in_hand or job.lost:
                 continue
