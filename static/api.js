@@ -1,4 +1,4 @@
-// HTTP API and the live event feed. No DOM here: app.js renders, this module talks to the server.
+// HTTP API and the live event feed. No DOM here: this module only talks to the server.
 
 export const TERMINAL = new Set(["succeeded", "failed", "cancelled", "dead"]);
 export const EVENT_TYPES = [

@@ -16,7 +16,7 @@ from workers.redis_client import connect
 from workers.settings import Settings
 
 from .appkeys import CONNECTIONS, HUB, KEYS, METRICS, QUEUE, REDIS, SETTINGS
-from .errors import error_middleware
+from .errors import error_middleware, json_error_bodies
 from .hub import Connections, EventHub
 from .identity import identity_middleware, set_client_cookie
 from .routes import setup_routes
@@ -86,6 +86,7 @@ def create_app(settings: Settings) -> web.Application:
     app.on_shutdown.append(_close_connections)
     app.on_response_prepare.append(set_client_cookie)
     app.on_response_prepare.append(_security_headers)
+    app.on_response_prepare.append(json_error_bodies)
     return app
 
 

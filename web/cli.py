@@ -1,4 +1,5 @@
-"""The `chattts-online` command: run (everything on one machine), web, worker, check."""
+"""The `chattts-online` command: run (everything on one machine), web, worker, check; and the
+client commands say (short text) and submit (any length), which talk to a running service."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from workers.audio import FORMATS
 from workers.settings import Settings
+
+from . import client
+from .client import DEFAULT_URL, MAX_CHARS
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +38,21 @@ def _worker_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--worker-name", help="consumer name (env CHATTTS_WORKER_NAME)")
 
 
+def _client_options(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "-o", "--output", help=f"{what}; '-' for stdout; its extension names the format"
+    )
+    parser.add_argument("--voice", help="a voice of GET /v1/voices, or an OpenAI voice name")
+    parser.add_argument(
+        "--format",
+        choices=sorted(FORMATS),
+        help="audio format (default: from --output's extension, else mp3)",
+    )
+    parser.add_argument("--speed", type=float, help="speaking rate, 0.5 to 2.0 (default 1.0)")
+    parser.add_argument("--url", help=f"the service (env CHATTTS_URL, default {DEFAULT_URL})")
+    parser.add_argument("--api-key", help="sent as 'Authorization: Bearer' (env CHATTTS_API_KEY)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="chattts-online",
@@ -54,6 +74,28 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="check the configuration, Redis and the engine")
     _common(check)
     _worker_options(check)
+    say = sub.add_parser(
+        "say",
+        help="speak a short text into an audio file (client)",
+        epilog="exit codes: 0 done, 1 job failed, 2 usage, 3 server unreachable "
+        "or unavailable, 4 request rejected",
+    )
+    say.add_argument("text", nargs="?", help="the text (default: read from stdin)")
+    _client_options(say, "output file (default: stdout when piped, else speech.<format>)")
+    submit = sub.add_parser(
+        "submit",
+        help="speak a long text (a book) with a progress bar",
+        epilog="exit codes: 0 done, 1 job failed, 2 usage, 3 server "
+        "unreachable or unavailable, 4 request rejected",
+    )
+    submit.add_argument("-f", "--file", help="text file, UTF-8 (default: stdin)")
+    _client_options(submit, "output file (default: next to --file, with the format's extension)")
+    submit.add_argument(
+        "--max-chars",
+        type=int,
+        default=MAX_CHARS,
+        help=f"characters per job, at most the server's limit ({MAX_CHARS})",
+    )
     return parser
 
 
@@ -76,6 +118,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in ("say", "submit"):  # clients: no server settings involved
+        return client.run(args.command, args)
     try:
         settings = settings_from_args(args)
     except ValueError as exc:

@@ -11,7 +11,9 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.typedefs import Handler
+from aiohttp.web_protocol import RequestPayloadError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -127,9 +129,38 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except REDIS_DOWN as exc:
         log.warning("%s %s: Redis unreachable: %s", request.method, request.path, exc)
         error = redis_unavailable()
+    except (RequestPayloadError, BadHttpMessage) as exc:
+        # The body itself is broken: truncated (the client hung up mid-body), a bad chunk, a
+        # Content-Encoding that does not decode. The client's fault, not ours: never a 500.
+        log.info("%s %s: unreadable body: %r", request.method, request.path, exc)
+        error = ApiError(
+            400,
+            "the request body could not be read (truncated, or its Content-Encoding does "
+            "not decode)",
+            code="unreadable_body",
+        )
     except Exception:
         log.exception("%s %s failed", request.method, request.path)
         error = ApiError(500, "internal error; it was logged", code="internal_error")
     if request.path.startswith(LEGACY_PREFIX):
         return error.legacy_response()
     return error.response()
+
+
+async def json_error_bodies(request: web.Request, response: web.StreamResponse) -> None:
+    """on_response_prepare: errors raised outside the middleware chain get our shape too.
+
+    aiohttp answers some requests before any middleware runs (an unknown `Expect` header: 417)
+    with a plain-text body; clients of this API parse one JSON shape for every error.
+    """
+    if (
+        response.status < 400
+        or not isinstance(response, web.Response)
+        or response.content_type != "text/plain"
+    ):
+        return
+    message = response.text or response.reason
+    error = ApiError(response.status, message, code=f"http_{response.status}")
+    body = {"detail": message} if request.path.startswith(LEGACY_PREFIX) else error.body()
+    response.content_type = "application/json"
+    response.text = dumps(body)

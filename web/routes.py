@@ -7,7 +7,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .views import audio, events, health, jobs, legacy, metrics, page, voices, ws
+from .views import audio, events, health, jobs, legacy, metrics, openai, page, voices, ws
 
 log = logging.getLogger("chattts_online.web")
 
@@ -26,9 +26,12 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
     r.add_get("/v1/tts/jobs/{job_id}/events", events.job_events, name="job_events", **streaming)
     r.add_get("/v1/events", events.client_events, name="client_events", **streaming)
     r.add_get("/v1/ws", ws.websocket, name="ws", **streaming)
-    # POST/DELETE /v1/voices (registration) come with the ChatTTS engine, in views/voices.py.
     r.add_get("/v1/voices", voices.list_voices, name="voices")
-    # POST /v1/audio/speech (OpenAI-compatible) will get its own module in views/.
+    r.add_post("/v1/voices", voices.register_voice, name="voices_register")
+    voice = r.add_resource("/v1/voices/{name}", name="voice")
+    voice.add_route("GET", voices.get_voice)
+    voice.add_route("DELETE", voices.delete_voice)
+    r.add_post("/v1/audio/speech", openai.speech, name="openai_speech")
 
     r.add_post("/tts/submit", legacy.submit, name="legacy_submit")
     r.add_get("/tts/query/{task_id}", legacy.query, name="legacy_query")

@@ -17,9 +17,12 @@ from workers.voices import BUILTIN_BY_NAME
 
 from .appkeys import SETTINGS
 from .errors import ApiError
+from .fleet import check_speakable
 
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
-_STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?")
+# Redis stream ids: two unsigned 64-bit numbers, ASCII digits only (`\d` would take any script's).
+_STREAM_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")
+_U64_MAX = 2**64 - 1
 _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,128}")
 # Cleaning this many characters takes well under a millisecond; longer text is cleaned off-loop.
 _CLEAN_ON_LOOP = 20_000
@@ -37,7 +40,10 @@ def valid_cursor(value: str | None, param: str = "last_event_id") -> str | None:
     if value is None or value.strip() == "":
         return None
     value = value.strip()
-    if not _STREAM_ID.fullmatch(value):
+    match = _STREAM_ID.fullmatch(value)
+    ms, seq = (int(match[1]), int(match[2] or 0)) if match else (0, 0)
+    # Beyond 64 bits Redis refuses the id; nothing can come after the largest id of all.
+    if match is None or ms > _U64_MAX or seq > _U64_MAX or (ms, seq) == (_U64_MAX, _U64_MAX):
         raise ApiError(
             400,
             f"{param!r} must be an event id such as '1700000000000-0' (the SSE id of an event)",
@@ -124,6 +130,7 @@ async def synthesis_request(
     except ValidationError as exc:
         raise _describe(exc.errors(include_url=False, include_input=False)) from None
     await check_voice(queue, request.voice)
+    await check_speakable(queue, request.text, request.voice)
     return request
 
 

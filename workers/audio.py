@@ -7,7 +7,10 @@ import io
 import numpy as np
 import soundfile as sf
 
-# (soundfile container, subtype, MIME type, file extension) per format name.
+from .stream_encode import encode_whole
+
+# (soundfile container, subtype, MIME type, file extension) per format name. libsndfile has no
+# AAC: "aac" (ADTS frames, what OpenAI's API returns) is encoded by FFmpeg through PyAV.
 FORMATS: dict[str, tuple[str, str, str, str]] = {
     "wav": ("WAV", "PCM_16", "audio/wav", "wav"),
     "mp3": ("MP3", "MPEG_LAYER_III", "audio/mpeg", "mp3"),
@@ -15,6 +18,7 @@ FORMATS: dict[str, tuple[str, str, str, str]] = {
     "ogg": ("OGG", "VORBIS", "audio/ogg", "ogg"),
     "flac": ("FLAC", "PCM_16", "audio/flac", "flac"),
     "pcm": ("RAW", "PCM_16", "audio/pcm", "pcm"),  # 16-bit little-endian mono at 24 kHz
+    "aac": ("ADTS", "AAC", "audio/aac", "aac"),
 }
 
 
@@ -32,6 +36,8 @@ def encode(audio: np.ndarray, sample_rate: int, fmt: str) -> bytes:
     clipped = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
     if fmt == "pcm":
         return (clipped * 32767.0).astype("<i2").tobytes()
+    if fmt == "aac":
+        return encode_whole(clipped, sample_rate, fmt)
     buffer = io.BytesIO()
     sf.write(buffer, clipped, sample_rate, format=container, subtype=subtype)
     return buffer.getvalue()

@@ -26,6 +26,7 @@ class ActiveJob:
     audio: list[np.ndarray] = field(default_factory=list)
     cancel: bool = False
     lost: bool = False
+    completing: bool = False  # its result is being encoded and stored in the background
 
     @property
     def done(self) -> bool:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-AudioFormat = Literal["wav", "mp3", "opus", "ogg", "flac", "pcm"]
+AudioFormat = Literal["wav", "mp3", "opus", "ogg", "flac", "pcm", "aac"]
 
 
 class JobState(enum.StrEnum):

@@ -231,6 +231,7 @@ class Queue:
                 k.stats,
                 k.dlq,
                 k.active(owner),
+                k.segments(job_id),
             ],
             [
                 job_id,
@@ -285,9 +286,15 @@ class Queue:
         sample_rate: int,
         cached: bool = False,
         stream: str | None = None,
+        cache_digest: str | None = None,
     ) -> bool:
-        """Store the result and finish the job; False when the token is stale (fenced)."""
+        """Store the result and finish the job; False when the token is stale (fenced).
+
+        With `cache_digest`, the result also goes into the result cache (or, when `cached`,
+        counts as a cache hit).
+        """
         k = self.keys
+        cache_mode = "off" if not cache_digest else ("hit" if cached else "miss")
         result = await self._run(
             "complete",
             [
@@ -299,6 +306,7 @@ class Queue:
                 k.stats,
                 k.active(client),
                 k.segments(job_id),
+                k.cache(cache_digest) if cache_digest else k.job(job_id),
             ],
             [
                 token,
@@ -309,6 +317,7 @@ class Queue:
                 *self._maxlens,
                 self._ttl,
                 "1" if cached else "0",
+                cache_mode,
             ],
         )
         return _s(result[0]) == "ok"

@@ -53,6 +53,7 @@ class Worker:
         self.stats = WorkerStats()
         self.in_hand: dict[str, ActiveJob] = {}
         self._engine_thread = ThreadPoolExecutor(1, thread_name_prefix="engine")
+        self._completions: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
         self._grace_deadline = float("inf")
         self.engine_stuck = False
@@ -108,6 +109,8 @@ class Worker:
         try:
             await self._main_loop()
         finally:
+            if self._completions:
+                await asyncio.wait(self._completions, timeout=self.settings.shutdown_grace_s)
             for task in side_tasks:
                 task.cancel()
             await asyncio.gather(*side_tasks, return_exceptions=True)
@@ -161,7 +164,9 @@ class Worker:
                 delay = min(delay * 2, BACKOFF_MAX_S)
 
     def _capacity(self) -> int:
-        return max(1, self.engine.max_batch) - len(self.in_hand)
+        # Twice a batch in hand: the next batch's jobs are started (and the engine kept busy)
+        # while the previous ones are encoded and stored in the background.
+        return 2 * max(1, self.engine.max_batch) - len(self.in_hand)
 
     async def _fill(self) -> None:
         """Take new jobs while there is room: reclaimed ones first, then fresh deliveries."""
@@ -174,8 +179,9 @@ class Worker:
             await self._reclaim()
         if self._capacity() <= 0:
             return
-        # Idle: block for work. Busy: wait at most batch_wait_ms for batch-mates.
-        if self.in_hand:
+        # Work to synthesize: wait at most batch_wait_ms for batch-mates (not at all when the
+        # engine does not batch). Nothing to synthesize: block for work.
+        if any(not job.done for job in self.in_hand.values()):
             block = self.settings.batch_wait_ms if self.engine.max_batch > 1 else None
         else:
             block = min(self.settings.block_ms, self.settings.reclaim_interval_ms)
@@ -252,9 +258,7 @@ class Worker:
         assert self.queue is not None and self.redis is not None
         cached: Any = await self.redis.hgetall(self.queue.keys.cache(digest))
         if not cached:
-            await self.redis.hincrby(self.queue.keys.stats, "cache_misses", 1)
             return False
-        await self.redis.hincrby(self.queue.keys.stats, "cache_hits", 1)
         await self.queue.complete(
             job.job_id,
             job.started.client,
@@ -264,6 +268,7 @@ class Worker:
             int(cached[b"sample_rate"]),
             cached=True,
             stream=job.started.stream,
+            cache_digest=digest,
         )
         return True
 
@@ -294,14 +299,16 @@ class Worker:
 
     async def _run_one_batch(self) -> None:
         assert self.queue is not None
-        for job in [j for j in self.in_hand.values() if j.cancel or j.lost]:
+        for job in [j for j in self.in_hand.values() if (j.cancel or j.lost) and not j.completing]:
             await self._drop(job)
-        # Jobs whose last segment is done but whose result is not stored yet (Redis failed
-        # between the two last time) are completed before anything else.
-        for job in [j for j in self.in_hand.values() if j.done]:
-            await self._complete(job)
+        # Jobs whose last segment is done but whose result is not stored (Redis failed while
+        # storing it last time) are completed again.
+        for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
+            self._complete_in_background(job)
         batch = next_batch(self.in_hand, self.engine)
         if not batch:
+            if self._completions:  # nothing to synthesize: let a completion finish first
+                await asyncio.wait(self._completions, timeout=self.settings.block_ms / 1000)
             return
         t0 = time.perf_counter()
         try:
@@ -332,18 +339,43 @@ class Worker:
                 continue
             job.audio.append(samples)
             await self._segment_done(job, segment, samples)
-        for job in [j for j in self.in_hand.values() if j.done]:
+        for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
+            self._complete_in_background(job)
+
+    def _complete_in_background(self, job: ActiveJob) -> None:
+        """Encode and store a finished job while the engine goes on with the next batch."""
+        job.completing = True
+        task = asyncio.create_task(self._complete_or_retry(job), name=f"complete-{job.job_id}")
+        self._completions.add(task)
+        task.add_done_callback(self._completions.discard)
+
+    async def _complete_or_retry(self, job: ActiveJob) -> None:
+        try:
             await self._complete(job)
+        except RedisError as exc:
+            log.warning("worker %s: storing %s failed (%s); will retry", self.name, job.job_id, exc)
+            job.completing = False
+        except Exception as exc:  # encoding failed: no retry can fix it
+            log.exception("worker %s: completing %s failed", self.name, job.job_id)
+            assert self.queue is not None
+            self.in_hand.pop(job.job_id, None)
+            with contextlib.suppress(RedisError):
+                await self.queue.finish(
+                    job.job_id,
+                    job.started.client,
+                    job.started.token,
+                    "failed",
+                    f"encoding the audio failed: {exc}",
+                    stream=job.started.stream,
+                )
 
     async def _segment_done(self, job: ActiveJob, segment: Segment, samples: np.ndarray) -> None:
         assert self.queue is not None
         total = len(job.segments)
+        if total == 1:
+            return  # its final file is its only segment: the terminal event says it all
         rate = self.engine.sample_rate
-        encoded = b""
-        if total > 1:  # a one-segment job's final file is its only segment
-            encoded = await asyncio.to_thread(
-                audio.encode, samples, rate, job.started.request.format
-            )
+        encoded = await asyncio.to_thread(audio.encode, samples, rate, job.started.request.format)
         verdict = await self.queue.progress(
             job.job_id,
             job.started.client,
@@ -377,16 +409,9 @@ class Worker:
             duration_s,
             rate,
             stream=job.started.stream,
+            cache_digest=job.cache_digest,
         )
         self.in_hand.pop(job.job_id, None)
-        if ok and job.cache_digest:
-            key = self.queue.keys.cache(job.cache_digest)
-            async with self.queue.redis.pipeline(transaction=True) as pipe:
-                pipe.hset(
-                    key, mapping={"audio": data, "duration_s": duration_s, "sample_rate": rate}
-                )
-                pipe.expire(key, self.settings.job_ttl_s)
-                await pipe.execute()
         if ok:
             self.stats.jobs_succeeded += 1
             self.stats.audio_seconds += duration_s

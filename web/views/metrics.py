@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
+from collections.abc import Iterator
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -15,20 +17,56 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 
 from ..appkeys import METRICS, QUEUE
 
-# Long-lived connections: counted, but their duration is not a request latency.
-STREAMING_ROUTES = frozenset({"job_events", "client_events", "ws"})
+# Long-lived connections, and requests that wait for synthesis: counted, but their duration is
+# not the web tier's latency.
+STREAMING_ROUTES = frozenset({"job_events", "client_events", "ws", "openai_speech"})
 # Any token is a method to the HTTP parser: labels stay bounded whatever clients send.
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# The client went away before the answer (its handler was cancelled): nginx's "499", not a 500.
+CLIENT_GONE = 499
+
+
+class ResultCache(Collector):
+    """The result cache's hits and misses, counted by every worker in the queue's stats hash
+    (read at scrape time, so every web process reports the same cluster-wide values)."""
+
+    def __init__(self) -> None:
+        self.hits = 0.0
+        self.misses = 0.0
+
+    def update(self, stats: dict[str, float]) -> None:
+        self.hits = stats.get("cache_hits", 0.0)
+        self.misses = stats.get("cache_misses", 0.0)
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "chattts_cache_hits", "Jobs answered from the result cache (all workers)", self.hits
+        )
+        yield CounterMetricFamily(
+            "chattts_cache_misses",
+            "Cacheable jobs not in the result cache (all workers)",
+            self.misses,
+        )
+        looked_up = self.hits + self.misses
+        yield GaugeMetricFamily(
+            "chattts_cache_hit_ratio",
+            "Hits / (hits + misses) of the result cache since the queue was created",
+            self.hits / looked_up if looked_up else 0.0,
+        )
 
 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        self.cache = ResultCache()
+        r.register(self.cache)
         self.requests = Counter(
             "chattts_http_requests", "HTTP requests", ["route", "method", "status"], registry=r
         )
@@ -69,6 +107,9 @@ async def metrics_middleware(request: web.Request, handler: Handler) -> web.Stre
     except web.HTTPException as exc:
         status = exc.status
         raise
+    except asyncio.CancelledError:
+        status = CLIENT_GONE
+        raise
     finally:
         metrics = request.app[METRICS]
         route = _route_name(request)
@@ -80,8 +121,10 @@ async def metrics_middleware(request: web.Request, handler: Handler) -> web.Stre
 
 async def metrics_view(request: web.Request) -> web.Response:
     metrics = request.app[METRICS]
-    with contextlib.suppress(RedisError):  # the scrape still answers; the depth keeps its value
-        metrics.queue_depth.set(await request.app[QUEUE].depth())
+    queue = request.app[QUEUE]
+    with contextlib.suppress(RedisError):  # the scrape still answers; the values keep theirs
+        metrics.queue_depth.set(await queue.depth())
+        metrics.cache.update(await queue.stats())
     return web.Response(
         body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
     )

@@ -1,8 +1,9 @@
 """`GET /v1/ws`: one WebSocket that submits, subscribes, unsubscribes and cancels jobs.
 
 Client -> server (JSON text frames):
-    {"op": "submit", "ref": any, "request": {...SynthesisRequest...}, "idempotency_key"?: str}
-    {"op": "subscribe", "job_id": str, "after": cursor | null}
+    {"op": "submit", "ref": any, "request": {...SynthesisRequest...}, "idempotency_key"?: str,
+     "audio"?: bool}
+    {"op": "subscribe", "job_id": str, "after": cursor | null, "audio"?: bool}
     {"op": "unsubscribe", "job_id": str}
     {"op": "cancel", "ref"?: any, "job_id": str}
     {"op": "ping"}
@@ -12,6 +13,13 @@ Server -> client:
     {"type": "cancel", "ref", "job_id", "state": "cancelled" | "cancelling"}
     {"type": "error", "ref", "error": {"message", "type", "param", "code"}}
     {"type": "pong", "ref"}
+    {"type": "audio", "job_id", "segment", "total", "format", "bytes", "final"}, then one binary
+        frame of exactly `bytes` bytes (only with "audio": true; see below)
+With "audio": true, each `progress` event frame of a job of several segments is followed by that
+segment's encoded audio (a complete file of the job's format: segment `segment` of `total`,
+"final": false); after `succeeded`, when no segment was sent (a one-segment job, or a result
+from the cache), the job's whole file follows ("final": true). The header and its binary frame
+are always adjacent, whatever other jobs the socket follows.
 Events of one job arrive in order, each once, replayed from `after` (null: from the start); a
 subscription ends after the job's terminal event. Frames go through a bounded per-socket queue: a
 client that stops reading is disconnected (close code 1013) and resumes by cursor.
@@ -94,8 +102,8 @@ class Session:
         self.app = request.app
         self.ws = ws
         self.client = client_id(request)
-        # Text frames (JSON) and, for audio chunks, binary frames, in one order.
-        self.out: asyncio.Queue[str | bytes] = asyncio.Queue(
+        # Text frames (JSON), and audio: a JSON header and its binary frame, sent back to back.
+        self.out: asyncio.Queue[str | bytes | tuple[str, bytes]] = asyncio.Queue(
             self.app[SETTINGS].connection_queue_size
         )
         self.subs: dict[str, asyncio.Task[None]] = {}
@@ -125,10 +133,21 @@ class Session:
         except TimeoutError:
             raise SlowConsumer from None
 
+    async def put_audio(self, header: dict[str, Any], data: bytes) -> None:
+        """Queue an audio header and its binary frame as one item (never split by other frames)."""
+        try:
+            async with asyncio.timeout(STALL_S):
+                await self.out.put((dumps(header), data))
+        except TimeoutError:
+            raise SlowConsumer from None
+
     async def _writer(self) -> None:
         while True:
             frame = await self.out.get()
-            if isinstance(frame, bytes):
+            if isinstance(frame, tuple):
+                await self.ws.send_str(frame[0])
+                await self.ws.send_bytes(frame[1])
+            elif isinstance(frame, bytes):
                 await self.ws.send_bytes(frame)
             else:
                 await self.ws.send_str(frame)
@@ -176,19 +195,21 @@ class Session:
             request = msg.get("request")
             if request is None:
                 raise ApiError(422, "'request' is required", code="missing_field", param="request")
+            audio = _audio_flag(msg)
             body = await submit_job(self.app, self.client, request, idempotency_key(idem))
             await self.put({"type": "submitted", "ref": ref, "job": body})
-            self._subscribe(body["id"], None)
+            self._subscribe(body["id"], None, audio)
         elif op == "subscribe":
             job_id = _job_id(msg)
             after = msg.get("after")
             if after is not None and not isinstance(after, str):
                 raise ApiError(400, "'after' must be an event id or null", code="invalid_cursor")
             cursor = valid_cursor(after, "after")
+            audio = _audio_flag(msg)
             queue = self.app[QUEUE]
             if not await queue.redis.exists(queue.keys.job(job_id)):
                 raise not_found(f"no job with id {job_id!r} (unknown, or expired)", "job_not_found")
-            self._subscribe(job_id, cursor)
+            self._subscribe(job_id, cursor, audio)
         elif op == "unsubscribe":
             task = self.subs.pop(_job_id(msg), None)
             if task is not None:
@@ -205,7 +226,7 @@ class Session:
                 param="op",
             )
 
-    def _subscribe(self, job_id: str, cursor: str | None) -> None:
+    def _subscribe(self, job_id: str, cursor: str | None, audio: bool = False) -> None:
         if job_id in self.subs:
             return  # already following it: its events keep coming, once each
         if len(self.subs) >= MAX_SUBSCRIPTIONS:
@@ -214,7 +235,7 @@ class Session:
                 f"at most {MAX_SUBSCRIPTIONS} subscriptions per socket; unsubscribe some",
                 code="too_many_subscriptions",
             )
-        task = asyncio.create_task(self._follow(job_id, cursor))
+        task = asyncio.create_task(self._follow(job_id, cursor, audio))
         self.subs[job_id] = task
 
         def done(t: asyncio.Task[None]) -> None:
@@ -223,9 +244,10 @@ class Session:
 
         task.add_done_callback(done)
 
-    async def _follow(self, job_id: str, cursor: str | None) -> None:
+    async def _follow(self, job_id: str, cursor: str | None, audio: bool) -> None:
         queue = self.app[QUEUE]
         stream = queue.keys.job_events(job_id)
+        segments_sent = False
         try:
             async with contextlib.aclosing(
                 follow(queue, self.app[HUB], stream, cursor, job_id=job_id)
@@ -233,8 +255,45 @@ class Session:
                 async for stream_id, event in events:
                     frame = {"type": "event", "job_id": job_id, "id": stream_id, "event": event}
                     await self.put(frame)
+                    if audio:
+                        segments_sent |= await self._audio(job_id, event, segments_sent)
         except SlowConsumer:
             await self._close_slow()
+
+    async def _audio(self, job_id: str, event: dict[str, Any], segments_sent: bool) -> bool:
+        """Send the audio an event announces; True when it was a segment's."""
+        queue = self.app[QUEUE]
+        kind = event.get("type")
+        job = event.get("job") or {}
+        segment = event.get("segment") or {}
+        total = int(segment.get("total") or job.get("segments_total") or 1)
+        data: Any = None
+        index, final = int(segment.get("index") or 0), False
+        if kind == "progress" and total > 1 and index >= 1:
+            data = await queue.redis.lindex(queue.keys.segments(job_id), index - 1)
+        elif kind == "succeeded" and not segments_sent:
+            index, final = total, True
+            data = await queue.audio(job_id)
+        if not data:
+            return False
+        header = {
+            "type": "audio",
+            "job_id": job_id,
+            "segment": index,
+            "total": total,
+            "format": job.get("format"),
+            "bytes": len(data),
+            "final": final,
+        }
+        await self.put_audio(header, bytes(data))
+        return not final
+
+
+def _audio_flag(msg: dict[str, Any]) -> bool:
+    audio = msg.get("audio", False)
+    if not isinstance(audio, bool):
+        raise ApiError(400, "'audio' must be true or false", code="invalid_audio", param="audio")
+    return audio
 
 
 def _job_id(msg: dict[str, Any]) -> str:

@@ -30,8 +30,8 @@ _VOICE_TABLE: dict[str, tuple[bytes, int]] = {
     "en_male": (b"en-us+m3", 45),
     "zh_female_2": (b"cmn+f4", 65),
     "zh_male_2": (b"cmn+m1", 35),
-    "en_female_2": (b"en-gb+f4", 60),
-    "en_male_2": (b"en-gb+m1", 35),
+    "en_female_2": (b"en+f4", 60),  # espeak-ng's "en" is British English
+    "en_male_2": (b"en+m1", 35),
 }
 # Segments long enough to stream progress on long texts, short enough to start playing soon.
 _SEGMENT_CHARS = 200

@@ -1,6 +1,8 @@
 -- Terminal success, fenced by the attempt token: a stale worker cannot overwrite a reclaimed job.
--- KEYS: jobs, job, audio, ev_job, ev_client, stats, active, segments
--- ARGV: token, audio, duration_s, sample_rate, now, maxlen_job, maxlen_client, ttl, cached
+-- KEYS: jobs, job, audio, ev_job, ev_client, stats, active, segments, cache (result cache entry;
+--       the job key itself when the request is not cacheable)
+-- ARGV: token, audio, duration_s, sample_rate, now, maxlen_job, maxlen_client, ttl, cached,
+--       cache_mode ('hit': answered from the cache, 'miss': store it there, 'off')
 -- Returns {'ok', event_id} | {'stale', state}
 local jobs, job, audio, ev_job, ev_client, stats, active, segments =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -16,6 +18,13 @@ redis.call('HSET', job, 'state', 'succeeded', 'finished_at', ARGV[5], 'duration_
   'sample_rate', ARGV[4], 'audio_size', string.len(ARGV[2]), 'owner', '', 'cached', ARGV[9],
   'error', '')
 redis.call('HINCRBY', stats, 'succeeded', 1)
+if ARGV[10] == 'hit' then
+  redis.call('HINCRBY', stats, 'cache_hits', 1)
+elseif ARGV[10] == 'miss' then
+  redis.call('HINCRBY', stats, 'cache_misses', 1)
+  redis.call('HSET', KEYS[9], 'audio', ARGV[2], 'duration_s', ARGV[3], 'sample_rate', ARGV[4])
+  redis.call('EXPIRE', KEYS[9], ttl)
+end
 redis.call('HINCRBYFLOAT', stats, 'audio_seconds', ARGV[3])
 retire(jobs, job, active, values[3], ttl)
 return {'ok', emit(job, ev_job, ev_client, 'succeeded', ARGV[5], ARGV[6], ARGV[7], ttl)}

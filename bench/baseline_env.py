@@ -1,0 +1,98 @@
+"""The baseline design (../shared/baseline): where it is, its own virtualenv, how to run it.
+
+It is run as it ships, in its own interpreter; nothing of it is imported or copied here.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DIR = REPO_ROOT.parent / "shared" / "baseline"
+DEFAULT_VENV = Path("/tmp/baseline-venv")
+# What its requirements bring, as imported by its API (uvicorn[standard]: uvloop, httptools).
+_IMPORTS = "fastapi, uvicorn, uvloop, httptools, redis, espeakng_loader, soundfile, numpy"
+_INSTALL_TIMEOUT_S = 600
+
+
+def find_baseline(explicit: str | None = None) -> Path:
+    """The baseline's directory: `explicit`, else ../shared/baseline beside the repository."""
+    path = Path(explicit).resolve() if explicit else DEFAULT_DIR
+    missing = [
+        n for n in ("submit_api.py", "worker.py", "requirements.txt") if not (path / n).exists()
+    ]
+    if missing:
+        raise SystemExit(
+            f"no baseline at {path} (missing {', '.join(missing)}); pass --baseline-dir, "
+            "or --skip-baseline to measure ours alone"
+        )
+    return path
+
+
+def python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def venv_ready(venv: Path) -> bool:
+    if not python(venv).exists():
+        return False
+    probe = subprocess.run(
+        [str(python(venv)), "-c", f"import {_IMPORTS}"],
+        capture_output=True,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+def ensure_venv(venv: Path, baseline_dir: Path) -> Path:
+    """The baseline's virtualenv, created and installed from its requirements.txt if needed."""
+    if venv_ready(venv):
+        return venv
+    base_python = shutil.which("python3") or sys.executable
+    print(f"installing the baseline into {venv} (once) ...", flush=True)
+    if not python(venv).exists():
+        subprocess.run([base_python, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [
+            str(python(venv)),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "-r",
+            str(baseline_dir / "requirements.txt"),
+        ],
+        check=True,
+        timeout=_INSTALL_TIMEOUT_S,
+    )
+    if not venv_ready(venv):
+        raise SystemExit(f"the baseline virtualenv {venv} still misses one of: {_IMPORTS}")
+    return venv
+
+
+def api_command(venv: Path, baseline_dir: Path, port: int) -> list[str]:
+    """Its API exactly as its README starts it (uvloop, httptools, no access log)."""
+    return [
+        str(python(venv)),
+        "-m",
+        "uvicorn",
+        "--app-dir",
+        str(baseline_dir),
+        "submit_api:app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--no-access-log",
+    ]
+
+
+def worker_command(venv: Path, baseline_dir: Path) -> list[str]:
+    return [str(python(venv)), str(baseline_dir / "worker.py")]

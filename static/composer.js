@@ -1,0 +1,326 @@
+// The composer: the form's fields (counted, checked, remembered between visits), the voice list
+// and its preview, and submitting a job from the form.
+
+import { api, ApiError, urls } from "./api.js";
+import { countChars, looksChinese, nf, voiceLabel, voiceLanguage } from "./format.js";
+import { submitJob } from "./jobs.js";
+import { followPreview, player } from "./live.js";
+import { announce, showFormError } from "./notices.js";
+import { readPrefs, writePrefs } from "./store.js";
+
+const $ = (id) => document.getElementById(id);
+const root = $("app");
+const els = {
+  form: $("tts-form"), text: $("text"), count: $("char-count"), textMsg: $("text-msg"),
+  voice: $("voice"), voiceHint: $("voice-hint"), preview: $("preview"), format: $("format"),
+  speed: $("speed"), speedOut: $("speed-out"), seed: $("seed"), temperature: $("temperature"),
+  topP: $("top_p"), topK: $("top_k"), refine: $("refine"), livePlay: $("live-play"),
+  submit: $("submit"), submitKbd: $("submit-kbd"), submitHint: $("submit-hint"),
+  previewAudio: $("preview-audio"),
+};
+
+const config = {
+  maxChars: Number(root.dataset.maxChars) || 4000,
+  defaultVoice: root.dataset.defaultVoice || "",
+};
+
+const isMac = /Mac|iPhone|iPad|iPod/.test(navigator.userAgentData?.platform || navigator.platform || "");
+let submitting = false;
+
+/** Whether new jobs play while they generate ("Play while it generates"). */
+export const livePlayOn = () => els.livePlay.checked;
+export const focusText = () => els.text.focus();
+
+// ---------------------------------------------------------------------------------------------
+// Fields
+
+function readParams() {
+  const params = {
+    text: els.text.value,
+    voice: els.voice.value,
+    format: els.format.value,
+    speed: Number(els.speed.value),
+  };
+  const num = (el, parse) => (el.value.trim() === "" ? undefined : parse(el.value));
+  const extra = {
+    seed: num(els.seed, (v) => Number.parseInt(v, 10)),
+    temperature: num(els.temperature, Number),
+    top_p: num(els.topP, Number),
+    top_k: num(els.topK, (v) => Number.parseInt(v, 10)),
+  };
+  for (const [k, v] of Object.entries(extra)) if (v !== undefined) params[k] = v;
+  if (els.refine.checked) params.refine = true;
+  return params;
+}
+
+function updateCount() {
+  const n = countChars(els.text.value);
+  const max = config.maxChars;
+  els.count.textContent = `${nf.format(n)} / ${nf.format(max)}`;
+  const level = n > max ? "over" : n >= max * 0.9 ? "warn" : "ok";
+  if (els.count.dataset.level !== level && level === "over") {
+    announce(`Text too long: the limit is ${nf.format(max)} characters.`);
+  }
+  els.count.dataset.level = level;
+  if (n > max) {
+    setFieldMessage(`Too long by ${nf.format(n - max)} characters — the limit is ${nf.format(max)}. `
+      + "Shorten the text or split it into several jobs.");
+  } else if (els.textMsg.dataset.kind === "length" || els.textMsg.dataset.kind === "empty") {
+    setFieldMessage(null);
+  }
+  updateVoiceHint();
+}
+
+function setFieldMessage(message, kind = "length") {
+  if (message) {
+    els.textMsg.textContent = message;
+    els.textMsg.dataset.kind = kind;
+    els.textMsg.hidden = false;
+    els.text.setAttribute("aria-invalid", "true");
+  } else {
+    els.textMsg.textContent = "";
+    delete els.textMsg.dataset.kind;
+    els.textMsg.hidden = true;
+    els.text.removeAttribute("aria-invalid");
+  }
+}
+
+function updateVoiceHint() {
+  const text = els.text.value;
+  const lang = voiceLanguage(els.voice.value);
+  let hint = "";
+  if (text.trim().length >= 4 && lang) {
+    const chinese = looksChinese(text);
+    const latin = (text.match(/[A-Za-z]/g) || []).length;
+    if (chinese && lang.startsWith("en")) {
+      hint = "Your text contains Chinese; a Mandarin voice will pronounce it better.";
+    } else if (!chinese && latin >= 4 && lang.startsWith("zh")) {
+      hint = "Your text looks English; an English voice will pronounce it better.";
+    }
+  }
+  els.voiceHint.textContent = hint;
+  els.voiceHint.hidden = !hint;
+}
+
+function updateSpeed() {
+  const v = Number(els.speed.value);
+  els.speedOut.textContent = `${v.toFixed(2)}×`;
+  els.speed.setAttribute("aria-valuetext", `${v.toFixed(2)} times normal speed`);
+}
+
+function savePrefs() {
+  writePrefs({
+    voice: els.voice.value, format: els.format.value, speed: els.speed.value,
+    livePlay: els.livePlay.checked,
+  });
+}
+
+function restorePrefs() {
+  const prefs = readPrefs();
+  const has = (select, value) => [...select.options].some((o) => o.value === value);
+  if (prefs.voice && has(els.voice, prefs.voice)) els.voice.value = prefs.voice;
+  if (prefs.format && has(els.format, prefs.format)) els.format.value = prefs.format;
+  if (prefs.speed && Number(prefs.speed) >= 0.5 && Number(prefs.speed) <= 2) els.speed.value = prefs.speed;
+  if (typeof prefs.livePlay === "boolean") els.livePlay.checked = prefs.livePlay;
+}
+
+const PARAM_FIELDS = {
+  text: "text", voice: "voice", format: "format", speed: "speed", seed: "seed",
+  temperature: "temperature", top_p: "topP", top_k: "topK", refine: "refine",
+};
+
+/** Focus the field a server error names ("body.temperature"), marked invalid until edited. */
+function focusParam(param) {
+  const key = typeof param === "string" ? PARAM_FIELDS[param.replace(/^body\./, "")] : null;
+  const el = key ? els[key] : null;
+  if (!el) return;
+  const details = el.closest("details");
+  if (details) details.open = true;
+  el.setAttribute("aria-invalid", "true");
+  el.focus();
+  el.addEventListener("input", () => el.removeAttribute("aria-invalid"), { once: true });
+}
+
+async function submitFromForm() {
+  if (submitting) return;
+  const params = readParams();
+  const n = countChars(params.text.trim());
+  if (!n) {
+    setFieldMessage("Type some text first.", "empty");
+    els.text.focus();
+    return;
+  }
+  if (countChars(params.text) > config.maxChars) {
+    updateCount();
+    els.text.focus();
+    return;
+  }
+  player.unlock(); // inside the click / key press: lets live playback start later
+  submitting = true;
+  els.submit.setAttribute("aria-busy", "true");
+  els.submit.classList.add("is-busy");
+  els.submit.querySelector(".btn-label").textContent = "Submitting…";
+  try {
+    await submitJob(params, { autoplay: els.livePlay.checked });
+    showFormError(null);
+  } catch (err) {
+    const e = err instanceof ApiError ? err : new ApiError({ kind: "server", title: "Something went wrong", message: "Please try again." });
+    showFormError(e);
+    if (e.param) focusParam(e.param);
+    if (e.kind === "too_large") els.text.focus();
+  } finally {
+    submitting = false;
+    els.submit.removeAttribute("aria-busy");
+    els.submit.classList.remove("is-busy");
+    els.submit.querySelector(".btn-label").textContent = "Synthesize";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Voice list and preview
+
+/** Rebuild the voice list from /v1/voices when it differs from what the server rendered. */
+async function refreshVoices() {
+  let body;
+  try {
+    body = await api.voices();
+  } catch {
+    return; // the server-rendered list stays
+  }
+  const voices = Array.isArray(body?.voices) ? body.voices.filter((v) => v && typeof v.name === "string") : [];
+  if (!voices.length) return;
+  const current = [...els.voice.options].map((o) => o.value).sort().join("\n");
+  if (voices.map((v) => v.name).sort().join("\n") === current) return;
+  const selected = els.voice.value;
+  const names = { "zh-CN": "Mandarin Chinese", "en-US": "English (US)", "en-GB": "English (UK)" };
+  const groups = new Map();
+  for (const v of voices) {
+    const lang = typeof v.language === "string" ? v.language : "";
+    if (!groups.has(lang)) groups.set(lang, []);
+    groups.get(lang).push(v);
+  }
+  const fragment = document.createDocumentFragment();
+  for (const [lang, list] of groups) {
+    const group = document.createElement("optgroup");
+    group.label = names[lang] || lang || "Other";
+    for (const v of list) {
+      const option = document.createElement("option");
+      option.value = v.name;
+      option.dataset.language = lang;
+      option.textContent = typeof v.description === "string" && v.description ? v.description : v.name;
+      group.append(option);
+    }
+    fragment.append(group);
+  }
+  els.voice.replaceChildren(fragment);
+  const keep = voices.some((v) => v.name === selected) ? selected : config.defaultVoice;
+  if (keep) els.voice.value = keep;
+}
+
+/** The voice list as the server has it now; resolves once the form shows it. */
+export async function loadVoices() {
+  await refreshVoices();
+  restorePrefs();
+  updateVoiceHint();
+  syncPreviewLabel();
+}
+
+const PREVIEW_TEXT = {
+  zh: "你好，很高兴认识你。这是我的声音。",
+  en: "Hello! This is how I sound.",
+};
+const previewCache = new Map(); // voice -> audio URL
+
+async function previewVoice() {
+  const audio = els.previewAudio;
+  const label = els.preview.querySelector(".btn-label");
+  if (!audio.paused) {
+    audio.pause();
+    return;
+  }
+  if (els.preview.getAttribute("aria-busy") === "true") return;
+  const voice = els.voice.value;
+  const play = (url) => {
+    if (audio.getAttribute("src") !== url) audio.src = url;
+    audio.currentTime = 0;
+    audio.play().catch(() => {
+      showFormError(new ApiError({ kind: "server", title: "Preview blocked", message: "Your browser did not allow the preview to play." }));
+    });
+  };
+  if (previewCache.has(voice)) {
+    play(previewCache.get(voice));
+    return;
+  }
+  els.preview.setAttribute("aria-busy", "true");
+  label.textContent = "Loading…";
+  try {
+    const lang = voiceLanguage(voice).startsWith("zh") ? "zh" : "en";
+    const res = await api.submit({ text: PREVIEW_TEXT[lang], voice, format: "wav", speed: 1 });
+    const id = res.id || res.job?.id;
+    const snap = await followPreview(id, res.job, 30000);
+    if (snap.state !== "succeeded") {
+      throw new ApiError({ kind: "server", title: "Preview failed", message: snap.error || `The preview job ended ${snap.state}.` });
+    }
+    const url = urls.audio(id);
+    previewCache.set(voice, url);
+    play(url);
+  } catch (err) {
+    showFormError(err instanceof ApiError ? err : new ApiError({ kind: "server", title: "Preview failed", message: "Please try again." }));
+  } finally {
+    els.preview.removeAttribute("aria-busy");
+    label.textContent = "Preview";
+  }
+}
+
+function syncPreviewLabel() {
+  const playing = !els.previewAudio.paused;
+  const voice = voiceLabel(els.voice.value);
+  els.preview.setAttribute("aria-label", `${playing ? "Stop the preview of" : "Preview"} the voice ${voice}`);
+}
+
+function syncPreviewButton() {
+  const playing = !els.previewAudio.paused;
+  els.preview.querySelector(".btn-label").textContent = playing ? "Stop" : "Preview";
+  els.preview.classList.toggle("is-playing", playing);
+  syncPreviewLabel();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wiring
+
+export function initComposer() {
+  if (isMac) {
+    els.submitKbd.textContent = "⌘ ↵";
+    els.submitHint.textContent = "Press Command and Enter to synthesize.";
+  }
+  restorePrefs();
+  updateSpeed();
+  updateCount();
+  syncPreviewLabel();
+
+  els.text.addEventListener("input", updateCount);
+  els.voice.addEventListener("change", () => {
+    updateVoiceHint();
+    syncPreviewLabel();
+    savePrefs();
+    if (!els.previewAudio.paused) els.previewAudio.pause();
+  });
+  els.format.addEventListener("change", savePrefs);
+  els.livePlay.addEventListener("change", savePrefs);
+  els.speed.addEventListener("input", updateSpeed);
+  els.speed.addEventListener("change", savePrefs);
+  els.form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    submitFromForm();
+  });
+  els.form.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && !event.isComposing) {
+      event.preventDefault();
+      submitFromForm();
+    }
+  });
+  els.preview.addEventListener("click", previewVoice);
+  els.previewAudio.addEventListener("play", syncPreviewButton);
+  els.previewAudio.addEventListener("pause", syncPreviewButton);
+  els.previewAudio.addEventListener("ended", syncPreviewButton);
+}

@@ -1,0 +1,412 @@
+"""`chattts-online say` and `submit`: a command-line client of the service's HTTP API.
+
+`say` speaks a short text through `POST /v1/audio/speech` (one request, ahead of bulk jobs;
+streamed when writing to a pipe). `submit` speaks a text of any length: it cuts it at sentence
+boundaries into jobs of at most `--max-chars`, follows each job's Server-Sent Events for a
+progress bar of segments done (on stderr), and writes one file. Exit codes: 0 done, 1 the job
+failed, 2 usage, 3 server unreachable or unavailable (5xx, 429), 4 request rejected (4xx).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import aiohttp
+import numpy as np
+import orjson
+import soundfile as sf
+
+from workers.audio import FORMATS, extension
+from workers.batch import SEGMENT_GAP_S
+from workers.engines.base import SAMPLE_RATE
+from workers.stream_encode import StreamEncoder
+from workers.text import clean_text, split_sentences
+
+OK, FAILED, USAGE, UNAVAILABLE, REJECTED = 0, 1, 2, 3, 4
+DEFAULT_URL = "http://127.0.0.1:8000"
+SAY_FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")  # what /v1/audio/speech returns
+EXTENSIONS = {f".{extension(f)}": f for f in FORMATS} | {".oga": "ogg", ".raw": "pcm"}
+# Server default of CHATTTS_MAX_TEXT_CHARS: one job's text at most.
+MAX_CHARS = 4000
+# Jobs submitted ahead of the one being followed (the server caps unfinished jobs per client).
+WINDOW = 16
+CONNECT_TIMEOUT_S = 10.0
+SSE_RECONNECTS = 5
+TERMINAL = ("succeeded", "failed", "cancelled", "dead")
+
+
+class CliError(Exception):
+    """A failure to report on stderr, and the exit code that says what kind it is."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def pick_format(output: str | None, fmt: str | None, default: str = "mp3") -> str:
+    """--format, else the output file's extension, else `default`."""
+    if fmt:
+        return fmt
+    if output and output != "-":
+        suffix = Path(output).suffix.lower()
+        if suffix in EXTENSIONS:
+            return EXTENSIONS[suffix]
+        if suffix:
+            raise CliError(f"cannot tell the format from {output!r}; pass --format", USAGE)
+    return default
+
+
+def read_text(text: str | None, path: str | None = None) -> str:
+    """The text argument, else the file (`-`: stdin), else stdin."""
+    if text is None:
+        if path and path != "-":
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CliError(f"cannot read {path}: {exc}", USAGE) from None
+        elif sys.stdin.isatty():
+            raise CliError("no text: give it as an argument, with -f FILE, or on stdin", USAGE)
+        else:
+            text = sys.stdin.read()
+    if not text.strip():
+        raise CliError("the text is empty", USAGE)
+    return text
+
+
+def default_output(fmt: str, source: str | None = None) -> str:
+    """Next to the input file; else stdout when it is a pipe; else speech.<ext> here."""
+    if source and source != "-":
+        return str(Path(source).with_suffix(f".{extension(fmt)}"))
+    return "-" if not sys.stdout.isatty() else f"speech.{extension(fmt)}"
+
+
+# -- HTTP ---------------------------------------------------------------------------------------
+
+
+def _exit_code(status: int, code: str | None) -> int:
+    if code in ("job_failed", "job_dead", "job_cancelled"):
+        return FAILED
+    if status == 429 or status >= 500:
+        return UNAVAILABLE
+    return REJECTED
+
+
+class Api:
+    """An aiohttp session on the service: auth header, cookie identity, errors as CliError."""
+
+    def __init__(self, url: str, api_key: str | None) -> None:
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.session = aiohttp.ClientSession(
+            headers=headers,
+            # Synthesis takes as long as it takes: only connecting is bounded.
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S),
+            cookie_jar=aiohttp.CookieJar(unsafe=True),  # keep the identity cookie of an IP host
+        )
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    @contextlib.asynccontextmanager
+    async def request(self, method: str, path: str, **kwargs: Any) -> AsyncIterator[Any]:
+        """The response of a successful request; CliError for anything else."""
+        try:
+            async with self.session.request(method, self.url + path, **kwargs) as response:
+                if response.status >= 400:
+                    raise await _error(response)
+                yield response
+        except aiohttp.ClientConnectionError as exc:
+            raise CliError(
+                f"cannot reach the server at {self.url} ({exc}); is `chattts-online run` "
+                "running? (--url or CHATTTS_URL)",
+                UNAVAILABLE,
+            ) from None
+        except aiohttp.ClientPayloadError as exc:
+            raise CliError(f"the server broke off its answer: {exc}", UNAVAILABLE) from None
+
+    async def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        async with self.request(method, path, **kwargs) as response:
+            return orjson.loads(await response.read())
+
+
+async def _error(response: aiohttp.ClientResponse) -> CliError:
+    raw = await response.read()
+    code: str | None = None
+    try:
+        error = orjson.loads(raw)["error"]
+        message, code = error["message"], error.get("code")
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        message = raw.decode(errors="replace").strip()[:300] or response.reason or "no message"
+    return CliError(f"{message} (HTTP {response.status})", _exit_code(response.status, code))
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def opened(output: str) -> Any:
+    """A binary file to write: stdout for `-`, else a temporary file renamed on success."""
+    if output == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    path = Path(output)
+    partial = path.with_name(f".{path.name}.part")
+    try:
+        with partial.open("wb") as file:
+            yield file
+        partial.replace(path)
+    except OSError as exc:
+        raise CliError(f"cannot write {output}: {exc}", USAGE) from None
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+class PcmWriter:
+    """Writes 16-bit PCM pieces as one file of `fmt`: libsndfile on a real file (its headers are
+    completed at the end), the incremental encoder on a pipe and for AAC."""
+
+    def __init__(self, file: IO[bytes], fmt: str, seekable: bool) -> None:
+        self.file = file
+        self.sound: Any = None
+        self.encoder: StreamEncoder | None = None
+        if fmt == "pcm":
+            return
+        if seekable and fmt != "aac":
+            container, subtype, _, _ = FORMATS[fmt]
+            self.sound = sf.SoundFile(file, "w", SAMPLE_RATE, 1, format=container, subtype=subtype)
+        elif fmt == "ogg":
+            raise CliError("Ogg Vorbis cannot be written to a pipe; use opus", USAGE)
+        else:
+            self.encoder = StreamEncoder(fmt, SAMPLE_RATE)
+
+    def write(self, pcm: bytes) -> None:
+        if self.sound is not None:
+            self.sound.write(np.frombuffer(pcm, "<i2").astype(np.float32) / 32767.0)
+        elif self.encoder is not None:
+            self.file.write(self.encoder.feed(pcm))
+        else:
+            self.file.write(pcm)
+
+    def close(self) -> None:
+        if self.sound is not None:
+            self.sound.close()
+        elif self.encoder is not None:
+            self.file.write(self.encoder.close())
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """Segments done across the parts of a text, drawn on stderr (one line per change when
+    stderr is not a terminal)."""
+
+    sizes: list[int]  # characters per part: the bar's weights
+    stream: IO[str] = field(default_factory=lambda: sys.stderr)
+    done: dict[int, tuple[int, int]] = field(default_factory=dict)  # part -> (done, total)
+    last: str = ""
+
+    def update(self, part: int, done: int, total: int) -> None:
+        self.done[part] = (done, max(total, done))
+        self.draw()
+
+    def draw(self) -> None:
+        weight = sum(self.sizes) or 1
+        fraction = (
+            sum(self.sizes[p] * (d / t if t else 0.0) for p, (d, t) in self.done.items()) / weight
+        )
+        done = sum(d for d, _ in self.done.values())
+        total = sum(t for _, t in self.done.values())
+        unknown = "+" if len(self.done) < len(self.sizes) else ""
+        bar = "#" * round(fraction * 30)
+        parts = f", part {len(self.done)}/{len(self.sizes)}" if len(self.sizes) > 1 else ""
+        line = f"[{bar:<30}] {done}/{total}{unknown} segments{parts}"
+        if line == self.last:
+            return
+        previous, self.last = self.last, line
+        if self.stream.isatty():
+            self.stream.write(f"\r{line:<{len(previous)}}")  # spaces over a longer line
+        else:
+            self.stream.write(f"{line}\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.last and self.stream.isatty():
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+async def say(
+    api: Api, text: str, output: str, fmt: str, voice: str | None, speed: float | None
+) -> int:
+    """One request to the OpenAI-compatible endpoint; streamed when writing to stdout."""
+    if fmt not in SAY_FORMATS:
+        raise CliError(f"say writes {', '.join(SAY_FORMATS)}; use submit for {fmt}", USAGE)
+    body: dict[str, Any] = {"model": "chattts", "input": text, "response_format": fmt}
+    if voice:
+        body["voice"] = voice
+    if speed is not None:
+        body["speed"] = speed
+    if output == "-":
+        body["stream_format"] = "audio"
+    with opened(output) as file:
+        async with api.request("POST", "/v1/audio/speech", json=body) as response:
+            async for chunk in response.content.iter_any():
+                file.write(chunk)
+                if output == "-":
+                    file.flush()
+    if output != "-":
+        print(f"wrote {output}", file=sys.stderr)
+    return OK
+
+
+async def _events(api: Api, job: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    """A job's events until its terminal one; resumes after its last event when cut off."""
+    last: str | None = None
+    for _ in range(SSE_RECONNECTS):
+        headers = {"Last-Event-ID": last} if last else {}
+        async with api.request("GET", job["events_url"], headers=headers) as response:
+            if response.status == 204:  # over, and we saw its end
+                return
+            data: list[str] = []
+            async for raw in response.content:
+                line = raw.decode().rstrip("\r\n")
+                if line.startswith("id:"):
+                    last = line[3:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].removeprefix(" "))
+                elif not line and data:
+                    event = orjson.loads("\n".join(data))
+                    data = []
+                    yield event
+                    if event.get("type") in TERMINAL:
+                        return
+    raise CliError(f"lost the event stream of job {job['id']}", UNAVAILABLE)
+
+
+async def _wait(api: Api, job: dict[str, Any], on_progress: Callable[[int, int], None]) -> None:
+    async for event in _events(api, job):
+        snapshot = event.get("job") or {}
+        kind = event.get("type")
+        if kind == "progress":
+            segment = event.get("segment") or {}
+            on_progress(int(segment.get("index", 0)), int(segment.get("total", 0)))
+        elif kind == "succeeded":
+            total = int(snapshot.get("segments_total") or 1)
+            on_progress(total, total)
+            return
+        elif kind in TERMINAL:
+            reason = snapshot.get("error") or kind
+            raise CliError(f"job {job['id']} {kind}: {reason}", FAILED)
+    raise CliError(f"job {job['id']}: its events ended early", UNAVAILABLE)
+
+
+async def submit(
+    api: Api,
+    text: str,
+    output: str,
+    fmt: str,
+    voice: str | None,
+    speed: float | None,
+    max_chars: int = MAX_CHARS,
+    progress: Progress | None = None,
+) -> int:
+    """Any length of text: parts of at most `max_chars`, jobs followed in order, one file."""
+    parts = split_sentences(clean_text(text), max_chars)
+    if not parts:
+        raise CliError("the text has nothing to speak", USAGE)
+    progress = progress or Progress([len(p) for p in parts])
+    single = len(parts) == 1
+    params: dict[str, Any] = {"format": fmt if single else "pcm"}
+    if voice:
+        params["voice"] = voice
+    if speed is not None:
+        params["speed"] = speed
+    jobs: list[dict[str, Any]] = []
+    pending: set[str] = set()
+
+    async def post(index: int) -> None:
+        job = await api.json("POST", "/v1/tts/jobs", json={**params, "text": parts[index]})
+        jobs.append(job)
+        pending.add(job["id"])
+
+    try:
+        for index in range(min(WINDOW, len(parts))):
+            await post(index)
+        with opened(output) as file:
+            writer = None if single else PcmWriter(file, fmt, output != "-")
+            gap = bytes(int(SAMPLE_RATE * SEGMENT_GAP_S) * 2)
+            for index in range(len(parts)):
+                job = jobs[index]
+                await _wait(api, job, functools.partial(progress.update, index))
+                pending.discard(job["id"])
+                if index + WINDOW < len(parts):
+                    await post(index + WINDOW)
+                async with api.request("GET", job["audio_url"]) as response:
+                    audio = await response.read()
+                if writer is None:
+                    file.write(audio)
+                else:
+                    writer.write((gap if index else b"") + audio)
+            if writer is not None:
+                writer.close()
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        await _cancel(api, pending)
+        raise
+    finally:
+        progress.finish()
+    if output != "-":
+        print(f"wrote {output}", file=sys.stderr)
+    return OK
+
+
+async def _cancel(api: Api, job_ids: set[str]) -> None:
+    """Best effort, on Ctrl-C: the jobs we will not wait for leave the queue."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(3):
+            for job_id in job_ids:
+                with contextlib.suppress(CliError):
+                    await api.json("DELETE", f"/v1/tts/jobs/{job_id}")
+
+
+def run(command: str, args: Any) -> int:
+    """Entry point of both commands: parse what argparse cannot, run, map failures to codes."""
+    url = args.url or os.environ.get("CHATTTS_URL") or DEFAULT_URL
+    key = args.api_key or os.environ.get("CHATTTS_API_KEY") or None
+
+    async def main() -> int:
+        api = Api(url, key)
+        try:
+            if command == "say":
+                text = read_text(args.text)
+                fmt = pick_format(args.output, args.format)
+                output = args.output or default_output(fmt)
+                return await say(api, text.strip(), output, fmt, args.voice, args.speed)
+            text = read_text(None, args.file)
+            fmt = pick_format(args.output, args.format)
+            output = args.output or default_output(fmt, args.file)
+            return await submit(api, text, output, fmt, args.voice, args.speed, args.max_chars)
+        finally:
+            await api.close()
+
+    try:
+        return asyncio.run(main())
+    except CliError as exc:
+        print(f"chattts-online {command}: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print(f"chattts-online {command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,151 @@
+"""Incremental audio encoders: a stream encoded piece by piece, each piece sendable at once.
+
+Used for streamed responses (segments leave as they finish) and for the AAC files libsndfile
+cannot write. Input is 16-bit little-endian mono PCM; output bytes need no later rewrite:
+
+* `pcm` passes through;
+* `wav` starts with a header for a stream of unknown length (RIFF and data sizes 0xFFFFFFFF, as
+  OpenAI streams WAV; decoders read to the end of the stream);
+* `mp3`, `opus` (in Ogg), `flac` and `aac` (ADTS) go through FFmpeg's encoders and muxers (the
+  `av` package, PyAV, whose wheels bundle FFmpeg), writing to an output that cannot seek: no
+  header is patched at the end. A streamed FLAC therefore says "total samples: unknown" in its
+  STREAMINFO, as the FLAC format allows for streams.
+"""
+
+from __future__ import annotations
+
+import struct
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+# Container, codec, bit rate (None: the codec's own choice) of the formats FFmpeg encodes.
+AV_FORMATS: dict[str, tuple[str, str, int | None]] = {
+    "mp3": ("mp3", "libmp3lame", 64_000),
+    "opus": ("ogg", "libopus", 32_000),
+    "flac": ("flac", "flac", None),
+    "aac": ("adts", "aac", 64_000),
+}
+STREAMABLE = frozenset({"pcm", "wav", *AV_FORMATS})
+# Ogg pages are cut at least this often (µs), so that Opus leaves in small steps.
+_OGG_PAGE_DURATION_US = 100_000
+_UNKNOWN = 0xFFFFFFFF
+
+
+class EncoderUnavailable(Exception):
+    """The format needs the `av` package, which is not installed."""
+
+
+def load_av() -> ModuleType:
+    try:
+        import av
+    except ImportError:  # pragma: no cover - av is a dependency; this names the fix if missing
+        raise EncoderUnavailable(
+            "this format needs the 'av' package (PyAV, FFmpeg's encoders): pip install av"
+        ) from None
+    return av
+
+
+def wav_stream_header(sample_rate: int) -> bytes:
+    """A 16-bit mono WAV header whose RIFF and data sizes say 'until the end of the stream'."""
+    fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)
+    return (
+        b"RIFF"
+        + struct.pack("<I", _UNKNOWN)
+        + b"WAVEfmt "
+        + struct.pack("<I", len(fmt))
+        + fmt
+        + b"data"
+        + struct.pack("<I", _UNKNOWN)
+    )
+
+
+def to_pcm16(samples: np.ndarray) -> bytes:
+    """Float samples in [-1, 1] as 16-bit little-endian PCM (the same scaling as audio.encode)."""
+    clipped = np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0)
+    return (clipped * 32767.0).astype("<i2").tobytes()
+
+
+class _Sink:
+    """The write-only, non-seekable output FFmpeg muxes into; `take` empties it."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, chunk: Any) -> int:
+        self.data += chunk
+        return len(chunk)
+
+    def take(self) -> bytes:
+        out = bytes(self.data)
+        self.data.clear()
+        return out
+
+
+class StreamEncoder:
+    """Encodes PCM pieces into one continuous stream of `fmt`. Not thread-safe: one user at a time
+    (calls may come from different threads one after the other, e.g. via asyncio.to_thread)."""
+
+    def __init__(self, fmt: str, sample_rate: int) -> None:
+        if fmt not in STREAMABLE:
+            raise ValueError(f"format {fmt!r} cannot be streamed")
+        self.fmt = fmt
+        self.sample_rate = sample_rate
+        self._started = False
+        self._closed = False
+        self._av: ModuleType | None = None
+        self._sink = _Sink()
+        self._container: Any = None
+        self._stream: Any = None
+        if fmt in AV_FORMATS:
+            self._open()
+
+    def _open(self) -> None:
+        av = self._av = load_av()
+        container_name, codec, bit_rate = AV_FORMATS[self.fmt]
+        options = {"page_duration": str(_OGG_PAGE_DURATION_US)} if container_name == "ogg" else {}
+        self._container = av.open(self._sink, "w", format=container_name, options=options)
+        stream = self._container.add_stream(codec, rate=self.sample_rate, layout="mono")
+        if bit_rate:
+            stream.bit_rate = bit_rate
+        self._stream = stream
+
+    def feed(self, pcm: bytes) -> bytes:
+        """Encode the next piece (16-bit little-endian mono); the bytes ready to send now."""
+        if self._closed:
+            raise RuntimeError("the encoder is closed")
+        if self._container is None:
+            if self.fmt == "wav" and not self._started:
+                self._started = True
+                return wav_stream_header(self.sample_rate) + pcm
+            return pcm
+        if pcm:
+            assert self._av is not None
+            samples = np.frombuffer(pcm, dtype="<i2").reshape(1, -1)
+            frame = self._av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")
+            frame.sample_rate = self.sample_rate
+            for packet in self._stream.encode(frame):
+                self._container.mux(packet)
+        return self._sink.take()
+
+    def close(self) -> bytes:
+        """Flush the encoder; the last bytes of the stream."""
+        if self._closed:
+            return b""
+        self._closed = True
+        if self._container is None:
+            if self.fmt == "wav" and not self._started:  # an empty stream is still a WAV
+                self._started = True
+                return wav_stream_header(self.sample_rate)
+            return b""
+        for packet in self._stream.encode(None):
+            self._container.mux(packet)
+        self._container.close()
+        return self._sink.take()
+
+
+def encode_whole(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:
+    """One complete file through the incremental encoder (for formats libsndfile lacks)."""
+    encoder = StreamEncoder(fmt, sample_rate)
+    return encoder.feed(to_pcm16(samples)) + encoder.close()
