@@ -16,7 +16,7 @@ from workers.redis_client import connect
 from workers.settings import Settings
 
 from .appkeys import CONNECTIONS, HUB, KEYS, METRICS, QUEUE, REDIS, SETTINGS
-from .errors import error_middleware, json_error_bodies
+from .errors import error_middleware, expect_handler, json_error_bodies
 from .hub import Connections, EventHub
 from .identity import identity_middleware, set_client_cookie
 from .routes import setup_routes
@@ -73,6 +73,8 @@ def create_app(settings: Settings) -> web.Application:
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[metrics_middleware, error_middleware, identity_middleware],
+        # Bodies are read as sent; compressed ones are refused with a 415 (schemas.read_body).
+        handler_args={"auto_decompress": False},
     )
     app[SETTINGS] = settings
     app[KEYS] = Keys(settings.key_prefix, settings.queue)
@@ -81,6 +83,10 @@ def create_app(settings: Settings) -> web.Application:
     aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=True)
     app[aiohttp_jinja2.static_root_key] = "/static"
     setup_routes(app, STATIC_DIR)
+    for route in app.router.routes():
+        # aiohttp offers no app-wide setting for this; its default answers a 500 to an Expect
+        # header that is not UTF-8 (it cannot encode its own error message).
+        route._expect_handler = expect_handler
     app.cleanup_ctx.append(_redis_ctx)
     app.cleanup_ctx.append(_hub_ctx)
     app.on_shutdown.append(_close_connections)

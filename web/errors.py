@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestPayloadError
+from aiohttp.web_urldispatcher import _default_expect_handler
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -164,3 +165,12 @@ async def json_error_bodies(request: web.Request, response: web.StreamResponse) 
     body = {"detail": message} if request.path.startswith(LEGACY_PREFIX) else error.body()
     response.content_type = "application/json"
     response.text = dumps(body)
+    response.headers.popall("Content-Length", None)  # the plain text's; aiohttp sets it anew
+
+
+async def expect_handler(request: web.Request) -> None:
+    """`Expect: 100-continue` as aiohttp does; any other expectation: 417 (JSON, never a 500)."""
+    expect = request.headers.get("Expect", "")
+    if request.version == HttpVersion11 and expect.lower() != "100-continue":
+        raise web.HTTPExpectationFailed(text=f"unknown expectation {expect[:64]!a}")
+    await _default_expect_handler(request)

@@ -24,6 +24,8 @@ _JOB_ID = re.compile(r"[0-9a-f]{32}")
 _STREAM_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")
 _U64_MAX = 2**64 - 1
 _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,128}")
+# A body that has not fully arrived after this long is given up (a stalled or truncated upload).
+BODY_TIMEOUT_S = 30.0
 # Cleaning this many characters takes well under a millisecond; longer text is cleaned off-loop.
 _CLEAN_ON_LOOP = 20_000
 FIELDS = tuple(SynthesisRequest.model_fields)
@@ -66,6 +68,39 @@ def idempotency_key(value: str | None) -> str | None:
     return value
 
 
+async def read_body(request: web.Request) -> bytes:
+    """The raw body: 415 when compressed, 413 over the limit, 408 when it stops arriving.
+
+    The app reads bodies undecoded (`auto_decompress=False`): no client of this API compresses
+    requests, and aiohttp's decoders can hang on a truncated stream or answer below our shape.
+    """
+    coding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if coding not in ("", "identity"):
+        raise ApiError(
+            415,
+            f"request bodies are not accepted with Content-Encoding {coding[:40]!r}; "
+            "send them uncompressed",
+            code="unsupported_content_encoding",
+        )
+    limit = request.app[SETTINGS].max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise ApiError(
+            413,
+            f"the request body is larger than the limit of {limit} bytes",
+            code="body_too_large",
+        )
+    try:
+        async with asyncio.timeout(BODY_TIMEOUT_S):
+            return await request.read()  # aiohttp enforces client_max_size while reading
+    except TimeoutError:
+        raise ApiError(
+            408,
+            f"the request body did not arrive within {BODY_TIMEOUT_S:.0f} s",
+            code="body_timeout",
+            headers={"Connection": "close"},
+        ) from None
+
+
 async def json_body(request: web.Request) -> Any:
     """The parsed JSON body: 415 for another content type, 413 over the limit, 400 if broken."""
     if request.content_type != "application/json" and not request.content_type.endswith("+json"):
@@ -75,14 +110,7 @@ async def json_body(request: web.Request) -> Any:
             f"(got {request.content_type!r})",
             code="unsupported_media_type",
         )
-    limit = request.app[SETTINGS].max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise ApiError(
-            413,
-            f"the request body is larger than the limit of {limit} bytes",
-            code="body_too_large",
-        )
-    raw = await request.read()  # aiohttp enforces client_max_size while reading
+    raw = await read_body(request)
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -27,6 +27,7 @@ class ActiveJob:
     cancel: bool = False
     lost: bool = False
     completing: bool = False  # its result is being encoded and stored in the background
+    solo: bool = False  # a batch it was in failed: it runs alone from now on
 
     @property
     def done(self) -> bool:
@@ -50,8 +51,11 @@ def next_batch(in_hand: Mapping[str, ActiveJob], engine: Engine) -> list[tuple[A
     jobs = [j for j in in_hand.values() if not j.done]
     if not jobs:
         return []
-    key = engine.batch_key(jobs[0].started.request)
-    mates = [j for j in jobs if engine.batch_key(j.started.request) == key]
+    if jobs[0].solo:
+        mates = [jobs[0]]
+    else:
+        key = engine.batch_key(jobs[0].started.request)
+        mates = [j for j in jobs if not j.solo and engine.batch_key(j.started.request) == key]
     batch: list[tuple[ActiveJob, Segment]] = []
     offset = 0
     while len(batch) < engine.max_batch:

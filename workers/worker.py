@@ -54,6 +54,7 @@ class Worker:
         self.in_hand: dict[str, ActiveJob] = {}
         self._engine_thread = ThreadPoolExecutor(1, thread_name_prefix="engine")
         self._completions: set[asyncio.Task[None]] = set()
+        self._reclaim_again = False
         self._stopping = asyncio.Event()
         self._grace_deadline = float("inf")
         self.engine_stuck = False
@@ -164,6 +165,10 @@ class Worker:
                 delay = min(delay * 2, BACKOFF_MAX_S)
 
     def _capacity(self) -> int:
+        # A job that runs alone (a previous attempt never finished: it may crash its worker)
+        # has the worker to itself, so that no innocent job is charged an attempt with it.
+        if any(job.solo for job in self.in_hand.values()):
+            return 0
         # Twice a batch in hand: the next batch's jobs are started (and the engine kept busy)
         # while the previous ones are encoded and stored in the background.
         return 2 * max(1, self.engine.max_batch) - len(self.in_hand)
@@ -174,33 +179,54 @@ class Worker:
         if self._capacity() <= 0:
             return
         now = time.monotonic()
-        if now - self._last_reclaim >= self.settings.reclaim_interval_ms / 1000:
+        if (
+            self._reclaim_again
+            or now - self._last_reclaim >= self.settings.reclaim_interval_ms / 1000
+        ):
             self._last_reclaim = now
             await self._reclaim()
         if self._capacity() <= 0:
             return
-        # Work to synthesize: wait at most batch_wait_ms for batch-mates (not at all when the
-        # engine does not batch). Nothing to synthesize: block for work.
-        if any(not job.done for job in self.in_hand.values()):
-            block = self.settings.batch_wait_ms if self.engine.max_batch > 1 else None
-        else:
-            block = min(self.settings.block_ms, self.settings.reclaim_interval_ms)
-        # Both streams in one call; high-priority entries are taken first.
-        response: Any = await self.redis.xreadgroup(
-            CONSUMER_GROUP,
-            self.name,
-            dict.fromkeys(self.queue.keys.streams, ">"),
-            count=self._capacity(),
-            block=block,
-        )
         order = {name: i for i, name in enumerate(self.queue.keys.streams)}
-        for stream, entries in sorted(response or [], key=lambda r: order[r[0].decode()]):
-            for entry_id, fields in entries:
-                await self._take(entry_id.decode(), fields[b"id"].decode(), stream.decode())
+        window_ends: float | None = None
+        while self._capacity() > 0:
+            pending = sum(len(j.segments) - len(j.audio) for j in self.in_hand.values())
+            block: int | None
+            if pending == 0:  # idle: block for work
+                block = min(self.settings.block_ms, self.settings.reclaim_interval_ms)
+            elif self.engine.max_batch <= 1 or pending >= self.engine.max_batch:
+                block = None  # a full batch is waiting: only take what is already there
+            else:  # a partial batch: wait for batch-mates until the window closes
+                window_ends = window_ends or time.monotonic() + self.settings.batch_wait_ms / 1000
+                remaining_ms = int((window_ends - time.monotonic()) * 1000)
+                block = remaining_ms if remaining_ms >= 1 else None  # BLOCK 0 = forever
+            # Both streams in one call; high-priority entries are taken first.
+            response: Any = await self.redis.xreadgroup(
+                CONSUMER_GROUP,
+                self.name,
+                dict.fromkeys(self.queue.keys.streams, ">"),
+                count=self._capacity(),
+                block=block,
+            )
+            entries = [
+                (stream.decode(), entry_id.decode(), fields[b"id"].decode())
+                for stream, batch in sorted(response or [], key=lambda r: order[r[0].decode()])
+                for entry_id, fields in batch
+            ]
+            for stream, entry, job_id in entries:
+                await self._take(entry, job_id, stream)
+            if not entries or block is None:
+                return
 
     async def _reclaim(self) -> None:
-        """Take over entries whose lease expired (their worker died or hung)."""
-        for stream, entry, job_id in await self.reclaimer.sweep(self._capacity()):
+        """Take over an entry whose lease expired (its worker died or hung).
+
+        One at a time, run alone: it may be what killed its worker. While reclaims find work,
+        the next sweep follows at once instead of after the reclaim interval.
+        """
+        claimed = await self.reclaimer.sweep(1)
+        self._reclaim_again = bool(claimed)
+        for stream, entry, job_id in claimed:
             log.info("worker %s: reclaimed entry %s", self.name, entry)
             await self._take(entry, job_id, stream)
 
@@ -240,6 +266,7 @@ class Worker:
             getattr(self.engine, "deterministic", False),
         )
         job = ActiveJob(job_id, entry, started, segments, voice_data, digest)
+        job.solo = int(started.token) > 1  # an earlier attempt never finished
         if digest and await self._answer_from_cache(job, digest):
             return
         if not segments:
@@ -318,12 +345,12 @@ class Worker:
         except GraceExpired:
             raise
         except EngineError as exc:
-            await self._engine_failed({job.job_id: job for job, _ in batch}.values(), exc)
+            await self._engine_failed(list({job.job_id: job for job, _ in batch}.values()), exc)
             return
         except Exception as exc:
             log.exception("worker %s: engine raised", self.name)
             failure = EngineError(f"{type(exc).__name__}: {exc}", retryable=False)
-            await self._engine_failed({job.job_id: job for job, _ in batch}.values(), failure)
+            await self._engine_failed(list({job.job_id: job for job, _ in batch}.values()), failure)
             return
         self.stats.busy_s += time.perf_counter() - t0
         self.stats.batches += 1
@@ -437,36 +464,45 @@ class Worker:
                 stream=job.started.stream,
             )
 
-    async def _engine_failed(self, jobs: Any, exc: EngineError) -> None:
+    async def _engine_failed(self, jobs: list[ActiveJob], exc: EngineError) -> None:
+        """A batch failed. Several jobs: each is retried alone (the culprit then fails alone,
+        and its batch-mates lose nothing). One job: requeued (counted) or failed."""
         assert self.queue is not None
-        for job in list(jobs):
-            self.in_hand.pop(job.job_id, None)
-            if exc.retryable:
-                log.warning(
-                    "worker %s: job %s hit a transient error, requeued: %s",
-                    self.name,
-                    job.job_id,
-                    exc,
-                )
-                await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
-                await self.queue.release(
-                    job.job_id,
-                    job.started.client,
-                    job.started.token,
-                    str(exc),
-                    count_attempt=True,
-                    stream=job.started.stream,
-                )
-            else:
-                self.stats.jobs_failed += 1
-                await self.queue.finish(
-                    job.job_id,
-                    job.started.client,
-                    job.started.token,
-                    "failed",
-                    str(exc),
-                    stream=job.started.stream,
-                )
+        await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
+        if len(jobs) > 1:
+            log.warning(
+                "worker %s: a batch of %d jobs failed (%s); retrying each alone",
+                self.name,
+                len(jobs),
+                exc,
+            )
+            for job in jobs:
+                job.solo = True
+            return
+        job = jobs[0]
+        self.in_hand.pop(job.job_id, None)
+        if exc.retryable:
+            log.warning(
+                "worker %s: job %s hit a transient error, requeued: %s", self.name, job.job_id, exc
+            )
+            await self.queue.release(
+                job.job_id,
+                job.started.client,
+                job.started.token,
+                str(exc),
+                count_attempt=True,
+                stream=job.started.stream,
+            )
+        else:
+            self.stats.jobs_failed += 1
+            await self.queue.finish(
+                job.job_id,
+                job.started.client,
+                job.started.token,
+                "failed",
+                str(exc),
+                stream=job.started.stream,
+            )
 
     async def _release_all(self, reason: str) -> None:
         """Give every job in hand back to the queue; with Redis down, their leases will lapse."""

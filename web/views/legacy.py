@@ -28,7 +28,7 @@ from workers.voices import BUILTIN_VOICES
 from ..appkeys import METRICS, QUEUE, SETTINGS
 from ..errors import ApiError, json_response, not_found
 from ..identity import client_id
-from ..schemas import clean
+from ..schemas import clean, read_body
 from .jobs import retry_after_s
 
 MAX_CHARS = 500
@@ -73,7 +73,7 @@ def _detail(errors: list[Any]) -> web.Response:
 
 
 async def submit(request: web.Request) -> web.Response:
-    raw = await request.read()
+    raw = await read_body(request)
     try:
         payload = orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError as exc:
