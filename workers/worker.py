@@ -174,22 +174,22 @@ class Worker:
         return 2 * max(1, self.engine.max_batch) - len(self.in_hand)
 
     async def _fill(self) -> None:
-        """Take new jobs while there is room: reclaimed ones first, then fresh deliveries."""
+        """Take new jobs while there is room: reclaimed ones first, then fresh deliveries.
+
+        Reads go on while they bring work and the batch window is open; jobs answered from the
+        cache never enter the hand, so the reclaim check runs on every round, not once.
+        """
         assert self.queue is not None and self.redis is not None
-        if self._capacity() <= 0:
-            return
-        now = time.monotonic()
-        if (
-            self._reclaim_again
-            or now - self._last_reclaim >= self.settings.reclaim_interval_ms / 1000
-        ):
-            self._last_reclaim = now
-            await self._reclaim()
-        if self._capacity() <= 0:
-            return
         order = {name: i for i, name in enumerate(self.queue.keys.streams)}
+        reclaim_every_s = self.settings.reclaim_interval_ms / 1000
         window_ends: float | None = None
         while self._capacity() > 0:
+            now = time.monotonic()
+            if self._reclaim_again or now - self._last_reclaim >= reclaim_every_s:
+                self._last_reclaim = now
+                await self._reclaim()
+                if self._capacity() <= 0:
+                    return
             pending = sum(len(j.segments) - len(j.audio) for j in self.in_hand.values())
             block: int | None
             if pending == 0:  # idle: block for work
