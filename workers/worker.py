@@ -22,12 +22,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from . import audio
-from .batch import ActiveJob, next_batch, render
+from .batch import ActiveJob, next_batch
 from .cache import cache_digest
-from .engines import Engine, EngineError, Segment, create_engine
+from .engines import Engine, EngineError, create_engine
 from .keys import CONSUMER_GROUP
 from .leases import Reclaimer
+from .outcomes import Outcomes
 from .queue import Queue, Started
 from .redis_client import connect
 from .settings import Settings
@@ -53,7 +53,6 @@ class Worker:
         self.stats = WorkerStats()
         self.in_hand: dict[str, ActiveJob] = {}
         self._engine_thread = ThreadPoolExecutor(1, thread_name_prefix="engine")
-        self._completions: set[asyncio.Task[None]] = set()
         self._reclaim_again = False
         self._stopping = asyncio.Event()
         self._grace_deadline = float("inf")
@@ -62,6 +61,7 @@ class Worker:
         self.redis: Redis | None = None
         self.queue: Queue | None = None
         self.reclaimer: Reclaimer
+        self.outcomes: Outcomes
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -93,6 +93,7 @@ class Worker:
         self.redis = connect(self.settings, block_ms=self.settings.block_ms)
         self.queue = Queue(self.redis, self.settings)
         self.reclaimer = Reclaimer(self.redis, self.queue.keys, self.name, self.settings.lease_ms)
+        self.outcomes = Outcomes(self.name, self.queue, self.in_hand, self.stats, self.engine)
         await self._until_redis(self.queue.ensure_group)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -110,8 +111,10 @@ class Worker:
         try:
             await self._main_loop()
         finally:
-            if self._completions:
-                await asyncio.wait(self._completions, timeout=self.settings.shutdown_grace_s)
+            if self.outcomes.completions:
+                await asyncio.wait(
+                    self.outcomes.completions, timeout=self.settings.shutdown_grace_s
+                )
             for task in side_tasks:
                 task.cancel()
             await asyncio.gather(*side_tasks, return_exceptions=True)
@@ -145,7 +148,7 @@ class Worker:
                 if not self.in_hand:
                     return
                 if time.monotonic() > self._grace_deadline:
-                    await self._release_all("worker shut down past its grace period")
+                    await self.outcomes.release_all("worker shut down past its grace period")
                     return
             try:
                 if not self._stopping.is_set():
@@ -155,7 +158,7 @@ class Worker:
                 delay = BACKOFF_START_S
             except GraceExpired:
                 self.engine_stuck = True
-                await self._release_all("worker shut down past its grace period")
+                await self.outcomes.release_all("worker shut down past its grace period")
                 return
             except (RedisConnectionError, RedisTimeoutError) as exc:
                 log.warning(
@@ -267,7 +270,7 @@ class Worker:
         )
         job = ActiveJob(job_id, entry, started, segments, voice_data, digest)
         job.solo = int(started.token) > 1  # an earlier attempt never finished
-        if digest and await self._answer_from_cache(job, digest):
+        if digest and await self.outcomes.answer_from_cache(job, digest):
             return
         if not segments:
             await self.queue.finish(
@@ -280,24 +283,6 @@ class Worker:
             )
             return
         self.in_hand[job_id] = job
-
-    async def _answer_from_cache(self, job: ActiveJob, digest: str) -> bool:
-        assert self.queue is not None and self.redis is not None
-        cached: Any = await self.redis.hgetall(self.queue.keys.cache(digest))
-        if not cached:
-            return False
-        await self.queue.complete(
-            job.job_id,
-            job.started.client,
-            job.started.token,
-            cached[b"audio"],
-            float(cached[b"duration_s"]),
-            int(cached[b"sample_rate"]),
-            cached=True,
-            stream=job.started.stream,
-            cache_digest=digest,
-        )
-        return True
 
     async def _voice_data(self, name: str) -> str | None:
         assert self.queue is not None and self.redis is not None
@@ -327,15 +312,15 @@ class Worker:
     async def _run_one_batch(self) -> None:
         assert self.queue is not None
         for job in [j for j in self.in_hand.values() if (j.cancel or j.lost) and not j.completing]:
-            await self._drop(job)
+            await self.outcomes.drop(job)
         # Jobs whose last segment is done but whose result is not stored (Redis failed while
         # storing it last time) are completed again.
         for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
-            self._complete_in_background(job)
+            self.outcomes.complete_in_background(job)
         batch = next_batch(self.in_hand, self.engine)
         if not batch:
-            if self._completions:  # nothing to synthesize: let a completion finish first
-                await asyncio.wait(self._completions, timeout=self.settings.block_ms / 1000)
+            if self.outcomes.completions:  # nothing to synthesize: let a completion finish first
+                await asyncio.wait(self.outcomes.completions, timeout=self.settings.block_ms / 1000)
             return
         t0 = time.perf_counter()
         try:
@@ -345,12 +330,16 @@ class Worker:
         except GraceExpired:
             raise
         except EngineError as exc:
-            await self._engine_failed(list({job.job_id: job for job, _ in batch}.values()), exc)
+            await self.outcomes.engine_failed(
+                list({job.job_id: job for job, _ in batch}.values()), exc
+            )
             return
         except Exception as exc:
             log.exception("worker %s: engine raised", self.name)
             failure = EngineError(f"{type(exc).__name__}: {exc}", retryable=False)
-            await self._engine_failed(list({job.job_id: job for job, _ in batch}.values()), failure)
+            await self.outcomes.engine_failed(
+                list({job.job_id: job for job, _ in batch}.values()), failure
+            )
             return
         self.stats.busy_s += time.perf_counter() - t0
         self.stats.batches += 1
@@ -365,162 +354,9 @@ class Worker:
             if job.job_id not in self.in_hand or job.lost:
                 continue
             job.audio.append(samples)
-            await self._segment_done(job, segment, samples)
+            await self.outcomes.segment_done(job, segment, samples)
         for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
-            self._complete_in_background(job)
-
-    def _complete_in_background(self, job: ActiveJob) -> None:
-        """Encode and store a finished job while the engine goes on with the next batch."""
-        job.completing = True
-        task = asyncio.create_task(self._complete_or_retry(job), name=f"complete-{job.job_id}")
-        self._completions.add(task)
-        task.add_done_callback(self._completions.discard)
-
-    async def _complete_or_retry(self, job: ActiveJob) -> None:
-        try:
-            await self._complete(job)
-        except RedisError as exc:
-            log.warning("worker %s: storing %s failed (%s); will retry", self.name, job.job_id, exc)
-            job.completing = False
-        except Exception as exc:  # encoding failed: no retry can fix it
-            log.exception("worker %s: completing %s failed", self.name, job.job_id)
-            assert self.queue is not None
-            self.in_hand.pop(job.job_id, None)
-            with contextlib.suppress(RedisError):
-                await self.queue.finish(
-                    job.job_id,
-                    job.started.client,
-                    job.started.token,
-                    "failed",
-                    f"encoding the audio failed: {exc}",
-                    stream=job.started.stream,
-                )
-
-    async def _segment_done(self, job: ActiveJob, segment: Segment, samples: np.ndarray) -> None:
-        assert self.queue is not None
-        total = len(job.segments)
-        if total == 1:
-            return  # its final file is its only segment: the terminal event says it all
-        rate = self.engine.sample_rate
-        encoded = await asyncio.to_thread(audio.encode, samples, rate, job.started.request.format)
-        verdict = await self.queue.progress(
-            job.job_id,
-            job.started.client,
-            job.started.token,
-            segment.index + 1,
-            total,
-            encoded,
-            samples.size / rate,
-        )
-        if verdict == "cancel":
-            job.cancel = True
-        elif verdict == "lost":
-            job.lost = True
-
-    async def _complete(self, job: ActiveJob) -> None:
-        assert self.queue is not None
-        if job.cancel or job.lost:
-            await self._drop(job)
-            return
-        rate = self.engine.sample_rate
-        # The job stays in hand (its lease renewed) until the result is stored; if Redis fails
-        # meanwhile, the next batch round tries again.
-        data, duration_s = await asyncio.to_thread(
-            render, job.audio, rate, job.started.request.format
-        )
-        ok = await self.queue.complete(
-            job.job_id,
-            job.started.client,
-            job.started.token,
-            data,
-            duration_s,
-            rate,
-            stream=job.started.stream,
-            cache_digest=job.cache_digest,
-        )
-        self.in_hand.pop(job.job_id, None)
-        if ok:
-            self.stats.jobs_succeeded += 1
-            self.stats.audio_seconds += duration_s
-        else:
-            self.stats.jobs_fenced += 1
-            log.warning(
-                "worker %s: completion of %s refused (reclaimed by another worker)",
-                self.name,
-                job.job_id,
-            )
-
-    async def _drop(self, job: ActiveJob) -> None:
-        """Stop a job that was cancelled (finish it as such) or lost (leave it to its new owner)."""
-        assert self.queue is not None
-        self.in_hand.pop(job.job_id, None)
-        if job.cancel and not job.lost:
-            await self.queue.finish(
-                job.job_id,
-                job.started.client,
-                job.started.token,
-                "cancelled",
-                "cancelled by the client",
-                stream=job.started.stream,
-            )
-
-    async def _engine_failed(self, jobs: list[ActiveJob], exc: EngineError) -> None:
-        """A batch failed. Several jobs: each is retried alone (the culprit then fails alone,
-        and its batch-mates lose nothing). One job: requeued (counted) or failed."""
-        assert self.queue is not None
-        await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
-        if len(jobs) > 1:
-            log.warning(
-                "worker %s: a batch of %d jobs failed (%s); retrying each alone",
-                self.name,
-                len(jobs),
-                exc,
-            )
-            for job in jobs:
-                job.solo = True
-            return
-        job = jobs[0]
-        self.in_hand.pop(job.job_id, None)
-        if exc.retryable:
-            log.warning(
-                "worker %s: job %s hit a transient error, requeued: %s", self.name, job.job_id, exc
-            )
-            await self.queue.release(
-                job.job_id,
-                job.started.client,
-                job.started.token,
-                str(exc),
-                count_attempt=True,
-                stream=job.started.stream,
-            )
-        else:
-            self.stats.jobs_failed += 1
-            await self.queue.finish(
-                job.job_id,
-                job.started.client,
-                job.started.token,
-                "failed",
-                str(exc),
-                stream=job.started.stream,
-            )
-
-    async def _release_all(self, reason: str) -> None:
-        """Give every job in hand back to the queue; with Redis down, their leases will lapse."""
-        assert self.queue is not None
-        try:
-            for job in list(self.in_hand.values()):
-                await self.queue.release(
-                    job.job_id,
-                    job.started.client,
-                    job.started.token,
-                    reason,
-                    stream=job.started.stream,
-                )
-        except RedisError as exc:
-            log.warning(
-                "worker %s: could not release jobs (%s); their leases will expire", self.name, exc
-            )
-        self.in_hand.clear()
+            self.outcomes.complete_in_background(job)
 
     # -- side tasks -------------------------------------------------------------------------
 
