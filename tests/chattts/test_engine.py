@@ -150,7 +150,7 @@ def test_refine_runs_the_refinement_pass(engine: Any) -> None:
 
 
 def test_registered_voices_embedding_and_recording(engine: Any) -> None:
-    from workers.engines.chattts_engine import draw_speaker
+    from workers.engines.chattts_params import draw_speaker
     from workers.engines.chattts_voices import recording_voice_data, validate_voice_data
 
     embedding = draw_speaker(engine.chat.config.spk_stat, 99)
@@ -202,6 +202,6 @@ def test_mixed_voices_in_one_call_run_as_one_infer_per_voice(engine: Any) -> Non
 
 
 def test_speed_maps_onto_chattts_speed_levels() -> None:
-    from workers.engines.chattts_engine import speed_level
+    from workers.engines.chattts_params import speed_level
 
     assert [speed_level(s) for s in (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)] == [0, 2, 5, 6, 7, 9]

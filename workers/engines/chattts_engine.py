@@ -1,6 +1,8 @@
 """The ChatTTS engine: one Chat per worker, one `infer` per batch, per-row seeds and trimming.
 
 Imported only when the engine is created (it imports torch); see `chattts.py` for the light API.
+Its hooks into ChatTTS are in `chattts_sampling.py`, the parameters of an `infer` in
+`chattts_params.py`, voice resolution in `chattts_speakers.py`.
 """
 
 from __future__ import annotations
@@ -19,16 +21,13 @@ import math
 import secrets
 import time
 import warnings
-from collections import OrderedDict
-from collections.abc import Hashable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Hashable
+from dataclasses import replace
 from importlib.metadata import version
 from typing import Any
 
-import ChatTTS
 import numpy as np
 import torch
-from ChatTTS.model import Speaker
 
 from ..job import SynthesisRequest
 from ..normalize import normalize
@@ -37,140 +36,21 @@ from ..text import split_sentences
 from ..voices import BUILTIN_BY_NAME, BUILTIN_VOICES, Voice
 from . import chattts_loader as loader
 from .base import SAMPLE_RATE, EngineError, Segment
-from .chattts_voices import (
-    VoiceData,
-    b14_decode,
-    builtin_embeddings,
-    builtin_seeds,
-    parse_voice_data,
-    recording_voice_data,
-    sample_voice_data,
-)
+from .chattts_params import draw_speaker, infer_params, row_generators, speed_level
+from .chattts_sampling import FRAMES_PER_TOKEN, MAX_NEW_TOKEN, Batch, BatchChat, Row, SeededGenerate
+from .chattts_speakers import Speakers
+from .chattts_voices import builtin_embeddings, builtin_seeds, parse_voice_data
 
 log = logging.getLogger(__name__)
 
-# ChatTTS's default budget: 2048 audio tokens = 43.7 s at 46.875 tokens per second.
-MAX_NEW_TOKEN = 2048
 # Segment lengths that stay well inside MAX_NEW_TOKEN: 120 Mandarin characters take about 27 s
 # at 4.5 syllables per second, 200 English characters about 13 s.
 SEGMENT_CHARS_CJK = 120
 SEGMENT_CHARS_LATIN = 200
-REFINE_MAX_NEW_TOKEN = 384  # ChatTTS's default for the refinement pass
 WARMUP_MAX_NEW_TOKEN = 16  # enough to run every module once
-REPETITION_PENALTY = 1.05  # ChatTTS's default for audio codes
-FRAMES_PER_TOKEN = 2  # the decoder turns each GPT hidden state into two mel frames
-VOICE_CACHE_SIZE = 64  # parsed registered voices kept per worker (a recording costs an encode)
 # Fault injection for tests through the whole service: the GPT raises a real
 # torch.OutOfMemoryError on any forward pass over more rows than this.
 FAULT_OOM_ENV = "CHATTTS_FAULT_OOM_ABOVE_BATCH"
-
-
-@dataclass
-class _Batch:
-    """What one `infer` call shares with the hooks inside ChatTTS."""
-
-    generators: list[torch.Generator]
-    token_lengths: list[int] | None = None
-    max_new_token: int = MAX_NEW_TOKEN
-    rows: list[np.ndarray] | None = None
-
-
-@dataclass
-class _Row:
-    audio: np.ndarray
-    tokens: int
-    truncated: bool
-
-
-class _RowSampler:
-    """The last logits processor of a batch: draws each row's token with that row's generator.
-
-    It returns logits that are -inf except at the chosen token, so ChatTTS's own draw (made with
-    its private generator, as we pass `manual_seed`) can only confirm the choice. Row b of the
-    batch owns rows b*k .. b*k+k-1 of the logits (k = num_vq for audio codes, 1 for text).
-    """
-
-    def __init__(self, generators: list[torch.Generator], eos: int) -> None:
-        self.generators = generators
-        self.eos = eos
-        self.step = 0
-
-    def __call__(self, _input_ids: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
-        probs = torch.softmax(logits.float(), dim=-1)
-        if self.step == 0:  # ChatTTS treats an end at the first step as a failed row
-            probs[:, self.eos] = 0.0
-        self.step += 1
-        per_row = probs.size(0) // len(self.generators)
-        chosen = torch.empty((probs.size(0), 1), dtype=torch.long, device=probs.device)
-        for b, generator in enumerate(self.generators):
-            rows = slice(b * per_row, (b + 1) * per_row)
-            chosen[rows] = torch.multinomial(probs[rows], 1, generator=generator)
-        out = torch.full_like(logits, float("-inf"))
-        return out.scatter_(1, chosen, 0.0)
-
-
-class _SeededGenerate:
-    """Wraps `GPT.generate`: adds the batch's row sampler and records each row's token count."""
-
-    def __init__(self, inner: Any, chat: _Chat) -> None:
-        self.inner = inner
-        self.chat = chat
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        batch = self.chat.batch
-        if batch is None:
-            yield from self.inner(*args, **kwargs)
-            return
-        sampler = _RowSampler(batch.generators, int(kwargs["eos_token"]))
-        kwargs["logits_processors"] = (*kwargs.get("logits_processors", ()), sampler)
-        kwargs["manual_seed"] = 0  # ChatTTS's private generator, never the process-global RNG
-        for out in self.inner(*args, **kwargs):
-            if not kwargs.get("infer_text", False):
-                batch.token_lengths = [int(ids.size(0)) for ids in out.ids]
-                batch.max_new_token = int(kwargs.get("max_new_token", MAX_NEW_TOKEN))
-            yield out
-
-
-class _Chat(ChatTTS.Chat):  # type: ignore[misc]
-    """ChatTTS's Chat, keeping each row of the decoded batch to its own length."""
-
-    batch: _Batch | None = None
-    samples_per_token = FRAMES_PER_TOKEN * 256
-
-    def _decode_to_wavs(self, result_list: list[torch.Tensor], use_decoder: bool) -> Any:
-        lengths = [int(r.size(0)) for r in result_list]
-        wavs = super()._decode_to_wavs(result_list, use_decoder)
-        if self.batch is not None and lengths:
-            self.batch.rows = trim_rows(np.asarray(wavs), lengths, self.samples_per_token)
-        return wavs
-
-
-def trim_rows(wavs: np.ndarray, lengths: list[int], samples_per_token: int) -> list[np.ndarray]:
-    """Cut each row of a padded batch to its own token count: no tail decoded from padding."""
-    longest = max(lengths)
-    total = wavs.shape[-1]
-    return [
-        np.ascontiguousarray(
-            wavs[i, : max(0, total - (longest - n) * samples_per_token)], dtype=np.float32
-        )
-        for i, n in enumerate(lengths)
-    ]
-
-
-def speed_level(speed: float) -> int:
-    """ChatTTS's `[speed_N]` (0-9, 5 = normal) for a speed factor of 0.5-2.0."""
-    level = round(10 * (speed - 0.5)) if speed <= 1.0 else 5 + round(4 * (speed - 1.0))
-    return min(9, max(0, level))
-
-
-def draw_speaker(spk_stat: str, seed: int) -> str:
-    """A speaker embedding drawn like `Speaker.sample_random`, from a local seeded generator."""
-    stat = torch.from_numpy(np.frombuffer(b14_decode(spk_stat), dtype=np.float16).copy())
-    std, mean = stat.chunk(2)
-    generator = torch.Generator("cpu").manual_seed(seed)
-    values = torch.randn(std.numel(), generator=generator, dtype=torch.float16)
-    encoded: str = Speaker._encode(values.mul_(std).add_(mean))
-    return encoded
 
 
 def _language(voice: str) -> str:
@@ -206,7 +86,7 @@ class ChatTTSEngine:
         self.max_new_token = MAX_NEW_TOKEN
         self.retry_truncated = True  # a truncated segment is re-synthesized once, in halves
         self.model_version = f"ChatTTS {version('ChatTTS')}"
-        self.chat: _Chat | None = None
+        self.chat: BatchChat | None = None
         self.device = torch.device("cpu")
         self.infer_calls = 0
         self.oom_splits = 0
@@ -215,8 +95,7 @@ class ChatTTSEngine:
         self.last_batch_sizes: list[int] = []
         self.last_token_lengths: list[int] = []
         self.last_warnings: list[str] = []
-        self._voices: dict[str, str] = {}
-        self._voice_cache: OrderedDict[str, VoiceData] = OrderedDict()
+        self._speakers = Speakers()
         self._oom_hook: Any = None
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -228,11 +107,11 @@ class ChatTTSEngine:
         _quiet_libraries()
         if self.settings.compile and device.type != "cuda":
             log.info("CHATTTS_COMPILE is used on CUDA only; running %s uncompiled", device)
-        chat = _Chat(logging.getLogger("ChatTTS"))
+        chat = BatchChat(logging.getLogger("ChatTTS"))
         loader.load_chat(chat, checkpoint, device, compile=self.settings.compile)
-        chat.gpt.generate = _SeededGenerate(chat.gpt.generate, chat)
+        chat.gpt.generate = SeededGenerate(chat.gpt.generate, chat)
         chat.samples_per_token = FRAMES_PER_TOKEN * int(chat.config.vocos.head.init_args.hop_length)
-        self._voices = _builtin_voices(chat)
+        self._speakers = Speakers(chat, _builtin_voices(chat))
         self.chat, self.device = chat, device
         if checkpoint.sha256 is not None:
             self.model_version += f" ({checkpoint.description})"
@@ -329,7 +208,7 @@ class ChatTTSEngine:
                     self.last_token_lengths[i] = row.tokens
         return out
 
-    def _synthesize_rows(self, segments: list[Segment]) -> list[_Row]:
+    def _synthesize_rows(self, segments: list[Segment]) -> list[Row]:
         bases = [
             s.request.seed if s.request.seed is not None else secrets.randbits(62) for s in segments
         ]
@@ -357,7 +236,7 @@ class ChatTTSEngine:
             for i, pieces in retry
             for k in range(len(pieces))
         ]
-        part_rows: list[_Row] = []
+        part_rows: list[Row] = []
         for start in range(0, len(parts), self.max_batch):
             end = start + self.max_batch
             part_rows += self._infer_safe(parts[start:end], seeds[start:end])
@@ -366,7 +245,7 @@ class ChatTTSEngine:
             done = part_rows[position : position + len(pieces)]
             position += len(pieces)
             still = any(r.truncated for r in done)
-            rows[i] = _Row(
+            rows[i] = Row(
                 np.concatenate([r.audio for r in done]), sum(r.tokens for r in done), still
             )
             self._warn(
@@ -382,7 +261,7 @@ class ChatTTSEngine:
         self.last_warnings.append(text)
         log.warning("%s", text)
 
-    def _infer_safe(self, segments: list[Segment], seeds: list[int]) -> list[_Row]:
+    def _infer_safe(self, segments: list[Segment], seeds: list[int]) -> list[Row]:
         """`_infer`, halving the batch (recursively) on a CUDA out-of-memory error."""
         try:
             return self._infer(segments, seeds)
@@ -405,33 +284,15 @@ class ChatTTSEngine:
             segments[half:], seeds[half:]
         )
 
-    def _infer(self, segments: list[Segment], seeds: list[int]) -> list[_Row]:
+    def _infer(self, segments: list[Segment], seeds: list[int]) -> list[Row]:
         """One `Chat.infer` over the segments' texts; they share voice and parameters."""
         chat = self.chat
         if chat is None:
             raise EngineError("the chattts engine was not loaded", retryable=True)
         request = segments[0].request
-        voice = self._voice(segments[0])
-        batch = _Batch([torch.Generator(device=self.device).manual_seed(s) for s in seeds])
-        # Fresh parameter objects on every call: ChatTTS mutates the ones it is given.
-        code = ChatTTS.Chat.InferCodeParams(
-            prompt=f"[speed_{speed_level(request.speed)}]",
-            spk_emb=voice.spk_emb,
-            spk_smp=voice.spk_smp,
-            txt_smp=voice.txt_smp,
-            temperature=request.temperature,
-            top_P=request.top_p,
-            top_K=request.top_k,
-            repetition_penalty=REPETITION_PENALTY,
-            max_new_token=self.max_new_token,
-            show_tqdm=False,
-        )
-        refine = ChatTTS.Chat.RefineTextParams(
-            top_P=request.top_p,
-            top_K=request.top_k,
-            max_new_token=REFINE_MAX_NEW_TOKEN,
-            show_tqdm=False,
-        )
+        voice = self._speakers.voice(segments[0])
+        batch = Batch(row_generators(seeds, self.device))
+        code, refine = infer_params(request, voice, self.max_new_token)
         chat.batch = batch
         try:
             with torch.inference_mode():
@@ -459,7 +320,7 @@ class ChatTTSEngine:
         self.infer_calls += 1
         self.last_batch_sizes.append(len(segments))
         return [
-            _Row(audio, n, n >= batch.max_new_token) for audio, n in zip(rows, lengths, strict=True)
+            Row(audio, n, n >= batch.max_new_token) for audio, n in zip(rows, lengths, strict=True)
         ]
 
     def _release_memory(self, collect: bool = False) -> None:
@@ -470,53 +331,12 @@ class ChatTTSEngine:
 
     # --- voices ---------------------------------------------------------------------------------
 
-    def _voice(self, segment: Segment) -> VoiceData:
-        if segment.voice_data:
-            return self._registered_voice(segment.voice_data)
-        embedding = self._voices.get(segment.request.voice)
-        if embedding is None:
-            raise EngineError(f"unknown voice {segment.request.voice!r}", retryable=False)
-        return VoiceData("embedding", spk_emb=embedding)
-
-    def _registered_voice(self, data: str) -> VoiceData:
-        key = hashlib.sha256(data.encode()).hexdigest()
-        cached = self._voice_cache.get(key)
-        if cached is not None:
-            self._voice_cache.move_to_end(key)
-            return cached
-        try:
-            voice = parse_voice_data(data, self._speaker_dim())
-        except ValueError as exc:
-            raise EngineError(f"invalid voice data: {exc}", retryable=False) from exc
-        if voice.kind == "recording":
-            voice = self._encode_recording(voice)
-        self._voice_cache[key] = voice
-        while len(self._voice_cache) > VOICE_CACHE_SIZE:
-            self._voice_cache.popitem(last=False)
-        return voice
-
-    def _encode_recording(self, voice: VoiceData) -> VoiceData:
-        """ChatTTS's sample-audio path: the DVAE encodes the recording into prompt codes."""
-        if self.chat is None or voice.recording is None:
-            raise EngineError("the chattts engine was not loaded", retryable=True)
-        with torch.inference_mode():
-            spk_smp: str = self.chat.sample_audio_speaker(voice.recording)
-        return VoiceData("sample", spk_smp=spk_smp, txt_smp=voice.txt_smp)
-
     def voice_from_recording(self, audio: np.ndarray, sample_rate: int, transcript: str) -> str:
         """Voice data (a ChatTTS sample prompt with its transcript) from a reference recording."""
-        try:
-            packed = parse_voice_data(recording_voice_data(audio, sample_rate, transcript))
-        except ValueError as exc:
-            raise EngineError(f"invalid reference recording: {exc}", retryable=False) from exc
-        voice = self._encode_recording(packed)
-        return sample_voice_data(voice.spk_smp or "", voice.txt_smp or "")
-
-    def _speaker_dim(self) -> int:
-        return int(self.chat.config.gpt.hidden_size) if self.chat is not None else 768
+        return self._speakers.from_recording(audio, sample_rate, transcript)
 
 
-def _builtin_voices(chat: _Chat) -> dict[str, str]:
+def _builtin_voices(chat: BatchChat) -> dict[str, str]:
     """The stored built-in embeddings; redrawn from their seeds for a model of another width."""
     dim = int(chat.config.gpt.hidden_size)
     voices: dict[str, str] = {}

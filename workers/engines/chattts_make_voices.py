@@ -29,7 +29,7 @@ OUTPUT = Path(__file__).resolve().parent.parent / "data" / "chattts_voices.json"
 def main() -> None:
     from ChatTTS.config import Config
 
-    from .chattts_engine import draw_speaker
+    from .chattts_params import draw_speaker
 
     spk_stat = Config().spk_stat
     doc = {

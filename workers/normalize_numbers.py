@@ -1,0 +1,64 @@
+"""Numerals spelled out in words: Mandarin through cn2an, English through num2words.
+
+Both libraries are imported on first use (the web tier may never need them).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Lang = Literal["zh", "en"]
+
+
+def ungroup(num: str) -> str:
+    return num.replace(",", "")
+
+
+def num2words_en(value: int, to: str = "cardinal") -> str:
+    """num2words (imported on first use: the web tier may never need it), hyphens as spaces."""
+    from num2words import num2words  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    return _tidy_en(str(num2words(value, to=to)))
+
+
+def en_words(value: str | int) -> str:
+    return num2words_en(int(value))
+
+
+def _tidy_en(words: str) -> str:
+    # "thirty-four" -> "thirty four": ChatTTS turns hyphens and commas into pauses.
+    return words.replace("-", " ").replace(",", "")
+
+
+def en_number(num: str, sign: str | None = None) -> str:
+    """English words for a numeral such as "1,234.50" (digits after the point one by one)."""
+    plain = ungroup(num)
+    whole, _, frac = plain.partition(".")
+    words = en_words(whole)
+    if frac:
+        words += " point " + " ".join(en_words(d) for d in frac)
+    return ("minus " if sign else "") + words
+
+
+def zh_number(num: str, sign: str | None = None) -> str:
+    """Mandarin for a decimal numeral, e.g. "1,234.5" -> 一千二百三十四点五."""
+    import cn2an  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    plain = ungroup(num)
+    try:
+        words = str(cn2an.an2cn(plain))
+    except (ValueError, KeyError):
+        words = zh_digits(plain)
+    return ("负" if sign else "") + words
+
+
+def zh_digits(digits: str) -> str:
+    return "".join("零一二三四五六七八九"[int(d)] if d.isdigit() else "点" for d in digits)
+
+
+def en_digits(digits: str) -> str:
+    return " ".join(en_words(d) for d in digits if d.isdigit())
+
+
+def en_year(year: str) -> str:
+    return num2words_en(int(year), to="year")
