@@ -20,6 +20,7 @@ from .errors import error_middleware, expect_handler, json_error_bodies
 from .hub import Connections, EventHub
 from .identity import identity_middleware, set_client_cookie
 from .routes import setup_routes
+from .throughput import throughput_ctx
 from .views.metrics import Metrics, metrics_middleware
 
 log = logging.getLogger("chattts_online.web")
@@ -89,6 +90,7 @@ def create_app(settings: Settings) -> web.Application:
         route._expect_handler = expect_handler
     app.cleanup_ctx.append(_redis_ctx)
     app.cleanup_ctx.append(_hub_ctx)
+    app.cleanup_ctx.append(throughput_ctx)
     app.on_shutdown.append(_close_connections)
     app.on_response_prepare.append(set_client_cookie)
     app.on_response_prepare.append(_security_headers)

@@ -13,6 +13,7 @@ from workers.settings import Settings
 
 if TYPE_CHECKING:
     from .hub import Connections, EventHub
+    from .throughput import ThroughputMeter
     from .views.metrics import Metrics
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -22,6 +23,7 @@ QUEUE = web.AppKey("queue", Queue)
 HUB: web.AppKey[EventHub] = web.AppKey("hub")
 CONNECTIONS: web.AppKey[Connections] = web.AppKey("connections")
 METRICS: web.AppKey[Metrics] = web.AppKey("metrics")
+THROUGHPUT: web.AppKey[ThroughputMeter] = web.AppKey("throughput")
 
 # Per request: the client identity (computed once) and the fresh cookie token to set, if any.
 CLIENT = web.RequestKey("client", str)

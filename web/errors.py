@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -18,13 +19,15 @@ from aiohttp.web_urldispatcher import _default_expect_handler
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .appkeys import SETTINGS
+from .appkeys import SETTINGS, THROUGHPUT
 
 log = logging.getLogger("chattts_online.web")
 
 # Redis failures that mean "the store is unreachable right now" (not "the request is wrong").
 REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
 LEGACY_PREFIX = "/tts/"
+_NEEDS_STORE = ("/v1/", LEGACY_PREFIX)
+_WAITS_FOR_STORE = frozenset({"/v1/events", "/v1/ws"})
 
 _TYPES = {
     401: "authentication_error",
@@ -117,9 +120,35 @@ def _from_http(request: web.Request, exc: web.HTTPException) -> ApiError:
     return ApiError(exc.status, exc.text or exc.reason, code=f"http_{exc.status}", headers=headers)
 
 
+def _store_down(request: web.Request) -> bool:
+    """Redis failed its last probes (web/throughput.py) and this request needs it. Long-lived
+    streams are let through: they wait for the store to come back by design."""
+    meter = request.app.get(THROUGHPUT)
+    return (
+        meter is not None
+        and meter.store_down
+        and request.path.startswith(_NEEDS_STORE)
+        and request.path not in _WAITS_FOR_STORE
+    )
+
+
+def _missing_static(request: web.Request) -> bool:
+    """A static path with no file behind it. aiohttp finds out only while it sends the answer,
+    then sends an empty 404 that no middleware sees; we say so before, in our shape."""
+    resource = request.match_info.route.resource
+    if not isinstance(resource, web.StaticResource):
+        return False
+    directory = Path(resource.get_info()["directory"])
+    return not (directory / request.match_info.get("filename", "")).is_file()
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
+        if _missing_static(request):
+            raise web.HTTPNotFound()
+        if _store_down(request):
+            raise redis_unavailable()
         return await handler(request)
     except ApiError as exc:
         error = exc
@@ -130,6 +159,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except REDIS_DOWN as exc:
         log.warning("%s %s: Redis unreachable: %s", request.method, request.path, exc)
         error = redis_unavailable()
+    except ConnectionResetError:
+        # The client hung up while we read its request: nobody hears this answer; the status
+        # (nginx's "client closed request") keeps it out of the server errors.
+        log.info("%s %s: the client went away", request.method, request.path)
+        error = ApiError(499, "the client closed the connection", code="client_closed_request")
     except (RequestPayloadError, BadHttpMessage) as exc:
         # The body itself is broken: truncated (the client hung up mid-body), a bad chunk, a
         # Content-Encoding that does not decode. The client's fault, not ours: never a 500.
@@ -163,9 +197,11 @@ async def json_error_bodies(request: web.Request, response: web.StreamResponse) 
     message = response.text or response.reason
     error = ApiError(response.status, message, code=f"http_{response.status}")
     body = {"detail": message} if request.path.startswith(LEGACY_PREFIX) else error.body()
+    data = dumps(body).encode()
     response.content_type = "application/json"
-    response.text = dumps(body)
-    response.headers.popall("Content-Length", None)  # the plain text's; aiohttp sets it anew
+    response.body = data
+    # aiohttp has already counted the plain text by the time this hook runs.
+    response.headers["Content-Length"] = str(len(data))
 
 
 async def expect_handler(request: web.Request) -> None:

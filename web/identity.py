@@ -28,6 +28,11 @@ def bearer_key(request: web.Request) -> str | None:
     return value if scheme.lower() == "bearer" and value else None
 
 
+def _raw(value: str) -> bytes:
+    """A header value's bytes again (aiohttp keeps bytes that are not UTF-8 as surrogates)."""
+    return value.encode("utf-8", "surrogateescape")
+
+
 def _valid_cookie(value: str | None) -> bool:
     return value is not None and bool(_TOKEN.fullmatch(value)) and not value.startswith("key-")
 
@@ -46,7 +51,7 @@ def client_id(request: web.Request) -> str:
         return cached
     key = bearer_key(request)
     if key is not None:
-        client = "key-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+        client = "key-" + hashlib.sha256(_raw(key)).hexdigest()[:16]
     else:
         cookie = request.cookies.get(COOKIE)
         if cookie is not None and _valid_cookie(cookie):
@@ -61,9 +66,9 @@ def client_id(request: web.Request) -> str:
 def _key_accepted(key: str | None, accepted: frozenset[str]) -> bool:
     if key is None:
         return False
-    given = key.encode()
+    given = _raw(key)
     # Compare against every key (no early exit) so timing says nothing about which one is close.
-    results = [hmac.compare_digest(given, k.encode()) for k in accepted]
+    results = [hmac.compare_digest(given, _raw(k)) for k in accepted]
     return any(results)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
 from typing import Any
 
@@ -15,6 +16,8 @@ from workers.job import SynthesisRequest
 from workers.keys import Keys
 from workers.queue import Queue
 from workers.settings import Settings
+
+from .conftest import sse_events
 
 
 async def _hub(settings: Settings, keys: Keys) -> EventHub:
@@ -129,3 +132,44 @@ async def test_hub_stops_followers(settings: Settings, keys: Keys, aredis: Any) 
     with contextlib.suppress(StopAsyncIteration):
         await task
     assert time.monotonic() - start < 1.0
+
+
+async def test_sse_clients_get_every_event_across_pubsub_kills(
+    client: Any, keys: Keys, aredis: Redis
+) -> None:
+    """Real SSE clients while events flow and the hub's pub/sub connection is killed again and
+    again: each client gets every event once, in order, and soon after it was written."""
+    auth = {"Authorization": "Bearer pubsub-victim"}
+    stream = keys.client_events("key-" + hashlib.sha256(b"pubsub-victim").hexdigest()[:16])
+    responses = [await client.get("/v1/events", headers=auth) for _ in range(5)]
+    assert all(r.status == 200 for r in responses)
+    got: list[list[str]] = [[] for _ in responses]
+
+    async def read(i: int) -> None:
+        async for event in sse_events(responses[i]):
+            if event.id is not None:
+                got[i].append(event.id)
+
+    readers = [asyncio.create_task(read(i)) for i in range(len(responses))]
+    sent: list[str] = []
+    kills = 0
+    try:
+        await asyncio.sleep(0.2)  # the streams are registered with the hub
+        for n in range(150):
+            sent.append(await _append(aredis, stream, "progress"))
+            await asyncio.sleep(0.01)
+            if n % 30 == 15:
+                kills += await aredis.client_kill_filter(_type="pubsub")
+        async with asyncio.timeout(5):
+            while any(len(g) < len(sent) for g in got):
+                await asyncio.sleep(0.02)
+        assert all(g == sent for g in got)
+        assert kills >= 5
+        metrics = await (await client.get("/metrics")).text()
+        assert "chattts_hub_reconnects_total 0.0" not in metrics
+    finally:
+        for task in readers:
+            task.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
+        for response in responses:
+            response.close()

@@ -85,6 +85,21 @@ class WebProcess:
         assert match, status
         return int(match[1])
 
+    def connections_from(self, peer_ports: set[int]) -> int:
+        """Server-side sockets still held open (not yet closed, nor left to the kernel to finish)
+        on this process's port, connected to these client ports."""
+        count = 0
+        for row in Path(f"/proc/{self.pid}/net/tcp").read_text().splitlines()[1:]:
+            fields = row.split()
+            local, remote, inode = fields[1], fields[2], fields[9]
+            if (
+                int(local.rpartition(":")[2], 16) == self.port
+                and int(remote.rpartition(":")[2], 16) in peer_ports
+                and inode != "0"  # 0: closed by the process, an orphan the kernel winds down
+            ):
+                count += 1
+        return count
+
     def log(self) -> str:
         self._log.flush()
         return self.log_path.read_text(errors="replace")[-6000:]

@@ -18,10 +18,16 @@ from ..schemas import valid_cursor, valid_job_id
 
 log = logging.getLogger("chattts_online.web.sse")
 
-# A client that takes longer than this to accept one write is dropped (it resumes by cursor).
+# A client that takes longer than this to accept one write is dropped (it resumes by cursor):
+# two ping periods, at most SEND_TIMEOUT_S (production: 10 s; tests compress the ping period).
 SEND_TIMEOUT_S = 10.0
 # Browsers reconnect this long after a dropped stream (the SSE `retry:` field), in ms.
 RECONNECT_MS = 1000
+
+
+def send_timeout_s(ping_s: float) -> float:
+    """How long one write may wait for a client that does not read (then it is dropped)."""
+    return min(SEND_TIMEOUT_S, max(1.0, 2 * ping_s))
 
 
 def _cursor(request: web.Request) -> str | None:
@@ -60,9 +66,8 @@ async def _stream(
     request: web.Request, stream: str, cursor: str | None, job_id: str | None
 ) -> web.StreamResponse:
     app = request.app
-    response = EventSourceResponse(
-        ping_interval=app[SETTINGS].sse_ping_s, send_timeout=SEND_TIMEOUT_S
-    )
+    ping_s = app[SETTINGS].sse_ping_s
+    response = EventSourceResponse(ping_interval=ping_s, send_timeout=send_timeout_s(ping_s))
     await response.prepare(request)
     connections, metrics = app[CONNECTIONS], app[METRICS]
     connections.sse.add(response)

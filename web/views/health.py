@@ -7,7 +7,7 @@ import asyncio
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from ..appkeys import HUB, QUEUE
+from ..appkeys import HUB, QUEUE, THROUGHPUT
 from ..errors import json_response
 from .voices import live_workers
 
@@ -20,7 +20,10 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     redis_ok, workers = False, 0
+    meter = request.app.get(THROUGHPUT)
     try:
+        if meter is not None and meter.store_down:
+            raise TimeoutError  # known down: say so at once
         async with asyncio.timeout(READY_TIMEOUT_S):
             await request.app[QUEUE].redis.ping()
             redis_ok = True

@@ -20,24 +20,25 @@ from ..schemas import (
     synthesis_request,
     valid_job_id,
 )
+from ..throughput import estimate
 
 
-def retry_after_s(exc: QueueError) -> int:
-    """How long a refused client should wait before trying again."""
+def retry_after_s(exc: QueueError, app: web.Application | None = None) -> int:
+    """How long a refused client should wait, from the queue's measured throughput (pass the
+    app: without it, a fixed guess). See web/throughput.py."""
     if isinstance(exc, BacklogFull):
-        return 5
+        return estimate(app, exc.depth)
     if isinstance(exc, ClientCapReached):
-        return 2
+        return estimate(app, share=exc.active)
     return 1
 
 
-def _refusal(exc: QueueError) -> ApiError:
+def _refusal(app: web.Application, exc: QueueError) -> ApiError:
     code = {BacklogFull: "backlog_full", ClientCapReached: "too_many_active_jobs"}.get(
         type(exc), "queue_refused"
     )
-    return ApiError(
-        exc.status, str(exc), code=code, headers={"Retry-After": str(retry_after_s(exc))}
-    )
+    headers = {"Retry-After": str(retry_after_s(exc, app))}
+    return ApiError(exc.status, str(exc), code=code, headers=headers)
 
 
 async def submit_job(
@@ -53,7 +54,7 @@ async def submit_job(
     try:
         submitted = await queue.enqueue(request, client, idem)
     except QueueError as exc:
-        raise _refusal(exc) from None
+        raise _refusal(app, exc) from None
     if not submitted.duplicate:
         app[METRICS].jobs_submitted.inc()
     return await submitted_body(app, submitted)

@@ -118,7 +118,7 @@ async def submit(request: web.Request) -> web.Response:
             exc.status,
             str(exc),
             code="queue_refused",
-            headers={"Retry-After": str(retry_after_s(exc))},
+            headers={"Retry-After": str(retry_after_s(exc, request.app))},
         ) from None
     request.app[METRICS].jobs_submitted.inc()
     depth = await queue.depth()

@@ -28,6 +28,7 @@ from ..appkeys import METRICS, QUEUE
 STREAMING_ROUTES = frozenset({"job_events", "client_events", "ws", "openai_speech"})
 # Any token is a method to the HTTP parser: labels stay bounded whatever clients send.
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+SCRAPE_REDIS_TIMEOUT_S = 0.5
 # The client went away before the answer (its handler was cancelled): nginx's "499", not a 500.
 CLIENT_GONE = 499
 
@@ -122,9 +123,11 @@ async def metrics_middleware(request: web.Request, handler: Handler) -> web.Stre
 async def metrics_view(request: web.Request) -> web.Response:
     metrics = request.app[METRICS]
     queue = request.app[QUEUE]
-    with contextlib.suppress(RedisError):  # the scrape still answers; the values keep theirs
-        metrics.queue_depth.set(await queue.depth())
-        metrics.cache.update(await queue.stats())
+    # The scrape still answers, at once even with Redis hung; the values keep theirs.
+    with contextlib.suppress(RedisError, TimeoutError):
+        async with asyncio.timeout(SCRAPE_REDIS_TIMEOUT_S):
+            metrics.queue_depth.set(await queue.depth())
+            metrics.cache.update(await queue.stats())
     return web.Response(
         body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
     )

@@ -1,0 +1,161 @@
+"""Retry-After for refused submissions, estimated from the queue's measured throughput.
+
+Each web process samples, every `SAMPLE_S` seconds in the background, the queue's shared `stats`
+hash (jobs that reached a terminal state, counted by the Lua scripts of every worker) and the
+length of the jobs stream: one pipelined HMGET + XLEN, never any Redis work per request. The
+completion rate is the growth of that count over the samples of the last `WINDOW_S` seconds.
+
+A client refused because the backlog is full should come back once the jobs ahead of it are
+done: depth / rate seconds. A client at its cap of unfinished jobs waits for the next of its own
+jobs to finish; with its `active` jobs spread through a queue of `depth`, that is about
+depth / (active x rate). Answers are whole seconds clamped to [MIN_S, MAX_S]. Without a rate yet
+(the process has sampled for less than MIN_SPAN_S) the answer is DEFAULT_S; when nothing finished
+over a full window while jobs wait (no worker, or stalled ones) it is MAX_S.
+
+The same sample is the process's health probe of Redis. Two failed probes in a row (errors, or
+no answer within PROBE_TIMEOUT_S: a hung or unreachable server, where each command would wait out
+its socket timeout) mark the store down: API requests then get their 503 at once
+(errors.error_middleware) until a probe succeeds again, a second or so after Redis is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+from redis.exceptions import RedisError
+
+from .appkeys import QUEUE, THROUGHPUT
+
+log = logging.getLogger("chattts_online.web.throughput")
+
+SAMPLE_S = 1.0
+WINDOW_S = 60.0
+MIN_SPAN_S = 1.0
+MIN_S, MAX_S = 1, 300
+DEFAULT_S = 5
+STOP_TIMEOUT_S = 2.0
+PROBE_TIMEOUT_S = 0.5
+DOWN_AFTER_FAILURES = 2
+# Counters of the stats hash that mean "a job left the queue for good".
+FINISHED = ("succeeded", "failed", "cancelled", "dead")
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: float
+    finished: int
+    depth: int
+
+
+class ThroughputMeter:
+    """A sliding window of (time, finished jobs, queue depth) samples."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._samples: deque[Sample] = deque()
+        self.failures = 0  # probes failed in a row
+
+    @property
+    def store_down(self) -> bool:
+        """Redis failed the last probes: answer 503 at once rather than wait on it."""
+        return self.failures >= DOWN_AFTER_FAILURES
+
+    def add(self, finished: int, depth: int) -> None:
+        now = self._clock()
+        if self._samples and finished < self._samples[-1].finished:
+            self._samples.clear()  # the counters were reset (a Redis without its data)
+        self._samples.append(Sample(now, finished, depth))
+        while len(self._samples) > 2 and now - self._samples[1].at >= WINDOW_S:
+            self._samples.popleft()
+
+    @property
+    def span(self) -> float:
+        return self._samples[-1].at - self._samples[0].at if self._samples else 0.0
+
+    @property
+    def depth(self) -> int | None:
+        """Jobs in the queue (waiting or running) at the last sample."""
+        return self._samples[-1].depth if self._samples else None
+
+    def rate(self) -> float | None:
+        """Jobs finished per second over the window; None before MIN_SPAN_S of samples."""
+        if self.span < MIN_SPAN_S:
+            return None
+        return (self._samples[-1].finished - self._samples[0].finished) / self.span
+
+    def retry_after(self, depth: int | None = None, share: int = 1) -> int:
+        """Seconds until `depth` jobs (by default the sampled depth) are done, `share` at a time."""
+        depth = self.depth if depth is None else depth
+        rate = self.rate()
+        if depth is None or rate is None:
+            return DEFAULT_S
+        if rate <= 0:
+            return MAX_S if depth > 0 and self.span >= WINDOW_S / 2 else DEFAULT_S
+        return max(MIN_S, min(MAX_S, math.ceil(depth / max(1, share) / rate)))
+
+    async def sample(self, app: web.Application) -> None:
+        queue = app[QUEUE]
+        async with queue.redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(queue.keys.stats, list(FINISHED))
+            pipe.xlen(queue.keys.jobs)
+            counts, depth = await pipe.execute()
+        self.add(sum(int(float(c)) for c in counts if c is not None), int(depth))
+
+    async def probe(self, app: web.Application) -> bool | None:
+        """Sample once: True (Redis answered), False (it did not), None (no verdict)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_S):
+                await self.sample(app)
+        except (RedisError, OSError, TimeoutError) as exc:
+            if isinstance(exc, TimeoutError) and loop.time() - started > 2 * PROBE_TIMEOUT_S:
+                return None  # our own event loop was blocked, not Redis
+            self.failures += 1
+            if self.failures == DOWN_AFTER_FAILURES:
+                log.warning("Redis does not answer (%r): API requests get 503 at once", exc)
+            return False
+        if self.store_down:
+            log.info("Redis answers again")
+        self.failures = 0
+        return True
+
+    async def run(self, app: web.Application, stop: asyncio.Event) -> None:
+        """Sample until `stop` is set; a Redis outage only pauses it (old samples age out)."""
+        while not stop.is_set():
+            verdict = await self.probe(app)
+            if verdict is not True and not self.store_down:
+                continue  # probe again at once: one slow answer is not an outage
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(SAMPLE_S):
+                    await stop.wait()
+
+
+async def throughput_ctx(app: web.Application) -> AsyncIterator[None]:
+    """cleanup_ctx: the meter and its sampling task (after the Redis client exists)."""
+    meter = ThroughputMeter()
+    app[THROUGHPUT] = meter
+    stop = asyncio.Event()
+    task = asyncio.create_task(meter.run(app, stop), name="throughput-sampler")
+    yield
+    # Let a sample in flight finish: a cancellation landing inside redis-py's read can be
+    # swallowed (and then the wait would last a socket timeout). Cancel only as a last resort.
+    stop.set()
+    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+        async with asyncio.timeout(STOP_TIMEOUT_S):
+            await asyncio.shield(task)
+    task.cancel()
+
+
+def estimate(app: web.Application | None, depth: int | None = None, share: int = 1) -> int:
+    """Retry-After from the app's meter; DEFAULT_S for an app without one."""
+    meter = app.get(THROUGHPUT) if app is not None else None
+    return meter.retry_after(depth, share) if meter is not None else DEFAULT_S
