@@ -12,19 +12,14 @@ import os
 import select
 import shutil
 import socket
-import subprocess
-import sys
 import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from workers.embedded_redis import free_port
+from tests.web.webproc import WebProcess
 from workers.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,68 +39,12 @@ ARTIFACTS = Path(os.environ.get("CHATTTS_ARTIFACTS") or ROOT / "tests" / "artifa
 # ------------------------------------------------------------------------------------ servers
 
 
-class WebProcess:
-    """A real `chattts-online web` process on a free port."""
-
-    def __init__(self, settings: Settings, log_path: Path, **env: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        self._log = log_path.open("wb")
-        environment = {**os.environ, **settings.to_env(), **env}
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "web.cli",
-                "web",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-            ],
-            cwd=ROOT,
-            env=environment,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def wait_ready(self, timeout: float = 30.0) -> WebProcess:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"web process exited: {self.log()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as response:
-                    if response.status == 200:
-                        return self
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"web process not ready: {self.log()}")
-            time.sleep(0.1)
-
-    def log(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")[-4000:]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
-
-
 @pytest.fixture
 def start_web(settings: Settings, tmp_path: Path) -> Iterator[Callable[..., WebProcess]]:
     started: list[WebProcess] = []
 
-    def start(settings_: Settings | None = None, **env: str) -> WebProcess:
-        web = WebProcess(settings_ or settings, tmp_path / f"web{len(started) + 1}.log", **env)
+    def start(settings_: Settings | None = None) -> WebProcess:
+        web = WebProcess(settings_ or settings, tmp_path / f"web{len(started) + 1}.log")
         started.append(web)
         return web.wait_ready()
 

@@ -182,7 +182,7 @@ async def _enqueue(app: web.Application, request: SynthesisRequest, client: str)
         code = {BacklogFull: "backlog_full", ClientCapReached: "too_many_active_jobs"}.get(
             type(exc), "queue_refused"
         )
-        headers = {"Retry-After": str(retry_after_s(exc))}
+        headers = {"Retry-After": str(retry_after_s(exc, app))}
         raise ApiError(exc.status, str(exc), code=code, headers=headers) from None
     app[METRICS].jobs_submitted.inc()
     return submitted
