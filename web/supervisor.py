@@ -6,8 +6,6 @@ SIGTERM; on Linux each child also dies with the supervisor (PR_SET_PDEATHSIG), s
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -18,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workers.embedded_redis import EmbeddedRedis
+from workers.embedded_redis import EmbeddedRedis, die_with_parent
 from workers.settings import Settings
 
 log = logging.getLogger("chattts_online.run")
@@ -28,12 +26,6 @@ RESTART_BACKOFF_S = (0.5, 1, 2, 5, 10)
 # A child that lived this long is considered healthy again: its back-off resets.
 HEALTHY_AFTER_S = 30.0
 POLL_S = 0.2
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 @dataclass
@@ -52,7 +44,7 @@ class Child:
             self.argv,
             env=self.env,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            preexec_fn=die_with_parent if sys.platform == "linux" else None,
         )
         self.started_at = time.monotonic()
         log.info("started %s (pid %d)", self.name, self.process.pid)

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import redis
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """preexec_fn: the child gets SIGTERM when its parent dies (Linux), so none is orphaned."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
 
 # Long enough for a cold start on a loaded CI machine, short enough to fail a broken binary fast.
 START_TIMEOUT_S = 15.0
@@ -76,7 +88,10 @@ class EmbeddedRedis:
     def start(self) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            preexec_fn=die_with_parent if sys.platform == "linux" else None,
         )
         self.wait_ready()
         return self
