@@ -1,12 +1,20 @@
-"""Lease recovery: find stream entries whose worker stopped renewing them, and sweep dead names."""
+"""Leases: renew the jobs in hand; reclaim entries whose worker stopped renewing them."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Mapping
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
+from .batch import ActiveJob
 from .keys import CONSUMER_GROUP, Keys
+from .queue import Queue
+
+log = logging.getLogger("chattts_online.worker")
 
 # XAUTOCLAIM scans about 10 x COUNT pending entries per call; a few calls per reclaim tick.
 RECLAIM_CALLS_PER_SWEEP = 10
@@ -74,3 +82,24 @@ class Reclaimer:
                 and consumer["idle"] > idle_limit_ms
             ):
                 await self.redis.xgroup_delconsumer(stream, CONSUMER_GROUP, name)
+
+
+async def renew_leases(
+    queue: Queue, in_hand: Mapping[str, ActiveJob], worker: str, lease_ms: int
+) -> None:
+    """Renew every in-hand job's lease at a third of its length; learn of cancels and loss."""
+    while True:
+        await asyncio.sleep(lease_ms / 3000)
+        for job in list(in_hand.values()):
+            try:
+                verdict = await queue.renew(
+                    job.job_id, job.started.token, worker, stream=job.started.stream
+                )
+            except RedisError as exc:
+                log.warning("worker %s: lease renewal failed: %s", worker, exc)
+                break
+            if verdict == "cancel":
+                job.cancel = True
+            elif verdict == "lost":
+                log.warning("worker %s: lost the lease of %s", worker, job.job_id)
+                job.lost = True

@@ -26,7 +26,7 @@ from .batch import ActiveJob, next_batch
 from .cache import cache_digest
 from .engines import Engine, EngineError, create_engine
 from .keys import CONSUMER_GROUP
-from .leases import Reclaimer
+from .leases import Reclaimer, renew_leases
 from .outcomes import Outcomes
 from .queue import Queue, Started
 from .redis_client import connect
@@ -100,7 +100,10 @@ class Worker:
             loop.add_signal_handler(sig, self.request_stop)
         side_tasks = [
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
-            asyncio.create_task(self._lease_loop(), name="leases"),
+            asyncio.create_task(
+                renew_leases(self.queue, self.in_hand, self.name, self.settings.lease_ms),
+                name="leases",
+            ),
         ]
         log.info(
             "worker %s: ready in %.2fs, reading %s",
@@ -359,25 +362,6 @@ class Worker:
             self.outcomes.complete_in_background(job)
 
     # -- side tasks -------------------------------------------------------------------------
-
-    async def _lease_loop(self) -> None:
-        """Renew every in-hand job's lease at a third of its length; learn of cancels and loss."""
-        assert self.queue is not None
-        while True:
-            await asyncio.sleep(self.settings.lease_ms / 3000)
-            for job in list(self.in_hand.values()):
-                try:
-                    verdict = await self.queue.renew(
-                        job.job_id, job.started.token, self.name, stream=job.started.stream
-                    )
-                except RedisError as exc:
-                    log.warning("worker %s: lease renewal failed: %s", self.name, exc)
-                    break
-                if verdict == "cancel":
-                    job.cancel = True
-                elif verdict == "lost":
-                    log.warning("worker %s: lost the lease of %s", self.name, job.job_id)
-                    job.lost = True
 
     def heartbeat(self) -> dict[str, Any]:
         return self.stats.payload(
