@@ -15,22 +15,20 @@ import functools
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import aiohttp
-import numpy as np
 import orjson
-import soundfile as sf
 
 from workers.audio import FORMATS, extension
 from workers.batch import SEGMENT_GAP_S
 from workers.engines.base import SAMPLE_RATE
-from workers.stream_encode import StreamEncoder
 from workers.text import clean_text, split_sentences
 
-OK, FAILED, USAGE, UNAVAILABLE, REJECTED = 0, 1, 2, 3, 4
+from .client_errors import FAILED, OK, REJECTED, UNAVAILABLE, USAGE, CliError
+from .client_output import PcmWriter, Progress, opened
+
 DEFAULT_URL = "http://127.0.0.1:8000"
 SAY_FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")  # what /v1/audio/speech returns
 EXTENSIONS = {f".{extension(f)}": f for f in FORMATS} | {".oga": "ogg", ".raw": "pcm"}
@@ -41,14 +39,6 @@ WINDOW = 16
 CONNECT_TIMEOUT_S = 10.0
 SSE_RECONNECTS = 5
 TERMINAL = ("succeeded", "failed", "cancelled", "dead")
-
-
-class CliError(Exception):
-    """A failure to report on stderr, and the exit code that says what kind it is."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def pick_format(output: str | None, fmt: str | None, default: str = "mp3") -> str:
@@ -146,104 +136,6 @@ async def _error(response: aiohttp.ClientResponse) -> CliError:
     except (orjson.JSONDecodeError, KeyError, TypeError):
         message = raw.decode(errors="replace").strip()[:300] or response.reason or "no message"
     return CliError(f"{message} (HTTP {response.status})", _exit_code(response.status, code))
-
-
-# -- output -------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def opened(output: str) -> Any:
-    """A binary file to write: stdout for `-`, else a temporary file renamed on success."""
-    if output == "-":
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
-        return
-    path = Path(output)
-    partial = path.with_name(f".{path.name}.part")
-    try:
-        with partial.open("wb") as file:
-            yield file
-        partial.replace(path)
-    except OSError as exc:
-        raise CliError(f"cannot write {output}: {exc}", USAGE) from None
-    finally:
-        partial.unlink(missing_ok=True)
-
-
-class PcmWriter:
-    """Writes 16-bit PCM pieces as one file of `fmt`: libsndfile on a real file (its headers are
-    completed at the end), the incremental encoder on a pipe and for AAC."""
-
-    def __init__(self, file: IO[bytes], fmt: str, seekable: bool) -> None:
-        self.file = file
-        self.sound: Any = None
-        self.encoder: StreamEncoder | None = None
-        if fmt == "pcm":
-            return
-        if seekable and fmt != "aac":
-            container, subtype, _, _ = FORMATS[fmt]
-            self.sound = sf.SoundFile(file, "w", SAMPLE_RATE, 1, format=container, subtype=subtype)
-        elif fmt == "ogg":
-            raise CliError("Ogg Vorbis cannot be written to a pipe; use opus", USAGE)
-        else:
-            self.encoder = StreamEncoder(fmt, SAMPLE_RATE)
-
-    def write(self, pcm: bytes) -> None:
-        if self.sound is not None:
-            self.sound.write(np.frombuffer(pcm, "<i2").astype(np.float32) / 32767.0)
-        elif self.encoder is not None:
-            self.file.write(self.encoder.feed(pcm))
-        else:
-            self.file.write(pcm)
-
-    def close(self) -> None:
-        if self.sound is not None:
-            self.sound.close()
-        elif self.encoder is not None:
-            self.file.write(self.encoder.close())
-
-
-# -- progress -----------------------------------------------------------------------------------
-
-
-@dataclass
-class Progress:
-    """Segments done across the parts of a text, drawn on stderr (one line per change when
-    stderr is not a terminal)."""
-
-    sizes: list[int]  # characters per part: the bar's weights
-    stream: IO[str] = field(default_factory=lambda: sys.stderr)
-    done: dict[int, tuple[int, int]] = field(default_factory=dict)  # part -> (done, total)
-    last: str = ""
-
-    def update(self, part: int, done: int, total: int) -> None:
-        self.done[part] = (done, max(total, done))
-        self.draw()
-
-    def draw(self) -> None:
-        weight = sum(self.sizes) or 1
-        fraction = (
-            sum(self.sizes[p] * (d / t if t else 0.0) for p, (d, t) in self.done.items()) / weight
-        )
-        done = sum(d for d, _ in self.done.values())
-        total = sum(t for _, t in self.done.values())
-        unknown = "+" if len(self.done) < len(self.sizes) else ""
-        bar = "#" * round(fraction * 30)
-        parts = f", part {len(self.done)}/{len(self.sizes)}" if len(self.sizes) > 1 else ""
-        line = f"[{bar:<30}] {done}/{total}{unknown} segments{parts}"
-        if line == self.last:
-            return
-        previous, self.last = self.last, line
-        if self.stream.isatty():
-            self.stream.write(f"\r{line:<{len(previous)}}")  # spaces over a longer line
-        else:
-            self.stream.write(f"{line}\n")
-        self.stream.flush()
-
-    def finish(self) -> None:
-        if self.last and self.stream.isatty():
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 # -- commands -----------------------------------------------------------------------------------

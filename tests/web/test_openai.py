@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from tests.conftest import WorkerProcess
 from web.app import create_app
 from web.appkeys import HUB
-from web.views.openai import mostly_mandarin, resolve_voice
+from web.views.openai_request import mostly_mandarin, resolve_voice
 from workers.keys import Keys
 from workers.settings import Settings
 
