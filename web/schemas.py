@@ -10,7 +10,7 @@ import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
-from workers.job import SynthesisRequest
+from workers.job import SynthesisRequest, queue_position
 from workers.queue import Queue
 from workers.text import clean_text, has_speakable
 from workers.voices import BUILTIN_BY_NAME
@@ -224,4 +224,4 @@ def position(snapshot: dict[str, Any], started_seq: int) -> int | None:
     """Jobs ahead of a queued job (0 = next); None once it left the queue. As Queue.position."""
     if snapshot.get("state") != "queued":
         return None
-    return max(0, int(snapshot.get("seq") or 0) - started_seq - 1)
+    return queue_position(int(snapshot.get("seq") or 0), started_seq)

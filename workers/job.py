@@ -50,6 +50,11 @@ class SynthesisRequest(BaseModel):
     priority: Literal["normal", "high"] = "normal"
 
 
+def queue_position(seq: int, started_seq: int) -> int:
+    """Jobs ahead of a queued job (0 = next): its enqueue number past the last one started."""
+    return max(0, seq - started_seq - 1)
+
+
 def new_job_id() -> str:
     return uuid.uuid4().hex
 

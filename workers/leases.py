@@ -37,9 +37,9 @@ class Reclaimer:
         self.cursors = dict.fromkeys(keys.streams, "0-0")
         self.sweeps = 0
 
-    async def sweep(self, capacity: int) -> list[tuple[str, str, str]]:
-        """Claim up to `capacity` expired entries: [(stream, entry id, job id)]."""
-        claimed: list[tuple[str, str, str]] = []
+    async def sweep(self, capacity: int) -> list[tuple[str, str, dict[bytes, bytes]]]:
+        """Claim up to `capacity` expired entries: [(stream, entry id, entry fields)]."""
+        claimed: list[tuple[str, str, dict[bytes, bytes]]] = []
         for stream in self.keys.streams:
             for _ in range(RECLAIM_CALLS_PER_SWEEP):
                 if len(claimed) >= capacity:
@@ -54,7 +54,7 @@ class Reclaimer:
                 )
                 self.cursors[stream] = result[0].decode()
                 claimed.extend(
-                    (stream, entry_id.decode(), fields[b"id"].decode())
+                    (stream, entry_id.decode(), fields)
                     for entry_id, fields in result[1]
                     if fields  # None or empty: the entry was deleted meanwhile
                 )

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import ResponseError
 
-from .job import Job, SynthesisRequest, new_job_id
+from .job import Job, SynthesisRequest, new_job_id, queue_position
 from .keys import CONSUMER_GROUP, Keys
 from .settings import Settings
 
@@ -49,6 +49,8 @@ class Submitted:
     job_id: str
     event_id: str | None
     duplicate: bool
+    event: dict[str, Any] | None = None  # the queued event (new jobs only)
+    started_seq: int = 0  # the queue's started watermark at submit (for the position)
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,13 @@ class Queue:
         )
         status = _s(result[0])
         if status == "ok":
-            return Submitted(_s(result[1]), _s(result[2]), duplicate=False)
+            return Submitted(
+                _s(result[1]),
+                _s(result[2]),
+                duplicate=False,
+                event=orjson.loads(result[3]),
+                started_seq=int(result[4]),
+            )
         if status == "dup":
             return Submitted(_s(result[1]), None, duplicate=True)
         if status == "backlog":
@@ -191,7 +199,7 @@ class Queue:
     async def position(self, job: Job) -> int:
         """Approximate number of jobs ahead of a queued job (0 = next)."""
         started = await self.redis.hget(self.keys.stats, "started_seq")
-        return max(0, job.seq - int(started or 0) - 1)
+        return queue_position(job.seq, int(started or 0))
 
     async def depth(self) -> int:
         depth = 0
@@ -214,13 +222,23 @@ class Queue:
     # -- workers ----------------------------------------------------------------------------
 
     async def start(
-        self, job_id: str, entry: str, worker: str, stream: str | None = None
+        self,
+        job_id: str,
+        entry: str,
+        worker: str,
+        stream: str | None = None,
+        client: str | None = None,
     ) -> Started | str:
-        """Take an entry delivered from `stream`. Returns Started, or why it was skipped."""
+        """Take an entry delivered from `stream`. Returns Started, or why it was skipped.
+
+        `client` comes with the stream entry; without it, it is read from the job hash.
+        """
         k = self.keys
         stream = stream or k.jobs
-        client = await self.redis.hget(k.job(job_id), "client")
-        owner = _s(client) if client is not None else ""
+        if client is None:
+            stored = await self.redis.hget(k.job(job_id), "client")
+            client = _s(stored) if stored is not None else ""
+        owner = client
         result = await self._run(
             "start",
             [

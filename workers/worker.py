@@ -215,12 +215,12 @@ class Worker:
                 block=block,
             )
             entries = [
-                (stream.decode(), entry_id.decode(), fields[b"id"].decode())
+                (stream.decode(), entry_id.decode(), fields)
                 for stream, batch in sorted(response or [], key=lambda r: order[r[0].decode()])
                 for entry_id, fields in batch
             ]
-            for stream, entry, job_id in entries:
-                await self._take(entry, job_id, stream)
+            for stream, entry, fields in entries:
+                await self._take(stream, entry, fields)
             if not entries or block is None:
                 return
 
@@ -232,13 +232,15 @@ class Worker:
         """
         claimed = await self.reclaimer.sweep(1)
         self._reclaim_again = bool(claimed)
-        for stream, entry, job_id in claimed:
+        for stream, entry, fields in claimed:
             log.info("worker %s: reclaimed entry %s", self.name, entry)
-            await self._take(entry, job_id, stream)
+            await self._take(stream, entry, fields)
 
-    async def _take(self, entry: str, job_id: str, stream: str) -> None:
+    async def _take(self, stream: str, entry: str, fields: dict[bytes, bytes]) -> None:
         assert self.queue is not None
-        started = await self.queue.start(job_id, entry, self.name, stream)
+        job_id = fields[b"id"].decode()
+        client = fields[b"client"].decode() if b"client" in fields else None
+        started = await self.queue.start(job_id, entry, self.name, stream, client)
         if not isinstance(started, Started):
             log.info("worker %s: skipped job %s (%s)", self.name, job_id, started)
             return

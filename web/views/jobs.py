@@ -64,6 +64,15 @@ async def submitted_body(app: web.Application, submitted: Submitted) -> dict[str
     """The job's snapshot with the cursor of the very event it comes from (consistent pair)."""
     queue = app[QUEUE]
     job_id = submitted.job_id
+    if submitted.event is not None:  # a new job: the enqueue script returned all we need
+        return _body(
+            app,
+            job_id,
+            submitted.event_id,
+            submitted.event["job"],
+            submitted.started_seq,
+            submitted.duplicate,
+        )
     stream = queue.keys.job_events(job_id)
     async with queue.redis.pipeline(transaction=False) as pipe:
         if submitted.event_id:
@@ -79,15 +88,26 @@ async def submitted_body(app: web.Application, submitted: Submitted) -> dict[str
     else:  # events trimmed or expired: the hash alone
         job = await queue.get(job_id)
         snapshot = job.public() if job else {"id": job_id, "state": "expired"}
+    return _body(app, job_id, cursor, snapshot, int(started or 0), submitted.duplicate)
+
+
+def _body(
+    app: web.Application,
+    job_id: str,
+    cursor: str | None,
+    snapshot: dict[str, Any],
+    started_seq: int,
+    duplicate: bool,
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": job_id,
         "state": snapshot.get("state"),
         **job_urls(app, job_id),
         "events_cursor": cursor,
-        "position": position(snapshot, int(started or 0)),
+        "position": position(snapshot, started_seq),
         "job": snapshot,
     }
-    if submitted.duplicate:
+    if duplicate:
         body["duplicate"] = True
     return body
 

@@ -1,7 +1,7 @@
 -- Shared by every script (prepended at load time): job snapshots and event emission.
 -- An event is appended to the job's and the client's event streams, then the doorbell channels
 -- (the stream names with ':ev:' replaced by ':n:') are told the new stream id. Atomic with the
--- state change that calls it.
+-- state change that calls it. `emit` returns the job stream's new id and the event JSON.
 local NUMERIC = {attempts=true, created_at=true, started_at=true, finished_at=true,
   segments_total=true, segments_done=true, duration_s=true, audio_size=true, seq=true,
   sample_rate=true}
@@ -31,7 +31,7 @@ local function emit(job_key, ev_job, ev_client, kind, now, maxlen_job, maxlen_cl
   redis.call('EXPIRE', ev_client, ttl)
   redis.call('PUBLISH', string.gsub(ev_job, ':ev:', ':n:', 1), job_id)
   redis.call('PUBLISH', string.gsub(ev_client, ':ev:', ':n:', 1), client_id)
-  return job_id
+  return job_id, data
 end
 
 local TERMINAL = {succeeded=true, failed=true, cancelled=true, dead=true}

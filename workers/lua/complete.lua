@@ -27,4 +27,4 @@ elseif ARGV[10] == 'miss' then
 end
 redis.call('HINCRBYFLOAT', stats, 'audio_seconds', ARGV[3])
 retire(jobs, job, active, values[3], ttl)
-return {'ok', emit(job, ev_job, ev_client, 'succeeded', ARGV[5], ARGV[6], ARGV[7], ttl)}
+return {'ok', (emit(job, ev_job, ev_client, 'succeeded', ARGV[5], ARGV[6], ARGV[7], ttl))}

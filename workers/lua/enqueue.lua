@@ -2,7 +2,7 @@
 --       active, stats, other_jobs (the other priority's stream: the backlog counts both)
 -- ARGV: id, client, request_json, now, ttl, max_backlog, max_active, maxlen_job, maxlen_client,
 --       voice, format, has_idem
--- Returns {'ok', id, event_id} | {'dup', id} | {'backlog', depth} | {'client_cap', active}
+-- Returns {'ok', id, event_id, event_json, started_seq} | {'dup', id} | {'backlog', depth} | {'client_cap', active}
 local jobs, job, ev_job, ev_client, idem, active, stats =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, client, request, now, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
@@ -16,12 +16,14 @@ local n_active = redis.call('SCARD', active)
 if n_active >= tonumber(ARGV[7]) then return {'client_cap', n_active} end
 local seq = redis.call('HINCRBY', stats, 'enqueued_seq', 1)
 redis.call('HINCRBY', stats, 'submitted', 1)
-local entry = redis.call('XADD', jobs, '*', 'id', id)
+-- The entry names the client too: a worker starts the job without reading the hash first.
+local entry = redis.call('XADD', jobs, '*', 'id', id, 'client', client)
 redis.call('HSET', job, 'id', id, 'client', client, 'state', 'queued', 'request', request,
   'created_at', now, 'attempts', 0, 'voice', ARGV[10], 'format', ARGV[11], 'entry', entry,
   'seq', seq, 'stream', jobs)
 redis.call('SADD', active, id)
 redis.call('EXPIRE', active, ttl)
 if ARGV[12] == '1' then redis.call('SET', idem, id, 'EX', ttl) end
-local event_id = emit(job, ev_job, ev_client, 'queued', now, ARGV[8], ARGV[9], ttl)
-return {'ok', id, event_id}
+local event_id, event = emit(job, ev_job, ev_client, 'queued', now, ARGV[8], ARGV[9], ttl)
+-- The queued event and the started watermark: the web tier answers the submit without reading.
+return {'ok', id, event_id, event, redis.call('HGET', stats, 'started_seq') or '0'}

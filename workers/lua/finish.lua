@@ -13,4 +13,4 @@ local ttl = tonumber(ARGV[7])
 redis.call('HSET', job, 'state', ARGV[2], 'error', ARGV[3], 'finished_at', ARGV[4], 'owner', '')
 redis.call('HINCRBY', stats, ARGV[2], 1)
 retire(jobs, job, active, values[3], ttl)
-return {'ok', emit(job, ev_job, ev_client, ARGV[2], ARGV[4], ARGV[5], ARGV[6], ttl)}
+return {'ok', (emit(job, ev_job, ev_client, ARGV[2], ARGV[4], ARGV[5], ARGV[6], ttl))}

@@ -5,17 +5,17 @@
 -- ARGV: token, now, maxlen_job, maxlen_client, ttl, count, reason
 -- Returns {'ok', event_id} | {'stale', state}
 local jobs, job, ev_job, ev_client, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local values = redis.call('HMGET', job, 'state', 'token', 'entry', 'id')
+local values = redis.call('HMGET', job, 'state', 'token', 'entry', 'id', 'client')
 if values[1] ~= 'running' or values[2] ~= ARGV[1] then
   redis.call('HINCRBY', stats, 'fenced', 1)
   return {'stale', values[1] or 'gone'}
 end
 redis.call('XACK', jobs, 'workers', values[3])
 redis.call('XDEL', jobs, values[3])
-local entry = redis.call('XADD', jobs, '*', 'id', values[4])
+local entry = redis.call('XADD', jobs, '*', 'id', values[4], 'client', values[5])
 if ARGV[6] ~= '1' then redis.call('HINCRBY', job, 'attempts', -1) end
 redis.call('HSET', job, 'state', 'queued', 'entry', entry, 'owner', '', 'segments_done', 0,
   'error', ARGV[7])
 redis.call('HDEL', job, 'token')
 redis.call('HINCRBY', stats, 'released', 1)
-return {'ok', emit(job, ev_job, ev_client, 'queued', ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]))}
+return {'ok', (emit(job, ev_job, ev_client, 'queued', ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])))}
