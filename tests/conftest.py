@@ -76,12 +76,19 @@ async def aredis(settings: Settings) -> AsyncIterator[AsyncRedis]:
 
 
 class WorkerProcess:
-    """A real `chattts-online worker` process."""
+    """A real `chattts-online worker` process; no /metrics server unless `env` asks for one
+    (CHATTTS_WORKER_METRICS_PORT): concurrent test workers would fight over one port."""
 
     def __init__(self, settings: Settings, name: str, log_path: Path, **env: str) -> None:
         self.name = name
         self.log_path = log_path
-        environment = {**os.environ, **settings.to_env(), "CHATTTS_WORKER_NAME": name, **env}
+        environment = {
+            **os.environ,
+            **settings.to_env(),
+            "CHATTTS_WORKER_NAME": name,
+            "CHATTTS_WORKER_METRICS_PORT": "0",
+            **env,
+        }
         self._log = log_path.open("wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "web.cli", "worker"],

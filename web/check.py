@@ -1,9 +1,14 @@
-"""`chattts-online check`: print the settings (secrets masked), ping Redis, list live workers."""
+"""`chattts-online check`: print the settings (secrets masked), ping Redis, list live workers.
+
+With `--live` or `--ready` it is a quiet probe for an orchestrator: one line, exit 0 or 1.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import socket
 import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -14,6 +19,12 @@ from redis.exceptions import RedisError
 from workers.queue import Queue
 from workers.redis_client import connect
 from workers.settings import ENV_PREFIX, Settings
+
+# A probe answers within this, whatever state Redis is in (kubelet's default timeout is 1 s;
+# probes set their own above it).
+PROBE_TIMEOUT_S = 3.0
+# A heartbeat older than this many periods is stale: one beat may be late, two may not.
+STALE_PERIODS = 2.0
 
 
 def mask_url(url: str) -> str:
@@ -80,8 +91,61 @@ async def _probe(settings: Settings) -> bool:
         await client.aclose()
 
 
-def main(settings: Settings) -> int:
-    """0 when Redis answers and the engine can be created, else 1."""
+async def _heartbeats(client: Any, queue: Queue, name: str | None) -> list[dict[str, Any]]:
+    """The heartbeat of worker `name`, or of every worker on this host when `name` is None."""
+    if name is not None:
+        raw: Any = await client.get(queue.keys.worker(name))
+        return [orjson.loads(raw)] if raw is not None else []
+    names: Any = await client.zrange(queue.keys.workers, 0, -1)
+    if not names:
+        return []
+    beats: Any = await client.mget([queue.keys.worker(n.decode()) for n in names])
+    host = socket.gethostname()
+    found = [orjson.loads(b) for b in beats if b is not None]
+    return [b for b in found if b.get("host", str(b.get("name", "")).rsplit("-", 1)[0]) == host]
+
+
+async def _probe_quietly(settings: Settings, live: bool, name: str | None) -> tuple[bool, str]:
+    client = connect(settings)
+    try:
+        async with asyncio.timeout(PROBE_TIMEOUT_S):
+            await client.ping()
+            if not live:
+                return True, "ready: Redis answers"
+            beats = await _heartbeats(client, Queue(client, settings), name)
+    except (RedisError, OSError, TimeoutError) as exc:
+        return False, f"Redis unreachable at {mask_url(settings.redis_url or '')}: {exc!r}"
+    finally:
+        await client.aclose()
+    who = f"worker {name!r}" if name else f"any worker on host {socket.gethostname()!r}"
+    if not beats:
+        return False, f"not live: no heartbeat of {who}"
+    newest = max(float(b.get("ts", 0.0)) for b in beats)
+    age = time.time() - newest
+    if age > STALE_PERIODS * settings.heartbeat_s:
+        return False, f"not live: the heartbeat of {who} is {age:.1f} s old (stale)"
+    return True, f"live: {who} beat {age:.1f} s ago"
+
+
+def probe(settings: Settings, live: bool, worker_name: str | None = None) -> int:
+    """`--live` (this worker's heartbeat is fresh) or `--ready` (Redis answers): 0 or 1."""
+    if not settings.redis_url:
+        print("not ready: no Redis URL configured (CHATTTS_REDIS_URL)")
+        return 1
+    ok, line = asyncio.run(_probe_quietly(settings, live, worker_name))
+    print(line)
+    return 0 if ok else 1
+
+
+def main(settings: Settings, live: bool = False, ready: bool = False, named: bool = False) -> int:
+    """0 when Redis answers and the engine can be created, else 1 (`live`/`ready`: a probe).
+
+    `named`: the worker's name was given on the command line (else only the environment names
+    one; without either, `live` looks for any worker of this host).
+    """
+    if live or ready:
+        named = named or os.environ.get(ENV_PREFIX + "WORKER_NAME") is not None
+        return probe(settings, live, settings.worker_name if named else None)
     print(f"settings (environment variables {ENV_PREFIX}<NAME>):")
     for name, value in masked_settings(settings).items():
         print(f"  {name} = {value!r}")

@@ -5,6 +5,7 @@ Old `/tts/...` endpoints keep FastAPI's `{"detail": ...}` shape, which their cli
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +20,9 @@ from aiohttp.web_urldispatcher import _default_expect_handler
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .appkeys import SETTINGS, THROUGHPUT
+from workers.logs import job_context
+
+from .appkeys import METRICS, SETTINGS, THROUGHPUT
 
 log = logging.getLogger("chattts_online.web")
 
@@ -144,10 +147,17 @@ def _missing_static(request: web.Request) -> bool:
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    job_id = request.match_info.get("job_id") or request.match_info.get("task_id")
+    with job_context(job_id) if job_id else contextlib.nullcontext():
+        return await _answer(request, handler)
+
+
+async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         if _missing_static(request):
             raise web.HTTPNotFound()
         if _store_down(request):
+            _count_redis_error(request)
             raise redis_unavailable()
         return await handler(request)
     except ApiError as exc:
@@ -158,6 +168,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         error = _from_http(request, exc)
     except REDIS_DOWN as exc:
         log.warning("%s %s: Redis unreachable: %s", request.method, request.path, exc)
+        _count_redis_error(request)
         error = redis_unavailable()
     except ConnectionResetError:
         # The client hung up while we read its request: nobody hears this answer; the status
@@ -180,6 +191,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     if request.path.startswith(LEGACY_PREFIX):
         return error.legacy_response()
     return error.response()
+
+
+def _count_redis_error(request: web.Request) -> None:
+    metrics = request.app.get(METRICS)
+    if metrics is not None:
+        metrics.redis_errors.inc()
 
 
 async def json_error_bodies(request: web.Request, response: web.StreamResponse) -> None:

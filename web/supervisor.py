@@ -72,14 +72,23 @@ class Supervisor:
             settings = settings.replace(redis_url=self.redis.url)
             self.settings = settings
             log.info("embedded Redis on %s, data in %s", self.redis.url, self.redis.data_dir)
-        env = {**os.environ, **settings.to_env()}
-        env.pop("CHATTTS_WORKER_NAME", None)  # each worker names itself (host-pid)
-        cli = [sys.executable, "-m", "web.cli"]
-        self.children.append(Child("web", [*cli, "web"], env))
-        for i in range(self.n_workers):
-            self.children.append(Child(f"worker-{i + 1}", [*cli, "worker"], env))
+        self.children = self.plan()
         for child in self.children:
             child.start()
+
+    def plan(self) -> list[Child]:
+        """The children to start: the web process, then the workers, each with its environment."""
+        env = {**os.environ, **self.settings.to_env()}
+        env.pop("CHATTTS_WORKER_NAME", None)  # each worker names itself (host-pid)
+        cli = [sys.executable, "-m", "web.cli"]
+        children = [Child("web", [*cli, "web"], env)]
+        base = self.settings.worker_metrics_port
+        for i in range(1, self.n_workers + 1):
+            # Worker i serves /metrics on base + i - 1, so that workers of one host never collide.
+            port = base + i - 1 if base > 0 else 0
+            worker_env = {**env, "CHATTTS_WORKER_METRICS_PORT": str(port)}
+            children.append(Child(f"worker-{i}", [*cli, "worker"], worker_env))
+        return children
 
     def supervise(self) -> None:
         """Restart dead children until asked to stop."""

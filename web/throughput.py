@@ -32,7 +32,10 @@ from dataclasses import dataclass
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from .appkeys import QUEUE, THROUGHPUT
+from workers.keys import CONSUMER_GROUP
+
+from .appkeys import QUEUE, SETTINGS, THROUGHPUT
+from .backlog import BacklogAlert
 
 log = logging.getLogger("chattts_online.web.throughput")
 
@@ -58,8 +61,11 @@ class Sample:
 class ThroughputMeter:
     """A sliding window of (time, finished jobs, queue depth) samples."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, alert: BacklogAlert | None = None
+    ) -> None:
         self._clock = clock
+        self.alert = alert or BacklogAlert(0)
         self._samples: deque[Sample] = deque()
         self.failures = 0  # probes failed in a row
 
@@ -106,8 +112,19 @@ class ThroughputMeter:
         async with queue.redis.pipeline(transaction=False) as pipe:
             pipe.hmget(queue.keys.stats, list(FINISHED))
             pipe.xlen(queue.keys.jobs)
-            counts, depth = await pipe.execute()
+            pipe.xlen(queue.keys.jobs_high)
+            for stream in queue.keys.streams:
+                pipe.xpending(stream, CONSUMER_GROUP)
+            # No consumer group yet (no worker ever started) is not an outage: errors of the
+            # XPENDINGs count as nothing pending; those of the other commands are raised.
+            counts, depth, depth_high, *pending = await pipe.execute(raise_on_error=False)
+        for result in (counts, depth, depth_high):
+            if isinstance(result, Exception):
+                raise result
         self.add(sum(int(float(c)) for c in counts if c is not None), int(depth))
+        # Entries leave the streams when their job ends: what is not pending has not started.
+        in_hand = sum(int(p["pending"]) if isinstance(p, dict) else 0 for p in pending)
+        self.alert.update(max(0, int(depth) + int(depth_high) - in_hand))
 
     async def probe(self, app: web.Application) -> bool | None:
         """Sample once: True (Redis answered), False (it did not), None (no verdict)."""
@@ -141,7 +158,7 @@ class ThroughputMeter:
 
 async def throughput_ctx(app: web.Application) -> AsyncIterator[None]:
     """cleanup_ctx: the meter and its sampling task (after the Redis client exists)."""
-    meter = ThroughputMeter()
+    meter = ThroughputMeter(alert=BacklogAlert(app[SETTINGS].backlog_alert))
     app[THROUGHPUT] = meter
     stop = asyncio.Event()
     task = asyncio.create_task(meter.run(app, stop), name="throughput-sampler")

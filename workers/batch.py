@@ -28,6 +28,7 @@ class ActiveJob:
     lost: bool = False
     completing: bool = False  # its result is being encoded and stored in the background
     solo: bool = False  # a batch it was in failed: it runs alone from now on
+    engine_s: float = 0.0  # its share of the engine time of the batches it was in
 
     @property
     def done(self) -> bool:

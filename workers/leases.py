@@ -12,6 +12,8 @@ from redis.exceptions import RedisError
 
 from .batch import ActiveJob
 from .keys import CONSUMER_GROUP, Keys
+from .logs import job_log
+from .metrics import WorkerMetrics
 from .queue import Queue
 
 log = logging.getLogger("chattts_online.worker")
@@ -85,7 +87,11 @@ class Reclaimer:
 
 
 async def renew_leases(
-    queue: Queue, in_hand: Mapping[str, ActiveJob], worker: str, lease_ms: int
+    queue: Queue,
+    in_hand: Mapping[str, ActiveJob],
+    worker: str,
+    lease_ms: int,
+    metrics: WorkerMetrics,
 ) -> None:
     """Renew every in-hand job's lease at a third of its length; learn of cancels and loss."""
     while True:
@@ -97,9 +103,12 @@ async def renew_leases(
                 )
             except RedisError as exc:
                 log.warning("worker %s: lease renewal failed: %s", worker, exc)
+                metrics.lease_renewal_failed()
                 break
             if verdict == "cancel":
                 job.cancel = True
             elif verdict == "lost":
-                log.warning("worker %s: lost the lease of %s", worker, job.job_id)
+                log.warning(
+                    "worker %s: lost the lease of %s", worker, job.job_id, extra=job_log(job.job_id)
+                )
                 job.lost = True

@@ -16,7 +16,9 @@ from redis.exceptions import RedisError
 from . import audio
 from .batch import ActiveJob, render
 from .engines import Engine, EngineError, Segment
-from .queue import Queue
+from .logs import job_log
+from .metrics import WorkerMetrics
+from .queue import Queue, Started
 from .stats import WorkerStats
 
 log = logging.getLogger("chattts_online.worker")
@@ -30,6 +32,7 @@ class Outcomes:
         in_hand: dict[str, ActiveJob],
         stats: WorkerStats,
         engine: Engine,
+        metrics: WorkerMetrics,
     ) -> None:
         self.name = name
         self.queue = queue
@@ -37,13 +40,22 @@ class Outcomes:
         self.in_hand = in_hand
         self.stats = stats
         self.engine = engine
+        self.metrics = metrics
         self.completions: set[asyncio.Task[None]] = set()
+
+    async def fail(self, job_id: str, started: Started, reason: str) -> None:
+        """A started job that cannot run (bad voice, nothing to speak): it fails at once."""
+        await self.queue.finish(
+            job_id, started.client, started.token, "failed", reason, stream=started.stream
+        )
+        self.metrics.outcome("failed")
 
     async def answer_from_cache(self, job: ActiveJob, digest: str) -> bool:
         cached: Any = await self.queue.redis.hgetall(self.queue.keys.cache(digest))
+        self.metrics.cache_lookup(bool(cached))
         if not cached:
             return False
-        await self.queue.complete(
+        ok = await self.queue.complete(
             job.job_id,
             job.started.client,
             job.started.token,
@@ -54,6 +66,16 @@ class Outcomes:
             stream=job.started.stream,
             cache_digest=digest,
         )
+        if ok:
+            self.metrics.outcome("cache_hit")
+            log.info(
+                "worker %s: job %s answered from the cache",
+                self.name,
+                job.job_id,
+                extra=job_log(job.job_id),
+            )
+        else:
+            self.metrics.completion_refused()
         return True
 
     def complete_in_background(self, job: ActiveJob) -> None:
@@ -67,11 +89,19 @@ class Outcomes:
         try:
             await self.complete(job)
         except RedisError as exc:
-            log.warning("worker %s: storing %s failed (%s); will retry", self.name, job.job_id, exc)
+            log.warning(
+                "worker %s: storing %s failed (%s); will retry",
+                *(self.name, job.job_id, exc),
+                extra=job_log(job.job_id),
+            )
+            self.metrics.redis_error()
             job.completing = False
         except Exception as exc:  # encoding failed: no retry can fix it
-            log.exception("worker %s: completing %s failed", self.name, job.job_id)
+            log.exception(
+                "worker %s: completing %s failed", self.name, job.job_id, extra=job_log(job.job_id)
+            )
             self.in_hand.pop(job.job_id, None)
+            self.metrics.outcome("failed")
             with contextlib.suppress(RedisError):
                 await self.queue.finish(
                     job.job_id,
@@ -97,6 +127,8 @@ class Outcomes:
             encoded,
             samples.size / rate,
         )
+        if verdict != "lost":
+            self.metrics.segment_stored(job, segment.index)
         if verdict == "cancel":
             job.cancel = True
         elif verdict == "lost":
@@ -126,17 +158,26 @@ class Outcomes:
         if ok:
             self.stats.jobs_succeeded += 1
             self.stats.audio_seconds += duration_s
+            self.metrics.succeeded(job, duration_s)
+            log.info(
+                "worker %s: job %s succeeded: %.2f s of audio in %d segments",
+                *(self.name, job.job_id, duration_s, len(job.segments)),
+                extra=job_log(job.job_id),
+            )
         else:
             self.stats.jobs_fenced += 1
+            self.metrics.completion_refused()
             log.warning(
                 "worker %s: completion of %s refused (reclaimed by another worker)",
                 self.name,
                 job.job_id,
+                extra=job_log(job.job_id),
             )
 
     async def drop(self, job: ActiveJob) -> None:
         """Stop a job that was cancelled (finish it as such) or lost (leave it to its new owner)."""
         self.in_hand.pop(job.job_id, None)
+        self.metrics.outcome("lost" if job.lost else "cancelled")
         if job.cancel and not job.lost:
             await self.queue.finish(
                 job.job_id,
@@ -165,8 +206,11 @@ class Outcomes:
         self.in_hand.pop(job.job_id, None)
         if exc.retryable:
             log.warning(
-                "worker %s: job %s hit a transient error, requeued: %s", self.name, job.job_id, exc
+                "worker %s: job %s hit a transient error, requeued: %s",
+                *(self.name, job.job_id, exc),
+                extra=job_log(job.job_id),
             )
+            self.metrics.outcome("released")
             await self.queue.release(
                 job.job_id,
                 job.started.client,
@@ -177,6 +221,7 @@ class Outcomes:
             )
         else:
             self.stats.jobs_failed += 1
+            self.metrics.outcome("failed")
             await self.queue.finish(
                 job.job_id,
                 job.started.client,
@@ -197,7 +242,9 @@ class Outcomes:
                     reason,
                     stream=job.started.stream,
                 )
+                self.metrics.outcome("released")
         except RedisError as exc:
+            self.metrics.redis_error()
             log.warning(
                 "worker %s: could not release jobs (%s); their leases will expire", self.name, exc
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import socket
 from collections.abc import Mapping
@@ -66,6 +67,15 @@ class Settings:
     allowed_origins: str = ""
     data_dir: str = "./data"
     log_level: str = "INFO"
+    # "text" for people at a terminal, "json" (one object per line) for log collectors.
+    log_format: str = "text"
+
+    # Operations.
+    # A worker serves Prometheus /metrics on this port (0: off). `run` gives worker i port+i-1.
+    worker_metrics_port: int = 9091
+    # Waiting jobs above this: a warning log, chattts_backlog_alert = 1, a readiness detail.
+    # Half the default cap: an operator hears about it well before submits get 429.
+    backlog_alert: int = 5_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -97,7 +107,7 @@ class Settings:
             )
         return out
 
-    @property
+    @functools.cached_property  # read on every request
     def api_key_set(self) -> frozenset[str]:
         return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
 

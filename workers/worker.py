@@ -27,11 +27,13 @@ from .cache import cache_digest
 from .engines import Engine, EngineError, create_engine
 from .keys import CONSUMER_GROUP
 from .leases import Reclaimer, renew_leases
+from .logs import job_log
+from .metrics import WorkerMetrics
 from .outcomes import Outcomes
 from .queue import Queue, Started
 from .redis_client import connect
 from .settings import Settings
-from .stats import WorkerStats
+from .stats import WorkerStats, publish_heartbeats
 from .voices import BUILTIN_BY_NAME
 
 log = logging.getLogger("chattts_online.worker")
@@ -52,6 +54,7 @@ class Worker:
         self.engine: Engine = engine or create_engine(settings)
         self.stats = WorkerStats()
         self.in_hand: dict[str, ActiveJob] = {}
+        self.metrics = WorkerMetrics(self.in_hand)
         self._engine_thread = ThreadPoolExecutor(1, thread_name_prefix="engine")
         self._reclaim_again = False
         self._stopping = asyncio.Event()
@@ -71,12 +74,14 @@ class Worker:
     def request_stop(self) -> None:
         if not self._stopping.is_set():
             self._grace_deadline = time.monotonic() + self.settings.shutdown_grace_s
+            self.metrics.ready.set(0)
             log.info(
                 "worker %s: stopping (finishing %d jobs in hand)", self.name, len(self.in_hand)
             )
             self._stopping.set()
 
     async def run(self) -> None:
+        await self.metrics.serve(self.settings.worker_metrics_port)
         t0 = time.perf_counter()
         await self.in_engine(self.engine.load)
         loaded = time.perf_counter()
@@ -93,18 +98,28 @@ class Worker:
         self.redis = connect(self.settings, block_ms=self.settings.block_ms)
         self.queue = Queue(self.redis, self.settings)
         self.reclaimer = Reclaimer(self.redis, self.queue.keys, self.name, self.settings.lease_ms)
-        self.outcomes = Outcomes(self.name, self.queue, self.in_hand, self.stats, self.engine)
+        self.outcomes = Outcomes(
+            self.name, self.queue, self.in_hand, self.stats, self.engine, self.metrics
+        )
         await self._until_redis(self.queue.ensure_group)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         side_tasks = [
-            asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
             asyncio.create_task(
-                renew_leases(self.queue, self.in_hand, self.name, self.settings.lease_ms),
+                publish_heartbeats(
+                    self.queue, self.name, self.settings.heartbeat_s, self.heartbeat, self.metrics
+                ),
+                name="heartbeat",
+            ),
+            asyncio.create_task(
+                renew_leases(
+                    self.queue, self.in_hand, self.name, self.settings.lease_ms, self.metrics
+                ),
                 name="leases",
             ),
         ]
+        self.metrics.loaded(self.name, self.engine, self.stats.ready_s)
         log.info(
             "worker %s: ready in %.2fs, reading %s",
             self.name,
@@ -126,6 +141,7 @@ class Worker:
                 await self.redis.zrem(self.queue.keys.workers, self.name)
             await self.redis.aclose()
             self._engine_thread.shutdown(wait=False, cancel_futures=True)
+            await self.metrics.close()
         log.info("worker %s: stopped", self.name)
 
     async def _until_redis(self, fn: Any) -> Any:
@@ -136,6 +152,7 @@ class Worker:
             except (RedisConnectionError, RedisTimeoutError) as exc:
                 if self._stopping.is_set():
                     raise
+                self.metrics.redis_error()
                 log.warning(
                     "worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, delay
                 )
@@ -164,6 +181,7 @@ class Worker:
                 await self.outcomes.release_all("worker shut down past its grace period")
                 return
             except (RedisConnectionError, RedisTimeoutError) as exc:
+                self.metrics.redis_error()
                 log.warning(
                     "worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, delay
                 )
@@ -242,28 +260,24 @@ class Worker:
         client = fields[b"client"].decode() if b"client" in fields else None
         started = await self.queue.start(job_id, entry, self.name, stream, client)
         if not isinstance(started, Started):
-            log.info("worker %s: skipped job %s (%s)", self.name, job_id, started)
+            self.metrics.start_refused(started)
+            log.info(
+                "worker %s: skipped job %s (%s)", self.name, job_id, started, extra=job_log(job_id)
+            )
             return
+        self.metrics.started(entry)
         request = started.request
         voice_data = None
         if request.voice not in BUILTIN_BY_NAME:
             voice_data = await self._voice_data(request.voice)
             if voice_data is None:
-                await self.queue.finish(
-                    job_id,
-                    started.client,
-                    started.token,
-                    "failed",
-                    f"voice {request.voice!r} is not registered (any more)",
-                    stream=started.stream,
-                )
+                reason = f"voice {request.voice!r} is not registered (any more)"
+                await self.outcomes.fail(job_id, started, reason)
                 return
         try:
             segments: list[str] = await self.in_engine(self.engine.split, request.text, request)
         except EngineError as exc:
-            await self.queue.finish(
-                job_id, started.client, started.token, "failed", str(exc), stream=started.stream
-            )
+            await self.outcomes.fail(job_id, started, str(exc))
             return
         digest = cache_digest(
             self.engine.name,
@@ -278,14 +292,7 @@ class Worker:
         if digest and await self.outcomes.answer_from_cache(job, digest):
             return
         if not segments:
-            await self.queue.finish(
-                job_id,
-                started.client,
-                started.token,
-                "failed",
-                "the text has nothing this engine can speak",
-                stream=started.stream,
-            )
+            await self.outcomes.fail(job_id, started, "the text has nothing this engine can speak")
             return
         self.in_hand[job_id] = job
 
@@ -346,13 +353,9 @@ class Worker:
                 list({job.job_id: job for job, _ in batch}.values()), failure
             )
             return
-        self.stats.busy_s += time.perf_counter() - t0
-        self.stats.batches += 1
-        self.stats.segments += len(batch)
-        self.stats.largest_batch = max(self.stats.largest_batch, len(batch))
-        self.stats.batch_jobs_max = max(
-            self.stats.batch_jobs_max, len({j.job_id for j, _ in batch})
-        )
+        elapsed_s = time.perf_counter() - t0
+        self.stats.record_batch(batch, elapsed_s)
+        self.metrics.observe_batch(batch, elapsed_s)
         for warning in getattr(self.engine, "last_warnings", None) or []:
             log.warning("worker %s: %s", self.name, warning)
         for (job, segment), samples in zip(batch, arrays, strict=True):
@@ -367,24 +370,8 @@ class Worker:
 
     def heartbeat(self) -> dict[str, Any]:
         return self.stats.payload(
-            self.name, self.engine, len(self.in_hand), self._stopping.is_set()
+            self.name, self.engine, len(self.in_hand), self._stopping.is_set(), self.metrics.port
         )
-
-    async def _heartbeat_loop(self) -> None:
-        assert self.queue is not None and self.redis is not None
-        keys = self.queue.keys
-        ttl_ms = int(self.settings.heartbeat_s * 3000)
-        while True:
-            try:
-                beat = self.heartbeat()
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    pipe.set(keys.worker(self.name), orjson.dumps(beat), px=ttl_ms)
-                    pipe.zadd(keys.workers, {self.name: beat["ts"]})
-                    pipe.zremrangebyscore(keys.workers, 0, beat["ts"] - ttl_ms / 1000)
-                    await pipe.execute()
-            except RedisError as exc:
-                log.warning("worker %s: heartbeat failed: %s", self.name, exc)
-            await asyncio.sleep(self.settings.heartbeat_s)
 
 
 def main(settings: Settings) -> int:

@@ -28,8 +28,10 @@ from aiohttp.test_utils import TestClient
 
 from tests.conftest import FAST, WorkerProcess
 from tests.web.conftest import sse_events, submit, wait_job
+from tests.workers.test_metrics import scrape, value
 from web.app import create_app
 from web.appkeys import QUEUE
+from workers.embedded_redis import free_port
 from workers.engines.chattts_voices import validate_voice_data
 from workers.settings import Settings
 
@@ -59,6 +61,7 @@ class Service:
     oom_settings: Settings  # a queue of its own, served by `oom_worker`
     worker: WorkerProcess
     oom_worker: WorkerProcess
+    metrics_port: int  # `worker`'s Prometheus /metrics
 
 
 def _settings(redis_url: str, model_dir: Path, data_dir: Path) -> Settings:
@@ -81,7 +84,14 @@ def service(
     logs = tmp_path_factory.mktemp("service")
     settings = _settings(redis_url, tiny_checkpoint, logs)
     oom_settings = settings.replace(queue=f"o{uuid.uuid4().hex[:10]}")
-    worker = WorkerProcess(settings, "chattts-main", logs / "main.log", **WORKER_ENV)
+    metrics_port = free_port()
+    worker = WorkerProcess(
+        settings,
+        "chattts-main",
+        logs / "main.log",
+        **WORKER_ENV,
+        CHATTTS_WORKER_METRICS_PORT=str(metrics_port),
+    )
     oom_worker = WorkerProcess(
         oom_settings,
         "chattts-oom",
@@ -92,7 +102,7 @@ def service(
     try:  # both start at once: their imports and warm-ups overlap
         worker.wait_ready(120)
         oom_worker.wait_ready(120)
-        yield Service(settings, oom_settings, worker, oom_worker)
+        yield Service(settings, oom_settings, worker, oom_worker, metrics_port)
     finally:
         for process in (worker, oom_worker):  # both stop at once, then each is waited for
             if process.process.poll() is None:
@@ -181,6 +191,7 @@ async def test_jobs_submitted_together_are_batched_into_one_infer(
     client: Client, service: Service
 ) -> None:
     before = await heartbeat(client, service.worker)
+    _, metrics_before = await scrape(service.metrics_port)
     requests = [{"text": t, "seed": 100 + i, "cache": False} for i, t in enumerate(TEXTS)]
     jobs = await run_together(client, requests)
     assert [j["state"] for j in jobs] == ["succeeded"] * len(TEXTS), jobs
@@ -189,6 +200,21 @@ async def test_jobs_submitted_together_are_batched_into_one_infer(
     assert after["batch_jobs_max"] >= 2, after
     assert 1 <= infers < len(TEXTS), (infers, after)
     assert after["batches"] - before["batches"] < len(TEXTS)
+    # The worker's /metrics saw the same batches; each job's synthesis time is its share of them.
+    _, metrics_after = await scrape(service.metrics_port)
+
+    def moved(name: str, **labels: str) -> float:
+        return value(metrics_after, name, **labels) - value(metrics_before, name, **labels)
+
+    batches = after["batches"] - before["batches"]
+    assert moved("chattts_worker_batch_jobs_count") == batches
+    assert moved("chattts_worker_batch_jobs_bucket", le="1.0") < batches  # some had 2+ jobs
+    assert moved("chattts_worker_batch_segments_sum") == after["segments"] - before["segments"]
+    assert moved("chattts_worker_jobs_total", outcome="succeeded") == len(TEXTS)
+    assert moved("chattts_worker_synthesis_seconds_count") == len(TEXTS)
+    busy_s = after["busy_s"] - before["busy_s"]
+    assert abs(moved("chattts_worker_synthesis_seconds_sum") - busy_s) < 0.01
+    assert moved("chattts_worker_real_time_factor_count") == len(TEXTS)
 
 
 async def test_each_batched_row_is_trimmed_to_its_own_length(

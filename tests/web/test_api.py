@@ -269,7 +269,8 @@ async def test_readyz_needs_a_worker_and_metrics_count(client: Client, settings:
     text = await (await client.get("/metrics")).text()
     assert "chattts_jobs_submitted_total 1.0" in text
     assert 'chattts_http_requests_total{method="POST",route="jobs",status="202"} 1.0' in text
-    assert "chattts_queue_depth 1.0" in text
+    assert "chattts_queue_backlog_jobs 1.0" in text
+    assert 'chattts_queue_lag_entries{stream="jobs"} 1.0' in text
     assert "chattts_sse_connections 0.0" in text
 
 

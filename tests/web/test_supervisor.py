@@ -12,7 +12,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from web.supervisor import Supervisor
 from workers.embedded_redis import free_port
+from workers.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,14 +64,26 @@ def wait_for(predicate: object, timeout: float, what: str) -> None:
     raise TimeoutError(what)
 
 
+def test_worker_i_gets_metrics_port_base_plus_i_minus_one() -> None:
+    settings = Settings(redis_url="redis://127.0.0.1:1/0", worker_metrics_port=9300)
+    children = Supervisor(settings, workers=3).plan()
+    assert [c.name for c in children] == ["web", "worker-1", "worker-2", "worker-3"]
+    ports = [c.env["CHATTTS_WORKER_METRICS_PORT"] for c in children[1:]]
+    assert ports == ["9300", "9301", "9302"]
+    off = Supervisor(settings.replace(worker_metrics_port=0), workers=2).plan()
+    assert [c.env["CHATTTS_WORKER_METRICS_PORT"] for c in off[1:]] == ["0", "0"]
+
+
 def test_run_starts_supervises_and_stops_everything(tmp_path: Path) -> None:
     port = free_port()
+    metrics_port = free_port()
     env = {k: v for k, v in os.environ.items() if "REDIS_URL" not in k}
     env.update(
         {
             "CHATTTS_ENGINE": "espeak",
             "CHATTTS_HEARTBEAT_S": "0.3",
             "CHATTTS_DATA_DIR": str(tmp_path / "data"),
+            "CHATTTS_WORKER_METRICS_PORT": str(metrics_port),
         }
     )
     log = (tmp_path / "run.log").open("wb")
@@ -89,6 +103,9 @@ def test_run_starts_supervises_and_stops_everything(tmp_path: Path) -> None:
         workers = [pid for pid, cmd in kids.items() if cmd.endswith(" worker")]
         webs = [pid for pid, cmd in kids.items() if cmd.endswith(" web")]
         assert len(workers) == 1 and len(webs) == 1
+        # The worker serves its own metrics on the base port (worker 1).
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2) as r:
+            assert b"chattts_worker_ready 1.0" in r.read()
         # A child that dies is restarted.
         os.kill(workers[0], signal.SIGKILL)
         wait_for(

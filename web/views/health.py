@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from aiohttp import web
 from redis.exceptions import RedisError
@@ -31,10 +32,12 @@ async def readyz(request: web.Request) -> web.Response:
     except (RedisError, TimeoutError, OSError):
         pass
     ready = redis_ok and workers > 0
-    body = {
+    body: dict[str, Any] = {
         "status": "ready" if ready else "not_ready",
         "redis": redis_ok,
         "workers": workers,
         "events": request.app[HUB].connected.is_set(),
     }
+    if meter is not None:
+        body["backlog"] = meter.alert.detail()
     return json_response(body, status=200 if ready else 503)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -17,11 +16,10 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 
-from ..appkeys import METRICS, QUEUE
+from ..appkeys import METRICS, QUEUE, THROUGHPUT
+from ..cluster_metrics import QueueCollector, read_queue
 
 # Long-lived connections, and requests that wait for synthesis: counted, but their duration is
 # not the web tier's latency.
@@ -33,41 +31,12 @@ SCRAPE_REDIS_TIMEOUT_S = 0.5
 CLIENT_GONE = 499
 
 
-class ResultCache(Collector):
-    """The result cache's hits and misses, counted by every worker in the queue's stats hash
-    (read at scrape time, so every web process reports the same cluster-wide values)."""
-
-    def __init__(self) -> None:
-        self.hits = 0.0
-        self.misses = 0.0
-
-    def update(self, stats: dict[str, float]) -> None:
-        self.hits = stats.get("cache_hits", 0.0)
-        self.misses = stats.get("cache_misses", 0.0)
-
-    def collect(self) -> Iterator[Metric]:
-        yield CounterMetricFamily(
-            "chattts_cache_hits", "Jobs answered from the result cache (all workers)", self.hits
-        )
-        yield CounterMetricFamily(
-            "chattts_cache_misses",
-            "Cacheable jobs not in the result cache (all workers)",
-            self.misses,
-        )
-        looked_up = self.hits + self.misses
-        yield GaugeMetricFamily(
-            "chattts_cache_hit_ratio",
-            "Hits / (hits + misses) of the result cache since the queue was created",
-            self.hits / looked_up if looked_up else 0.0,
-        )
-
-
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.cache = ResultCache()
-        r.register(self.cache)
+        self.queue = QueueCollector()
+        r.register(self.queue)
         self.requests = Counter(
             "chattts_http_requests", "HTTP requests", ["route", "method", "status"], registry=r
         )
@@ -86,9 +55,33 @@ class Metrics:
         self.hub_reconnects = Counter(
             "chattts_hub_reconnects", "Pub/sub reconnections of the event hub", registry=r
         )
-        self.queue_depth = Gauge(
-            "chattts_queue_depth", "Entries in the jobs stream (read at scrape time)", registry=r
+        self.events_sent = Counter(
+            "chattts_events_sent",
+            "Job events written to SSE streams and WebSockets",
+            ["transport"],
+            registry=r,
         )
+        self.events_replayed = Counter(
+            "chattts_events_replayed",
+            "Events sent that were older than their connection (a resume or a late subscribe)",
+            ["transport"],
+            registry=r,
+        )
+        self.redis_errors = Counter(
+            "chattts_redis_errors",
+            "Requests answered 503 because Redis failed or was known to be down",
+            registry=r,
+        )
+
+        for transport in ("sse", "ws"):  # both series exist (at 0) before the first event
+            self.events_sent.labels(transport)
+            self.events_replayed.labels(transport)
+
+    def event_sent(self, transport: str, stream_id: str, since_ms: int) -> None:
+        """Count one event; it is a replay when its stream id predates the connection."""
+        self.events_sent.labels(transport).inc()
+        if int(stream_id.split("-", 1)[0]) < since_ms:
+            self.events_replayed.labels(transport).inc()
 
 
 def _route_name(request: web.Request) -> str:
@@ -123,11 +116,12 @@ async def metrics_middleware(request: web.Request, handler: Handler) -> web.Stre
 async def metrics_view(request: web.Request) -> web.Response:
     metrics = request.app[METRICS]
     queue = request.app[QUEUE]
+    meter = request.app.get(THROUGHPUT)
+    metrics.queue.alert = meter.alert if meter is not None else None
     # The scrape still answers, at once even with Redis hung; the values keep theirs.
     with contextlib.suppress(RedisError, TimeoutError):
         async with asyncio.timeout(SCRAPE_REDIS_TIMEOUT_S):
-            metrics.queue_depth.set(await queue.depth())
-            metrics.cache.update(await queue.stats())
+            metrics.queue.reading = await read_queue(queue)
     return web.Response(
         body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
     )

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 import orjson
@@ -248,6 +249,7 @@ class Session:
         queue = self.app[QUEUE]
         stream = queue.keys.job_events(job_id)
         segments_sent = False
+        subscribed_ms = int(time.time() * 1000)
         try:
             async with contextlib.aclosing(
                 follow(queue, self.app[HUB], stream, cursor, job_id=job_id)
@@ -255,6 +257,7 @@ class Session:
                 async for stream_id, event in events:
                     frame = {"type": "event", "job_id": job_id, "id": stream_id, "event": event}
                     await self.put(frame)
+                    self.app[METRICS].event_sent("ws", stream_id, subscribed_ms)
                     if audio:
                         segments_sent |= await self._audio(job_id, event, segments_sent)
         except SlowConsumer:

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from ..job import SynthesisRequest
+from ..logs import DemoteToDebug, job_log
 from ..normalize import normalize
 from ..settings import Settings
 from ..text import split_sentences
@@ -41,6 +42,8 @@ from .chattts_sampling import FRAMES_PER_TOKEN, MAX_NEW_TOKEN, Batch, BatchChat,
 from .chattts_speakers import Speakers
 from .chattts_voices import builtin_embeddings, builtin_seeds, parse_voice_data
 
+# ChatTTS's normalizer quotes pieces of the text it was given in these lines (see its norm.py).
+TEXT_QUOTING_LINES = ("found invalid characters", "replace homophones")
 log = logging.getLogger(__name__)
 
 # Segment lengths that stay well inside MAX_NEW_TOKEN: 120 Mandarin characters take about 27 s
@@ -107,7 +110,7 @@ class ChatTTSEngine:
         _quiet_libraries()
         if self.settings.compile and device.type != "cuda":
             log.info("CHATTTS_COMPILE is used on CUDA only; running %s uncompiled", device)
-        chat = BatchChat(logging.getLogger("ChatTTS"))
+        chat = BatchChat(_library_logger())
         loader.load_chat(chat, checkpoint, device, compile=self.settings.compile)
         chat.gpt.generate = SeededGenerate(chat.gpt.generate, chat)
         chat.samples_per_token = FRAMES_PER_TOKEN * int(chat.config.vocos.head.init_args.hop_length)
@@ -259,7 +262,7 @@ class ChatTTSEngine:
         text = f"job {segment.job_id} segment {segment.index} {message}"
         self.truncations += 1
         self.last_warnings.append(text)
-        log.warning("%s", text)
+        log.warning("%s", text, extra=job_log(segment.job_id))
 
     def _infer_safe(self, segments: list[Segment], seeds: list[int]) -> list[Row]:
         """`_infer`, halving the batch (recursively) on a CUDA out-of-memory error."""
@@ -350,6 +353,14 @@ def _builtin_voices(chat: BatchChat) -> dict[str, str]:
             embedding = draw_speaker(chat.config.spk_stat, builtin_seeds()[name])
         voices[name] = embedding
     return voices
+
+
+def _library_logger() -> logging.Logger:
+    """ChatTTS's logger, its lines that quote a job's text kept to DEBUG."""
+    logger = logging.getLogger("ChatTTS")
+    if not any(isinstance(f, DemoteToDebug) for f in logger.filters):
+        logger.addFilter(DemoteToDebug(*TEXT_QUOTING_LINES))
+    return logger
 
 
 def _quiet_libraries() -> None:
