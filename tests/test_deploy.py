@@ -10,24 +10,28 @@ from __future__ import annotations
 
 import argparse
 import ast
+import asyncio
 import json
-import os
 import re
 import shlex
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
 from typing import Any
-from unittest import mock
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from redis.asyncio import Redis as AsyncRedis
 
+from tests.conftest import WorkerProcess
 from web.app import SHUTDOWN_TIMEOUT_S, STATIC_DIR, TEMPLATES_DIR, create_app
 from web.cli import build_parser, settings_from_args
+from workers.job import SynthesisRequest
 from workers.keys import CONSUMER_GROUP, Keys
+from workers.queue import Queue
 from workers.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,8 +82,7 @@ def parse_command(argv: Sequence[str], where: str) -> argparse.Namespace:
 def effective_settings(env: Mapping[str, str], argv: Sequence[str], where: str) -> Settings:
     """The settings a process started with this environment and command line would have."""
     args = parse_command(argv, where)
-    with mock.patch.dict(os.environ, dict(env), clear=True):
-        return settings_from_args(args)
+    return settings_from_args(args, env)
 
 
 @cache
@@ -650,23 +653,50 @@ def test_keda_scales_workers_on_the_real_streams_and_group() -> None:
         assert spec.get("minReplicaCount", 0) >= 1
         keys = Keys(first.settings.key_prefix, first.settings.queue)
         env_names = {e["name"] for e in first.spec["env"]}
-        modes: dict[str, set[str]] = {}
+        streams = set()
         for trigger in spec["triggers"]:
             assert trigger["type"] == "redis-streams"
             meta = trigger["metadata"]
             assert set(meta) <= KEDA_REDIS_STREAMS_KEYS, set(meta) - KEDA_REDIS_STREAMS_KEYS
             assert all(isinstance(v, str) for v in meta.values()), "metadata values are strings"
-            assert meta["consumerGroup"] == CONSUMER_GROUP
             for key in ("addressFromEnv", "hostFromEnv", "portFromEnv", "passwordFromEnv"):
                 if key in meta:
                     assert meta[key] in env_names, f"{key}: {meta[key]} not in the worker's env"
-            if "lagCount" in meta:
-                assert "activationLagCount" in meta and "pendingEntriesCount" not in meta
-                modes.setdefault(meta["stream"], set()).add("lag")
-            else:
-                assert "pendingEntriesCount" in meta
-                modes.setdefault(meta["stream"], set()).add("pending")
-        assert modes == {stream: {"lag", "pending"} for stream in keys.streams}, modes
+            # Length mode (no consumerGroup): lag + pending of the group, see the next test.
+            assert "consumerGroup" not in meta and int(meta["streamLength"]) > 0
+            streams.add(meta["stream"])
+        assert streams == set(keys.streams)
+
+
+async def test_stream_length_is_lag_plus_pending_and_xinfo_lag_is_unknown(
+    settings: Settings, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """Why KEDA scales on the streams' length: finished jobs leave their stream, so its length
+    is the group's lag plus its pending entries, while XINFO's own `lag` becomes unknown."""
+    client = AsyncRedis.from_url(settings.redis_url or "")
+    queue = Queue(client, settings)
+    try:
+        # A long job: read by one consumer, still in its hands while later jobs finish.
+        await queue.ensure_group()
+        await queue.enqueue(SynthesisRequest(text="long"), client="deploy")
+        await client.xreadgroup(CONSUMER_GROUP, "busy", {queue.keys.jobs: ">"}, count=1)
+        worker = start_worker(CHATTTS_LEASE_MS="600000")  # never reclaims the long job
+        for i in range(3):
+            await queue.enqueue(SynthesisRequest(text=f"done {i}"), client="deploy")
+        deadline = time.monotonic() + 20
+        while await client.xlen(queue.keys.jobs) > 1:
+            assert time.monotonic() < deadline, "the worker did not finish the jobs"
+            await asyncio.sleep(0.05)
+        worker.stop()
+        for i in range(5):  # waiting, with no worker to read them
+            await queue.enqueue(SynthesisRequest(text=f"waiting {i}"), client="deploy")
+        pending = await client.xpending(queue.keys.jobs, CONSUMER_GROUP)
+        assert await client.xlen(queue.keys.jobs) == 6 and pending["pending"] == 1
+        # The true lag is 5; Redis cannot tell it any more (KEDA's lagCount would read 0).
+        groups = await client.xinfo_groups(queue.keys.jobs)
+        assert [g["lag"] for g in groups if g["name"] == CONSUMER_GROUP.encode()] == [None]
+    finally:
+        await client.aclose()
 
 
 # -- Grafana -----------------------------------------------------------------------------------
