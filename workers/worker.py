@@ -267,15 +267,17 @@ class Worker:
             return
         self.metrics.started(entry)
         request = started.request
-        voice_data = None
+        voice_data = language = None
         if request.voice not in BUILTIN_BY_NAME:
-            voice_data = await self._voice_data(request.voice)
+            voice_data, language = await self._voice_data(request.voice)
             if voice_data is None:
                 reason = f"voice {request.voice!r} is not registered (any more)"
                 await self.outcomes.fail(job_id, started, reason)
                 return
         try:
-            segments: list[str] = await self.in_engine(self.engine.split, request.text, request)
+            segments: list[str] = await self.in_engine(
+                self.engine.split, request.text, request, language
+            )
         except EngineError as exc:
             await self.outcomes.fail(job_id, started, str(exc))
             return
@@ -296,13 +298,14 @@ class Worker:
             return
         self.in_hand[job_id] = job
 
-    async def _voice_data(self, name: str) -> str | None:
+    async def _voice_data(self, name: str) -> tuple[str | None, str | None]:
+        """A registered voice's embedding and language tag (None, None: not registered)."""
         assert self.queue is not None and self.redis is not None
         raw = await self.redis.hget(self.queue.keys.voices, name)
         if raw is None:
-            return None
-        data: str | None = orjson.loads(raw).get("embedding")
-        return data
+            return None, None
+        stored = orjson.loads(raw)
+        return stored.get("embedding"), stored.get("language")
 
     async def _engine_call(self, fn: Any, *args: Any) -> Any:
         """Run `fn` in the engine thread; once stopping, wait for it only until the grace ends."""

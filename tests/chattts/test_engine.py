@@ -205,3 +205,13 @@ def test_speed_maps_onto_chattts_speed_levels() -> None:
     from workers.engines.chattts_params import speed_level
 
     assert [speed_level(s) for s in (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)] == [0, 2, 5, 6, 7, 9]
+
+
+def test_a_registered_voice_normalizes_in_its_own_language(engine: Any) -> None:
+    request = SynthesisRequest(text="x", voice="my_voice")
+    english = "".join(engine.split("I have 3 cats.", request, "en-GB"))
+    assert "three" in english.lower() and "3" not in english
+    mandarin = "".join(engine.split("我有3个苹果。", request, "zh-CN"))
+    assert "三" in mandarin
+    # Without a language tag (older registrations): Mandarin, as before.
+    assert "三" in "".join(engine.split("3", request))

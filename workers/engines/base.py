@@ -51,8 +51,9 @@ class Engine(Protocol):
     def voices(self) -> list[Voice]:
         """Voices this engine can speak with (built-in names at least)."""
 
-    def split(self, text: str, request: SynthesisRequest) -> list[str]:
-        """Cut a job's text into segments synthesized (and streamed) one by one."""
+    def split(self, text: str, request: SynthesisRequest, language: str | None = None) -> list[str]:
+        """Cut a job's text into segments synthesized (and streamed) one by one. `language`
+        (a BCP 47 tag) is a registered voice's; built-in voices carry their own."""
 
     def batch_key(self, request: SynthesisRequest) -> Hashable:
         """Segments whose requests share this key may run in one batch."""

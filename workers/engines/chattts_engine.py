@@ -56,9 +56,11 @@ WARMUP_MAX_NEW_TOKEN = 16  # enough to run every module once
 FAULT_OOM_ENV = "CHATTTS_FAULT_OOM_ABOVE_BATCH"
 
 
-def _language(voice: str) -> str:
+def _language(voice: str, registered: str | None = None) -> str:
+    """The normalizer's language: a built-in voice's, else the registered voice's, else zh."""
     builtin = BUILTIN_BY_NAME.get(voice)
-    return "en" if builtin is not None and builtin.language.startswith("en") else "zh"
+    tag = builtin.language if builtin is not None else (registered or "zh")
+    return "en" if tag.lower().startswith("en") else "zh"
 
 
 def _row_seed(segment: Segment, part: int, base: int) -> int:
@@ -170,8 +172,8 @@ class ChatTTSEngine:
 
     # --- text -----------------------------------------------------------------------------------
 
-    def split(self, text: str, request: SynthesisRequest) -> list[str]:
-        normalized = normalize(text, _language(request.voice))
+    def split(self, text: str, request: SynthesisRequest, language: str | None = None) -> list[str]:
+        normalized = normalize(text, _language(request.voice, language))
         if not normalized:
             raise EngineError("the text holds nothing ChatTTS can speak", retryable=False)
         cjk = sum(1 for ch in normalized if "\u4e00" <= ch <= "\u9fff")

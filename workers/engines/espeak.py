@@ -88,7 +88,7 @@ class EspeakEngine:
     def voices(self) -> list[Voice]:
         return [v for v in BUILTIN_VOICES if v.name in _VOICE_TABLE]
 
-    def split(self, text: str, request: SynthesisRequest) -> list[str]:
+    def split(self, text: str, request: SynthesisRequest, language: str | None = None) -> list[str]:
         return split_sentences(text, _SEGMENT_CHARS)
 
     def batch_key(self, request: SynthesisRequest) -> Hashable:
