@@ -120,9 +120,25 @@ async def test_hung_redis_gets_503_at_once_then_recovers(
     client = await make_client(redis_url=own_redis.url)
     job = await submit(client, text="Before the freeze.")
     assert own_redis.process is not None
+    ws = await client.ws_connect("/v1/ws")  # open before the freeze
     os.kill(own_redis.process.pid, signal.SIGSTOP)
     try:
-        await asyncio.sleep(2.5)  # a probe a second, two misses of 0.5 s: the store is down
+        # A probe a second, two misses of 0.5 s: the store is down. Meanwhile the socket reads
+        # (which answers the server's heartbeat pings).
+        until = time.monotonic() + 2.5
+        while time.monotonic() < until:
+            await ws.send_json({"op": "ping"})
+            assert (await ws.receive_json(timeout=2))["type"] == "pong"
+            await asyncio.sleep(0.2)
+        for op in ({"op": "submit", "request": {"text": "during"}}, {"op": "cancel"}):
+            started = time.monotonic()
+            await ws.send_json({**op, "job_id": job["id"], "ref": 7})
+            frame = await ws.receive_json(timeout=2)
+            assert frame["type"] == "error" and frame["ref"] == 7, frame
+            assert frame["error"]["code"] == "store_unavailable", frame
+            assert time.monotonic() - started < 0.5, op
+        await ws.send_json({"op": "ping", "ref": 8})
+        assert (await ws.receive_json(timeout=2))["type"] == "pong"
         for method, path in [
             ("POST", "/v1/tts/jobs"),
             ("GET", f"/v1/tts/jobs/{job['id']}"),
@@ -142,6 +158,7 @@ async def test_hung_redis_gets_503_at_once_then_recovers(
             assert time.monotonic() - started < 1.0, path
     finally:
         os.kill(own_redis.process.pid, signal.SIGCONT)
+        await ws.close()
     deadline = time.monotonic() + 10
     while (response := await client.post("/v1/tts/jobs", json={"text": "After."})).status != 202:
         assert time.monotonic() < deadline, await response.text()

@@ -146,7 +146,7 @@ async def test_dead_clients_are_dropped_and_resources_stay_flat(
                 conns.append(await redis_connections(aredis))
             # Dead SSE clients: dropped once a write waits past the write timeout (2 pings),
             # their sockets aborted. Dead WebSockets: no pong to the heartbeat, or a full frame
-            # queue for STALL_S (10 s).
+            # queue for two ping periods (as SSE).
             await wait_for(
                 lambda: (
                     web.gauge("chattts_sse_connections") == 1

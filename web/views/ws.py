@@ -36,17 +36,18 @@ from typing import Any
 import orjson
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from ..appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS
+from ..appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS, THROUGHPUT
 from ..errors import REDIS_DOWN, ApiError, dumps, not_found, redis_unavailable
 from ..hub import follow
 from ..identity import client_id
 from ..schemas import idempotency_key, valid_cursor, valid_job_id
+from .events import send_timeout_s
 from .jobs import cancel, submit_job
 
 log = logging.getLogger("chattts_online.web.ws")
 
-# A frame that cannot enter the socket's queue within this time means the client stopped reading.
-STALL_S = 10.0
+# Ops that need Redis: while the store is known to be down they are refused at once.
+STORE_OPS = frozenset({"submit", "subscribe", "cancel"})
 MAX_SUBSCRIPTIONS = 256
 OPS = ("submit", "subscribe", "unsubscribe", "cancel", "ping")
 
@@ -108,6 +109,9 @@ class Session:
             self.app[SETTINGS].connection_queue_size
         )
         self.subs: dict[str, asyncio.Task[None]] = {}
+        # A frame that cannot enter the queue this long means the client stopped reading: the
+        # same write timeout as SSE (two ping periods, 10 s at most).
+        self.stall_s = send_timeout_s(self.app[SETTINGS].sse_ping_s)
 
     async def run(self) -> None:
         writer = asyncio.create_task(self._writer())
@@ -127,9 +131,9 @@ class Session:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def put(self, frame: dict[str, Any] | bytes) -> None:
-        """Queue a JSON frame (or raw bytes); waits while the queue is full, up to STALL_S."""
+        """Queue a JSON frame (or raw bytes); waits while the queue is full, up to stall_s."""
         try:
-            async with asyncio.timeout(STALL_S):
+            async with asyncio.timeout(self.stall_s):
                 await self.out.put(frame if isinstance(frame, bytes) else dumps(frame))
         except TimeoutError:
             raise SlowConsumer from None
@@ -137,7 +141,7 @@ class Session:
     async def put_audio(self, header: dict[str, Any], data: bytes) -> None:
         """Queue an audio header and its binary frame as one item (never split by other frames)."""
         try:
-            async with asyncio.timeout(STALL_S):
+            async with asyncio.timeout(self.stall_s):
                 await self.out.put((dumps(header), data))
         except TimeoutError:
             raise SlowConsumer from None
@@ -185,6 +189,9 @@ class Session:
 
     async def _op(self, msg: dict[str, Any], ref: Any) -> None:
         op = msg.get("op")
+        meter = self.app.get(THROUGHPUT)
+        if op in STORE_OPS and meter is not None and meter.store_down:
+            raise redis_unavailable()  # known down: say so now, not after a socket timeout
         if op == "ping":
             await self.put({"type": "pong", "ref": ref})
         elif op == "submit":
