@@ -21,25 +21,32 @@ PURE=(
     num2words==0.5.14 docopt==0.6.2 pydantic==2.14.4 annotated-types==0.8.0
     typing-inspection==0.4.5
 )
+# What the engine tests (tests/chattts/test_engine.py, run on CUDA by `tests`) need besides.
+TESTING=(pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 pytest-timeout==2.4.0 redis==8.1.0
+         packaging==26.4 pygments==2.21.0)
 # Compiled packages: CPython 3.12 manylinux wheels for the GPU image.
-BINARY=(pybase16384==0.3.9 pydantic-core==2.50.5)
+BINARY=(pybase16384==0.3.9 pydantic-core==2.50.5 orjson==3.13.0)
 MANYLINUX=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64
            --platform manylinux2014_x86_64)
 
 fetch() {
     mkdir -p "$WHEELS"
     grep -qx "/$WHEELS/" .git/info/exclude 2>/dev/null || echo "/$WHEELS/" >> .git/info/exclude
-    "$PYTHON" -m pip wheel -q --no-deps -w "$WHEELS" "${PURE[@]}"
+    "$PYTHON" -m pip wheel -q --no-deps -w "$WHEELS" "${PURE[@]}" "${TESTING[@]}"
     "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
         --implementation cp "${MANYLINUX[@]}" -d "$WHEELS" "${BINARY[@]}"
     du -sh "$WHEELS"
 }
 
-check() {
+install() {
     [ -d "$WHEELS" ] || { echo "no $WHEELS/: run 'bash bench/gpu_check.sh fetch' first" >&2; exit 2; }
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site "$WHEELS"/*.whl
     export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
+}
+
+check() {
+    install
     nvidia-smi -L || true
     "$PYTHON" -c 'import torch, transformers; print("torch", torch.__version__,
         "transformers", transformers.__version__, "cuda", torch.cuda.is_available())'
@@ -48,8 +55,17 @@ check() {
         --json "${OUT:-/tmp}/chattts_gpu.json"
 }
 
+# The ChatTTS engine tests (tiny random checkpoint) on CUDA: seeds, batching, trimming, OOM
+# halving, voices, cancellation, as on the CPU.
+tests() {
+    install
+    CHATTTS_TEST_DEVICE=cuda timeout 400 "$PYTHON" -m pytest -q -p no:cacheprovider \
+        tests/chattts/test_engine.py tests/chattts/test_voices.py
+}
+
 case "${1:-check}" in
     fetch) fetch ;;
     check) check ;;
-    *) echo "usage: $0 [fetch|check]" >&2; exit 2 ;;
+    tests) tests ;;
+    *) echo "usage: $0 [fetch|check|tests]" >&2; exit 2 ;;
 esac

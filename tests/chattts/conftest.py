@@ -23,6 +23,8 @@ requires_chattts = pytest.mark.skipif(
     not HAVE_CHATTTS and not REQUIRE_CHATTTS,
     reason="needs the chattts extra: pip install '.[chattts]'",
 )
+# The engine tests run on the CPU; bench/gpu_check.sh runs them again with this set to "cuda".
+TEST_DEVICE_ENV = "CHATTTS_TEST_DEVICE"
 # The tiny model's per-segment budget in these tests: rows end after ~40 tokens on average.
 TEST_MAX_NEW_TOKEN = 160
 
@@ -43,7 +45,8 @@ def loaded_engine(tiny_checkpoint: Path) -> Any:
     # One thread: on a small shared CPU, OpenMP threads waiting on each other cost more than
     # they give for a model this small.
     torch.set_num_threads(1)
-    engine = ChatTTSEngine(Settings(model_dir=str(tiny_checkpoint), device="cpu", max_batch=8))
+    device = os.environ.get(TEST_DEVICE_ENV, "cpu")
+    engine = ChatTTSEngine(Settings(model_dir=str(tiny_checkpoint), device=device, max_batch=8))
     engine.load()
     engine.warmup()
     return engine
