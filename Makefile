@@ -41,8 +41,11 @@ lint: install-dev
 pytest: install-dev
 	$(VENV)/bin/pytest
 
+## Every measurement, ours against the baseline, one table (bench/results/suite.md).
+## BENCH_ARGS: e.g. --quick, --only 2,3, --repeats 5 (python -m bench.suite --help).
+## Measurement 6 needs the ChatTTS extra (make install-chattts); without it its row is skipped.
 bench: install-dev
-	$(PY) -m bench.pipeline
+	$(PY) -m bench.suite $(BENCH_ARGS)
 
 chaos: install-dev
 	$(PY) -m bench.chaos

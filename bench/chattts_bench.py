@@ -77,12 +77,13 @@ def main() -> None:
     if device.startswith("cuda"):
         print(f"GPU: {torch.cuda.get_device_name(torch.device(device))}")
 
-    results["cold_start"] = cold_start(model_dir, device)
-    cold = results["cold_start"]
-    print(
-        f"cold start (process start to ready, checkpoint {cold['checkpoint_gb']:.2f} GB): "
-        f"{cold['ready_s']:.1f} s, of which loading {cold['load_s']:.1f} s"
-    )
+    if not args.no_cold_start:
+        results["cold_start"] = cold_start(model_dir, device)
+        cold = results["cold_start"]
+        print(
+            f"cold start (process start to ready, checkpoint {cold['checkpoint_gb']:.2f} GB): "
+            f"{cold['ready_s']:.1f} s, of which loading {cold['load_s']:.1f} s"
+        )
 
     results["batches"] = run_batches(model_dir, device, tokens, args.batches, args.repeats)
     rows = results["batches"]
@@ -133,6 +134,9 @@ def parse_args() -> argparse.Namespace:
         help="full-size random checkpoint (built there when absent)",
     )
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--no-cold-start", action="store_true", help="skip the cold-start measurement"
+    )
     return parser.parse_args()
 
 

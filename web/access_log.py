@@ -17,5 +17,3 @@ class JobAccessLogger(AccessLogger):
         job_id = match_info.get("job_id") or match_info.get("task_id")
         with job_context(job_id) if job_id else contextlib.nullcontext():
             super().log(request, response, time)
-
-

@@ -15,6 +15,7 @@ from workers.queue import Queue
 from workers.redis_client import connect
 from workers.settings import Settings
 
+from .access_log import JobAccessLogger
 from .appkeys import CONNECTIONS, HUB, KEYS, METRICS, QUEUE, REDIS, SETTINGS
 from .errors import error_middleware, expect_handler, json_error_bodies
 from .hub import Connections, EventHub
@@ -33,6 +34,10 @@ SHUTDOWN_TIMEOUT_S = 10.0
 # redis-py's pool fails (not waits) past its size, 100 by default: hundreds of open streams and
 # concurrent requests each hold a connection for a command or two.
 REDIS_MAX_CONNECTIONS = 1024
+# Connections the kernel may hold before we accept them (aiohttp's default is 128): a burst of
+# clients past it (hundreds of keep-alive connections opening at once, SSE reconnects after a
+# restart) waits out TCP retransmissions, a second or more. The kernel caps it at somaxconn.
+LISTEN_BACKLOG = 2048
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -103,11 +108,16 @@ def main(settings: Settings) -> int:
     if not settings.redis_url:
         log.error("no Redis URL: set CHATTTS_REDIS_URL (or use `chattts-online run`)")
         return 2
+    # asyncio's own loop, not uvloop: measured with 256 keep-alive connections (bench/submit.py)
+    # uvloop served ~10-40% more submits but held some connections back for seconds (p99 2-3 s
+    # against 0.2-0.7 s; also on /healthz, with no Redis involved).
     web.run_app(
         create_app(settings),
         host=settings.host,
         port=settings.port,
+        backlog=LISTEN_BACKLOG,
         shutdown_timeout=min(SHUTDOWN_TIMEOUT_S, settings.shutdown_grace_s),
         print=lambda message: log.info("%s", message.strip("= \n")),
+        access_log_class=JobAccessLogger,
     )
     return 0

@@ -4,10 +4,10 @@ client commands say (short text) and submit (any length), which talk to a runnin
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from workers import logs
 from workers.audio import FORMATS
 from workers.settings import Settings
 
@@ -74,6 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="check the configuration, Redis and the engine")
     _common(check)
     _worker_options(check)
+    probe = check.add_mutually_exclusive_group()
+    probe.add_argument(
+        "--live",
+        action="store_true",
+        help="liveness probe of a worker: exit 1 unless this worker's heartbeat is fresh "
+        "(the worker named by --worker-name / CHATTTS_WORKER_NAME, else any on this host)",
+    )
+    probe.add_argument(
+        "--ready",
+        action="store_true",
+        help="readiness probe: exit 1 unless Redis answers",
+    )
     say = sub.add_parser(
         "say",
         help="speak a short text into an audio file (client)",
@@ -96,10 +108,28 @@ def build_parser() -> argparse.ArgumentParser:
         default=MAX_CHARS,
         help=f"characters per job, at most the server's limit ({MAX_CHARS})",
     )
+    sub.add_parser(
+        "bench",
+        help="the benchmark suite, ours against the baseline (python -m bench.suite; a checkout)",
+        add_help=False,  # every option goes to the suite: `chattts-online bench --help`
+    )
     return parser
 
 
-def settings_from_args(args: argparse.Namespace) -> Settings:
+def bench(argv: Sequence[str]) -> int:
+    """`chattts-online bench ...`: python -m bench.suite ... in the repository's checkout."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "bench" / "suite.py").is_file():
+        print("chattts-online bench: needs a checkout of the repository (bench/)", file=sys.stderr)
+        return 2
+    return subprocess.run([sys.executable, "-m", "bench.suite", *argv], cwd=root).returncode
+
+
+def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Settings:
+    """The settings of a command: `env` (default: this process's environment), then its flags."""
     names = (
         "redis_url",
         "queue",
@@ -113,22 +143,22 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "worker_name",
         "data_dir",
     )
-    return Settings.from_env(**{n: getattr(args, n, None) for n in names})
+    return Settings.from_env(env, **{n: getattr(args, n, None) for n in names})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["bench"]:
+        return bench(given[1:])
     args = build_parser().parse_args(argv)
     if args.command in ("say", "submit"):  # clients: no server settings involved
         return client.run(args.command, args)
     try:
         settings = settings_from_args(args)
+        logs.configure(settings.log_level, settings.log_format)
     except ValueError as exc:
         print(f"chattts-online: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
-    )
     if args.command == "worker":
         from workers.worker import main as worker_main
 
@@ -144,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         from .check import main as check_main
 
-        return check_main(settings)
+        named = args.worker_name is not None
+        return check_main(settings, live=args.live, ready=args.ready, named=named)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+import orjson
 from aiohttp import WSCloseCode, web
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -30,8 +31,10 @@ log = logging.getLogger("chattts_online.web.hub")
 
 # Safety poll: a subscriber re-reads its stream this often even without a doorbell.
 POLL_S = 1.5
-# Events read per XRANGE while replaying.
+# Events read per stream and read while replaying.
 READ_BATCH = 100
+# Streams per XREAD of the read batcher (one command, one round trip for all of them).
+XREAD_STREAMS = 256
 BACKOFF_START_S, BACKOFF_MAX_S = 0.1, 2.0
 STOP_TIMEOUT_S = 3.0
 TERMINAL_TYPES = frozenset(state.value for state in TERMINAL_STATES)
@@ -60,6 +63,83 @@ class Subscriber:
         return True
 
 
+Event = tuple[str, dict[str, Any]]
+
+
+def _retrieve(future: asyncio.Future[list[Event]]) -> None:
+    if not future.cancelled():
+        future.exception()  # a read whose followers all left: its error is nobody's news
+
+
+class ReadBatcher:
+    """The followers' stream reads of one event-loop iteration, sent as one XREAD of all their
+    streams: a doorbell for thousands of streams (one per open SSE connection) costs a few round
+    trips, not one each, and never a burst of new Redis connections. Followers of the same
+    stream at the same cursor share one read."""
+
+    def __init__(self) -> None:
+        self._pending: dict[tuple[Queue, int], dict[tuple[str, str], asyncio.Future[list[Event]]]]
+        self._pending = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def read(self, queue: Queue, stream: str, after: str | None, count: int) -> list[Event]:
+        """As `queue.read_events(stream, after, count)`."""
+        cursor = after if after not in (None, "", "0") else "0-0"
+        assert cursor is not None
+        loop = asyncio.get_running_loop()
+        if not self._pending:
+            loop.call_soon(self._flush)
+        reads = self._pending.setdefault((queue, count), {})
+        future = reads.get((stream, cursor))
+        if future is None:
+            future = reads[(stream, cursor)] = loop.create_future()
+            future.add_done_callback(_retrieve)
+        # Shielded: a follower that leaves must not cancel the read of the others sharing it.
+        return await asyncio.shield(future)
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, {}
+        for (queue, count), reads in pending.items():
+            # One XREAD names each stream once: a stream read at two cursors goes in two.
+            batches: list[dict[str, tuple[str, asyncio.Future[list[Event]]]]] = []
+            for (stream, cursor), future in reads.items():
+                batch = next(
+                    (b for b in batches if stream not in b and len(b) < XREAD_STREAMS), None
+                )
+                if batch is None:
+                    batch = {}
+                    batches.append(batch)
+                batch[stream] = (cursor, future)
+            for batch in batches:
+                task = asyncio.create_task(self._xread(queue, count, batch))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _xread(
+        queue: Queue, count: int, batch: dict[str, tuple[str, asyncio.Future[list[Event]]]]
+    ) -> None:
+        try:
+            streams = {stream: cursor for stream, (cursor, _) in batch.items()}
+            reply: Any = await queue.redis.xread(streams, count=count)  # type: ignore[arg-type]
+        except Exception as exc:
+            for _, future in batch.values():
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        found: dict[str, list[Event]] = {}
+        pairs = reply.items() if isinstance(reply, dict) else (reply or [])
+        for name, entries in pairs:
+            if entries and isinstance(entries[0], list):  # RESP3's shape: [[entries]]
+                entries = entries[0]
+            found[name.decode() if isinstance(name, bytes) else str(name)] = [
+                (entry_id.decode(), orjson.loads(fields[b"data"])) for entry_id, fields in entries
+            ]
+        for stream, (_, future) in batch.items():
+            if not future.done():
+                future.set_result(found.get(stream, []))
+
+
 class EventHub:
     """PSUBSCRIBE to every doorbell of the queue on a dedicated connection; reconnect forever."""
 
@@ -78,6 +158,7 @@ class EventHub:
         self.closing = False
         self._stopped = False
         self.connects = 0
+        self.reads = ReadBatcher()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -212,12 +293,12 @@ async def follow(
         delay = BACKOFF_START_S
         while not hub.closing:
             try:
-                batch = await queue.read_events(stream, cursor, count=READ_BATCH)
+                batch = await hub.reads.read(queue, stream, cursor, READ_BATCH)
                 if not batch and job_id is not None and quiet:
                     # Nothing new and no doorbell: has the job ended (or expired) meanwhile?
                     state: Any = await queue.redis.hget(queue.keys.job(job_id), "state")
                     if state is None or state.decode() in TERMINAL_TYPES:
-                        batch = await queue.read_events(stream, cursor, count=READ_BATCH)
+                        batch = await hub.reads.read(queue, stream, cursor, READ_BATCH)
                         if not batch:
                             return
             except REDIS_DOWN as exc:

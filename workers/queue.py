@@ -51,6 +51,7 @@ class Submitted:
     duplicate: bool
     event: dict[str, Any] | None = None  # the queued event (new jobs only)
     started_seq: int = 0  # the queue's started watermark at submit (for the position)
+    depth: int = 0  # jobs in the queue (both streams) right after this one joined (new jobs only)
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ class Queue:
                 duplicate=False,
                 event=orjson.loads(result[3]),
                 started_seq=int(result[4]),
+                depth=int(result[5]),
             )
         if status == "dup":
             return Submitted(_s(result[1]), None, duplicate=True)

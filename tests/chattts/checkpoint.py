@@ -155,7 +155,7 @@ def _save(module: Any, path: Path) -> None:
 
 
 def _write_tokenizer(directory: Path, base_size: int | None = None) -> int:
-    from transformers import BertTokenizerFast
+    from transformers import BertTokenizerFast  # type: ignore[attr-defined]  # lazy export
 
     vocab = {token: i for i, token in enumerate(_vocab(base_size))}
     tokenizer = BertTokenizerFast(vocab=vocab)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 from aiohttp import web
@@ -70,6 +71,7 @@ async def _stream(
     response = EventSourceResponse(ping_interval=ping_s, send_timeout=send_timeout_s(ping_s))
     await response.prepare(request)
     connections, metrics = app[CONNECTIONS], app[METRICS]
+    opened_ms = int(time.time() * 1000)
     connections.sse.add(response)
     metrics.sse_open.inc()
 
@@ -83,6 +85,7 @@ async def _stream(
                 await response.send(
                     dumps(event), id=stream_id, event=str(event.get("type", "message"))
                 )
+                metrics.event_sent("sse", stream_id, opened_ms)
 
     # The pump ends after a terminal event or at shutdown; the ping task ends when the client
     # goes away (a failed ping write). Whichever comes first ends the other.

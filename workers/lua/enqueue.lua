@@ -2,7 +2,8 @@
 --       active, stats, other_jobs (the other priority's stream: the backlog counts both)
 -- ARGV: id, client, request_json, now, ttl, max_backlog, max_active, maxlen_job, maxlen_client,
 --       voice, format, has_idem
--- Returns {'ok', id, event_id, event_json, started_seq} | {'dup', id} | {'backlog', depth} | {'client_cap', active}
+-- Returns {'ok', id, event_id, event_json, started_seq, depth} | {'dup', id} | {'backlog', depth}
+--       | {'client_cap', active}; depth: jobs in both streams, this one included
 local jobs, job, ev_job, ev_client, idem, active, stats =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, client, request, now, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
@@ -25,5 +26,6 @@ redis.call('SADD', active, id)
 redis.call('EXPIRE', active, ttl)
 if ARGV[12] == '1' then redis.call('SET', idem, id, 'EX', ttl) end
 local event_id, event = emit(job, ev_job, ev_client, 'queued', now, ARGV[8], ARGV[9], ttl)
--- The queued event and the started watermark: the web tier answers the submit without reading.
-return {'ok', id, event_id, event, redis.call('HGET', stats, 'started_seq') or '0'}
+-- The queued event, the started watermark and the depth: the web tier answers the submit
+-- without reading anything else.
+return {'ok', id, event_id, event, redis.call('HGET', stats, 'started_seq') or '0', depth + 1}

@@ -1,0 +1,118 @@
+"""What the suite's measurement modules share: their command line, the lifetime of the systems
+they start, and their output file `{"rows": [Row.to_json(), ...], "raw": {...}}` (with
+`"skipped": "why"` instead of rows when a measurement cannot run on this machine)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import aiohttp
+
+from . import baseline_env
+from .clients import BenchError
+from .procs import Processes
+from .runs import percentile
+from .stack import REPO_ROOT, Stack, start_stack
+from .table import Row
+
+RESULTS_DIR = REPO_ROOT / "bench" / "results"
+
+Measure = Callable[[argparse.Namespace], Coroutine[Any, Any, tuple[list[Row], dict[str, Any]]]]
+
+
+def parser(prog: str, description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"python -m {prog}", description=description)
+    p.add_argument("--quick", action="store_true", help="a few seconds: fewer jobs (tests, CI)")
+    p.add_argument("--output", help="JSON file for the rows (default bench/results/<name>.json)")
+    p.add_argument("--skip-baseline", action="store_true", help="measure ours alone")
+    p.add_argument("--baseline-dir", help="the baseline's directory (../shared/baseline)")
+    p.add_argument("--baseline-venv", default=str(baseline_env.DEFAULT_VENV))
+    p.add_argument("--log-level", default="WARNING", help="our processes' log level (WARNING)")
+    p.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
+    return p
+
+
+def ms_stats(values: Sequence[float]) -> dict[str, float]:
+    """p50/p90/p99/mean/min/max of seconds, in ms."""
+    if not values:
+        raise BenchError("no samples: the measurement measured nothing")
+    ms = [v * 1000 for v in values]
+    return {
+        "n": len(ms),
+        "p50": percentile(ms, 50),
+        "p90": percentile(ms, 90),
+        "p99": percentile(ms, 99),
+        "mean": sum(ms) / len(ms),
+        "min": min(ms),
+        "max": max(ms),
+    }
+
+
+@contextlib.contextmanager
+def systems(args: argparse.Namespace, workers: int) -> Iterator[Stack]:
+    """One embedded Redis with ours and (unless --skip-baseline) the baseline, `workers` workers
+    each; every process is stopped on the way out, even on an error or Ctrl-C."""
+    tmp = Path(tempfile.mkdtemp(prefix="chattts-bench-"))
+    procs = Processes(tmp / "logs")
+    ok = False
+    try:
+        stack_args = argparse.Namespace(**{**vars(args), "workers": workers, "profile": None})
+        yield start_stack(stack_args, tmp, procs)
+        ok = True
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the cleanup
+        procs.stop_all()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if ok and not args.keep_logs:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"logs in {tmp / 'logs'}", file=sys.stderr)
+
+
+def write(path: Path, rows: Sequence[Row], raw: dict[str, Any], skipped: str | None = None) -> None:
+    out: dict[str, Any] = {"rows": [r.to_json() for r in rows], "raw": raw}
+    if skipped is not None:
+        out["skipped"] = skipped
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+
+
+def _interrupt(signum: int, _frame: object) -> NoReturn:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def main(name: str, args: argparse.Namespace, measure: Measure) -> int:
+    """Run `measure`, print its rows, write them; exit 1 when anything failed (no partial rows)."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    out = Path(args.output) if args.output else RESULTS_DIR / f"{name}.json"
+    started = time.perf_counter()
+    try:
+        rows, raw = asyncio.run(measure(args))
+    except KeyboardInterrupt:
+        print("\ninterrupted: every process stopped", file=sys.stderr)
+        return 130
+    except (RuntimeError, BenchError, TimeoutError, OSError, aiohttp.ClientError) as exc:
+        print(f"{name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if not rows:
+        print(f"{name} failed: no rows", file=sys.stderr)
+        return 1
+    raw["bench_s"] = time.perf_counter() - started
+    raw["quick"] = bool(args.quick)
+    write(out, rows, raw)
+    for row in rows:
+        base = "-" if row.baseline is None else f"{row.baseline:.2f}"
+        print(f"{row.section} | {row.metric} | {row.ours:.2f} {row.unit} | baseline {base}")
+    print(f"written to {out}")
+    return 0

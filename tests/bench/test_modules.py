@@ -1,0 +1,69 @@
+"""The measurement modules' own logic: rows from their figures, the keyspace observer's output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import batching, notice
+from bench.clients import BenchError
+from bench.keyspace import KeyspaceLog
+
+
+def _batch(batch: int, audio_s_per_s: float) -> dict[str, Any]:
+    return {"batch": batch, "audio_s_per_s": audio_s_per_s, "rtf": 1.0 / max(audio_s_per_s, 1e-9)}
+
+
+def test_batching_rows_put_batch_8_against_batch_1() -> None:
+    result = {"device": "cpu", "threads": 2, "tokens_per_row": 48}
+    rows = batching.rows({**result, "batches": [_batch(1, 0.25), _batch(8, 1.0)]})
+    assert rows[0].ours == 1.0 and rows[0].baseline == 0.25 and rows[0].ratio == 4.0
+    with pytest.raises(BenchError, match="not 1 and 8"):
+        batching.rows({**result, "batches": [_batch(1, 0.25)]})
+    with pytest.raises(BenchError, match="no audio"):
+        batching.rows({**result, "batches": [_batch(1, 0.25), _batch(8, 0.0)]})
+
+
+def _summary(notice_ms: float, overhead_ms: float) -> dict[str, Any]:
+    figures = {"p50": notice_ms / 2, "p99": notice_ms}
+    return {
+        "notice_ms": figures,
+        "overhead_ms": {"p50": overhead_ms, "p99": overhead_ms * 2},
+        "worker_ms": {"p50": 10.0},
+    }
+
+
+def test_notice_rows_judge_the_targets() -> None:
+    raw = {"ours_sse": _summary(9.0, 4.9), "baseline_100ms": _summary(100, 50)}
+    rows = notice.rows(raw)
+    verdicts = {r.metric: r.met for r in rows if r.target}
+    assert list(verdicts.values()) == [True, True, True]
+    assert rows[0].baseline == 50 and rows[2].baseline is None  # no 500 ms run
+    late = notice.rows({"ours_sse": _summary(10.0, 5.0)})
+    assert [r.met for r in late if r.target] == [False, False, False]
+
+
+def test_timed_notice_and_overhead() -> None:
+    t = notice.Timed("j", sent=100.0, known=100.050, worker_s=0.030, stored=100.045)
+    assert t.notice_s == pytest.approx(0.005) and t.overhead_s == pytest.approx(0.020)
+
+
+async def test_keyspace_log_reads_lines_as_they_are_written(tmp_path: Path) -> None:
+    path = tmp_path / "keyspace.log"
+    log = KeyspaceLog(path)
+    log.poll()  # no file yet: nothing
+    path.write_text("READY SCHED_FIFO\n10.5 set 0 tts:{main}:audio:a\n11.0 rpop 1 tts:q")
+    await log.wait_ready(1)
+    assert log.priority == "SCHED_FIFO"
+    assert await log.stored_at("0", "tts:{main}:audio:a", 1) == 10.5
+    assert log.pops == []  # the rpop line is not complete yet
+    with path.open("a") as f:
+        f.write("ueue\n11.2 set 1 tts:result:b\n12.0 set 1 tts:result:b\n")
+    assert await log.stored_at("1", "tts:result:b", 1) == 11.2  # the first set counts
+    assert log.popped_before(11.2, after=10.0) == 11.0
+    with pytest.raises(BenchError, match="no BRPOP"):
+        log.popped_before(11.2, after=11.1)
+    with pytest.raises(BenchError, match="no keyspace notification"):
+        await log.stored_at("0", "tts:{main}:audio:never", 0.05)

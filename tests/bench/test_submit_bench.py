@@ -1,0 +1,93 @@
+"""bench.submit end to end in its quick mode: real Redis, a real web process, a real load
+generator; figures come out as rows, and a refused request fails the bench instead of counting."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import baseline_env, loadgen
+from bench.table import Row
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 240
+
+
+def _bench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path / "submit.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.submit", "--quick", "--output", str(out), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    return done, out
+
+
+def _rows(out: Path) -> dict[str, Row]:
+    data = json.loads(out.read_text())
+    assert data["raw"]["median"]
+    return {row["metric"]: Row.from_json(row) for row in data["rows"]}
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [
+        pytest.param("wrk", marks=pytest.mark.skipif(loadgen.wrk_path() is None, reason="no wrk")),
+        "aiohttp",
+    ],
+)
+def test_quick_run_reports_both_of_our_endpoints(tmp_path: Path, tool: str) -> None:
+    done, out = _bench(tmp_path, "--skip-baseline", "--tool", tool, "--duration", "1.5")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = _rows(out)
+    for endpoint in ("POST /v1/tts/jobs", "POST /tts/submit"):
+        rps = rows[f"requests/s (2xx), 16 connections, {endpoint}"]
+        p50 = rows[f"p50 latency, 16 connections, {endpoint}"]
+        p99 = rows[f"p99 latency, 16 connections, {endpoint}"]
+        assert rps.section == "1. submit throughput" and rps.unit == "req/s"
+        assert rps.ours > 0
+        assert 0 < p50.ours <= p99.ours
+        assert rps.baseline is None and rps.met is None  # no baseline: nothing judged
+    assert json.loads(out.read_text())["raw"]["tool"] == tool
+    assert "requests/s (2xx)" in done.stdout  # the table is printed too
+
+
+def test_refused_submits_fail_the_bench(tmp_path: Path) -> None:
+    # A backlog of one job: every submit after the first is answered 429.
+    done, out = _bench(tmp_path, "--skip-baseline", "--setting", "max_backlog=1")
+    assert done.returncode != 0
+    assert "bench FAILED" in done.stderr and "status" in done.stderr
+    assert not out.exists()
+
+
+def test_refused_submits_fail_the_asyncio_load_generator_too(tmp_path: Path) -> None:
+    done, out = _bench(
+        tmp_path, "--skip-baseline", "--tool", "aiohttp", "--setting", "max_backlog=1"
+    )
+    assert done.returncode != 0
+    assert "bench FAILED" in done.stderr and "HTTP 429" in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.skipif(
+    not baseline_env.venv_ready(baseline_env.DEFAULT_VENV),
+    reason=f"the baseline's virtualenv {baseline_env.DEFAULT_VENV} is not installed",
+)
+def test_quick_run_against_the_baseline_judges_the_targets(tmp_path: Path) -> None:
+    done, out = _bench(tmp_path, "--duration", "1", "--warmup", "0.5")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = _rows(out)
+    rps = rows["requests/s (2xx), 16 connections, POST /v1/tts/jobs"]
+    p99 = rows["p99 latency, 16 connections, POST /tts/submit"]
+    assert rps.baseline is not None and rps.baseline > 0
+    assert rps.met is (rps.ours >= 3 * rps.baseline)
+    assert p99.baseline is not None
+    assert p99.met is (p99.ours <= p99.baseline / 3)
+    assert "non-2xx answers, 16 connections, POST /tts/submit" in rows
