@@ -5,25 +5,33 @@ It is run as it ships, in its own interpreter; nothing of it is imported or copi
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DIR = REPO_ROOT.parent / "shared" / "baseline"
+# Where it lives: CHATTTS_BASELINE_DIR, else ../shared/baseline beside the repository.
+DIR_ENV = "CHATTTS_BASELINE_DIR"
+DEFAULT_DIR = Path(os.environ.get(DIR_ENV) or REPO_ROOT.parent / "shared" / "baseline")
+_FILES = ("submit_api.py", "worker.py", "requirements.txt")
 DEFAULT_VENV = Path("/tmp/baseline-venv")
 # What its requirements bring, as imported by its API (uvicorn[standard]: uvloop, httptools).
 _IMPORTS = "fastapi, uvicorn, uvloop, httptools, redis, espeakng_loader, soundfile, numpy"
 _INSTALL_TIMEOUT_S = 600
 
 
-def find_baseline(explicit: str | None = None) -> Path:
-    """The baseline's directory: `explicit`, else ../shared/baseline beside the repository."""
+def located(explicit: str | None = None) -> Path | None:
+    """The baseline's directory (`explicit`, else DEFAULT_DIR) if the baseline is there."""
     path = Path(explicit).resolve() if explicit else DEFAULT_DIR
-    missing = [
-        n for n in ("submit_api.py", "worker.py", "requirements.txt") if not (path / n).exists()
-    ]
+    return path if all((path / n).exists() for n in _FILES) else None
+
+
+def find_baseline(explicit: str | None = None) -> Path:
+    """The baseline's directory: `explicit`, else DEFAULT_DIR; exits naming what is missing."""
+    path = Path(explicit).resolve() if explicit else DEFAULT_DIR
+    missing = [n for n in _FILES if not (path / n).exists()]
     if missing:
         raise SystemExit(
             f"no baseline at {path} (missing {', '.join(missing)}); pass --baseline-dir, "
