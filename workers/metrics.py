@@ -136,8 +136,9 @@ class WorkerMetrics:
         self.engine_load.set(ready_s)
         self.ready.set(1)
 
-    async def serve(self, port: int) -> None:
-        """Serve GET /metrics (and /healthz) on 0.0.0.0:`port`; 0: off; a taken port: warn."""
+    async def serve(self, host: str, port: int) -> None:
+        """Serve GET /metrics (and /healthz) on `host`:`port` (CHATTTS_HOST, as the web tier: a
+        laptop keeps it local, containers set 0.0.0.0); port 0: off; a taken port: warn."""
         if port <= 0:
             return
         app = web.Application()
@@ -146,7 +147,7 @@ class WorkerMetrics:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         try:
-            await web.TCPSite(runner, "0.0.0.0", port).start()
+            await web.TCPSite(runner, host, port).start()
         except (OSError, OverflowError) as exc:  # taken, not allowed, or not a port number
             log.warning(
                 "cannot serve worker metrics on port %d (CHATTTS_WORKER_METRICS_PORT): %s; "
@@ -158,7 +159,7 @@ class WorkerMetrics:
             return
         self._runner = runner
         self.port = port
-        log.info("worker metrics on http://0.0.0.0:%d/metrics", port)
+        log.info("worker metrics on http://%s:%d/metrics", host, port)
 
     async def close(self) -> None:
         if self._runner is not None:

@@ -81,7 +81,7 @@ class Worker:
             self._stopping.set()
 
     async def run(self) -> None:
-        await self.metrics.serve(self.settings.worker_metrics_port)
+        await self.metrics.serve(self.settings.host, self.settings.worker_metrics_port)
         t0 = time.perf_counter()
         await self.in_engine(self.engine.load)
         loaded = time.perf_counter()
