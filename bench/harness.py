@@ -8,20 +8,18 @@ import argparse
 import asyncio
 import contextlib
 import json
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import aiohttp
 
 from . import baseline_env
 from .clients import BenchError
-from .procs import Processes
+from .procs import bench_run, interrupt
 from .runs import percentile
 from .stack import REPO_ROOT, Stack, start_stack
 from .table import Row
@@ -63,21 +61,9 @@ def ms_stats(values: Sequence[float]) -> dict[str, float]:
 def systems(args: argparse.Namespace, workers: int) -> Iterator[Stack]:
     """One embedded Redis with ours and (unless --skip-baseline) the baseline, `workers` workers
     each; every process is stopped on the way out, even on an error or Ctrl-C."""
-    tmp = Path(tempfile.mkdtemp(prefix="chattts-bench-"))
-    procs = Processes(tmp / "logs")
-    ok = False
-    try:
+    with bench_run("chattts-bench-", args.keep_logs) as (procs, tmp):
         stack_args = argparse.Namespace(**{**vars(args), "workers": workers, "profile": None})
         yield start_stack(stack_args, tmp, procs)
-        ok = True
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the cleanup
-        procs.stop_all()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if ok and not args.keep_logs:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print(f"logs in {tmp / 'logs'}", file=sys.stderr)
 
 
 def write(path: Path, rows: Sequence[Row], raw: dict[str, Any], skipped: str | None = None) -> None:
@@ -88,13 +74,9 @@ def write(path: Path, rows: Sequence[Row], raw: dict[str, Any], skipped: str | N
     path.write_text(json.dumps(out, indent=2) + "\n")
 
 
-def _interrupt(signum: int, _frame: object) -> NoReturn:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def main(name: str, args: argparse.Namespace, measure: Measure) -> int:
     """Run `measure`, print its rows, write them; exit 1 when anything failed (no partial rows)."""
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     out = Path(args.output) if args.output else RESULTS_DIR / f"{name}.json"
     started = time.perf_counter()
     try:

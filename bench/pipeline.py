@@ -13,14 +13,11 @@ import itertools
 import json
 import os
 import platform
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from . import baseline_env
 from .clients import (
@@ -31,7 +28,7 @@ from .clients import (
     PollingClient,
     WebSocketClient,
 )
-from .procs import Processes
+from .procs import bench_run
 from .report import LABELS, render
 from .runs import Run, run_clients, summarize
 from .stack import REPO_ROOT, Stack, start_stack, wait_ready
@@ -154,46 +151,38 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _interrupt(signum: int, _frame: object) -> NoReturn:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="chattts-bench-"))
-    procs = Processes(tmp / "logs")
-    signal.signal(signal.SIGTERM, _interrupt)
     load_before = os.getloadavg()
-    ok = False
     try:
-        stack = start_stack(args, tmp, procs)
-        started = time.perf_counter()
-        results = asyncio.run(bench(args, stack))
-        results["config"] = {
-            "light_jobs": args.light_jobs,
-            "jobs": args.jobs,
-            "concurrency": args.concurrency,
-            "workers_each": args.workers,
-            "warmup_per_mode": args.warmup,
-            "poll_ms": args.poll_ms,
-            "fast_poll_ms": args.fast_poll_ms,
-            "engine": "espeak",
-            "cpu_count": os.cpu_count(),
-            "loadavg_before": load_before,
-            "loadavg_after": os.getloadavg(),
-            "bench_s": time.perf_counter() - started,
-            "python": platform.python_version(),
-            "note": "web, workers, Redis and this client all share the machine's cores",
-        }
-        out = Path(args.output)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=2) + "\n")
-        print()
-        print(render(results, args.poll_ms))
-        cores, loads = os.cpu_count(), ", ".join(f"{x:.1f}" for x in load_before)
-        print(f"{cores} cores shared by every process and this client; load before: {loads}")
-        print(f"written to {out}")
-        ok = True
+        with bench_run("chattts-bench-", args.keep_logs) as (procs, tmp):
+            stack = start_stack(args, tmp, procs)
+            started = time.perf_counter()
+            results = asyncio.run(bench(args, stack))
+            results["config"] = {
+                "light_jobs": args.light_jobs,
+                "jobs": args.jobs,
+                "concurrency": args.concurrency,
+                "workers_each": args.workers,
+                "warmup_per_mode": args.warmup,
+                "poll_ms": args.poll_ms,
+                "fast_poll_ms": args.fast_poll_ms,
+                "engine": "espeak",
+                "cpu_count": os.cpu_count(),
+                "loadavg_before": load_before,
+                "loadavg_after": os.getloadavg(),
+                "bench_s": time.perf_counter() - started,
+                "python": platform.python_version(),
+                "note": "web, workers, Redis and this client all share the machine's cores",
+            }
+            out = Path(args.output)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(results, indent=2) + "\n")
+            print()
+            print(render(results, args.poll_ms))
+            cores, loads = os.cpu_count(), ", ".join(f"{x:.1f}" for x in load_before)
+            print(f"{cores} cores shared by every process and this client; load before: {loads}")
+            print(f"written to {out}")
         return 0
     except KeyboardInterrupt:
         print("\ninterrupted: stopping every process", file=sys.stderr)
@@ -201,14 +190,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RuntimeError, BenchError) as exc:
         print(f"bench failed: {exc}", file=sys.stderr)
         return 1
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the cleanup
-        procs.stop_all()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if ok and not args.keep_logs:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print(f"logs in {tmp / 'logs'}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -5,13 +5,16 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 _PR_SET_PDEATHSIG = 1
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -115,3 +118,30 @@ class Processes:
                         os.killpg(proc.pid, signal.SIGKILL)  # its group: it and what it forked
                     proc.popen.wait()
         self.procs.clear()
+
+
+def interrupt(signum: int, _frame: object) -> NoReturn:
+    """SIGTERM handler of a benchmark: unwind as on Ctrl-C, so every process gets stopped."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def bench_run(prefix: str, keep_logs: bool) -> Iterator[tuple[Processes, Path]]:
+    """A temporary folder and the child processes of one benchmark run. On the way out every
+    process is stopped (a second Ctrl-C cannot skip it); the logs are kept when the run failed
+    or `keep_logs`, and their folder is printed."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    procs = Processes(tmp / "logs")
+    signal.signal(signal.SIGTERM, interrupt)
+    ok = False
+    try:
+        yield procs, tmp
+        ok = True
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        procs.stop_all()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if ok and not keep_logs:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"logs in {tmp / 'logs'}", file=sys.stderr)

@@ -18,15 +18,12 @@ import json
 import os
 import platform
 import re
-import shutil
-import signal
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -34,7 +31,7 @@ from workers.job import SynthesisRequest
 from workers.queue import Queue
 from workers.settings import Settings
 
-from .procs import Processes
+from .procs import Processes, bench_run
 from .servers import (
     REPO_ROOT,
     BenchFailure,
@@ -243,33 +240,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _interrupt(signum: int, _frame: object) -> NoReturn:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="chattts-bench-sse-"))
-    procs = Processes(tmp / "logs")
-    signal.signal(signal.SIGTERM, _interrupt)
-    ok = False
     try:
-        # The web process and the client processes inherit the limit (one fd per stream each).
-        raise_nofile(args.connections + 4096)
-        started = time.perf_counter()
-        raw = asyncio.run(measure(args, procs, tmp))
-        raw["config"] = {
-            "cpu_count": os.cpu_count(),
-            "client_processes": args.processes,
-            "bench_s": time.perf_counter() - started,
-            "python": platform.python_version(),
-        }
-        table = rows(raw)
-        write(Path(args.output), table, raw)
-        print()
-        print(render(table))
-        print(f"written to {args.output}")
-        ok = True
+        with bench_run("chattts-bench-sse-", args.keep_logs) as (procs, tmp):
+            # The web process and the client processes inherit the limit (one fd per stream).
+            raise_nofile(args.connections + 4096)
+            started = time.perf_counter()
+            raw = asyncio.run(measure(args, procs, tmp))
+            raw["config"] = {
+                "cpu_count": os.cpu_count(),
+                "client_processes": args.processes,
+                "bench_s": time.perf_counter() - started,
+                "python": platform.python_version(),
+            }
+            table = rows(raw)
+            write(Path(args.output), table, raw)
+            print()
+            print(render(table))
+            print(f"written to {args.output}")
         return 0
     except KeyboardInterrupt:
         print("\ninterrupted: stopping every process", file=sys.stderr)
@@ -277,14 +266,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BenchFailure, RuntimeError, OSError, TimeoutError) as exc:
         print(f"bench FAILED: {exc!r}", file=sys.stderr)
         return 1
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        procs.stop_all()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if ok and not args.keep_logs:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print(f"logs in {tmp / 'logs'}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -17,22 +17,19 @@ import argparse
 import json
 import os
 import platform
-import shutil
-import signal
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import redis
 
 from . import loadgen
 from .loadgen import Load
-from .procs import Processes
+from .procs import Processes, bench_run
 from .servers import (
     REPO_ROOT,
     BenchFailure,
@@ -204,39 +201,31 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _interrupt(signum: int, _frame: object) -> NoReturn:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="chattts-bench-submit-"))
-    procs = Processes(tmp / "logs")
-    signal.signal(signal.SIGTERM, _interrupt)
-    ok = False
     try:
-        started = time.perf_counter()
-        load_before = os.getloadavg()
-        raw = measure(args, procs, tmp)
-        raw["config"] = {
-            "connections": args.connections,
-            "duration_s": args.duration,
-            "repeats": args.repeats,
-            "warmup_s": args.warmup,
-            "body": BODY,
-            "server_processes_each": 1,
-            "cpu_count": os.cpu_count(),
-            "loadavg_before": load_before,
-            "loadavg_after": os.getloadavg(),
-            "bench_s": time.perf_counter() - started,
-            "python": platform.python_version(),
-        }
-        table = rows(raw, args.connections, args.repeats)
-        write(Path(args.output), table, raw)
-        print()
-        print(render(table))
-        print(f"load generator: {raw['tool']}; written to {args.output}")
-        ok = True
+        with bench_run("chattts-bench-submit-", args.keep_logs) as (procs, tmp):
+            started = time.perf_counter()
+            load_before = os.getloadavg()
+            raw = measure(args, procs, tmp)
+            raw["config"] = {
+                "connections": args.connections,
+                "duration_s": args.duration,
+                "repeats": args.repeats,
+                "warmup_s": args.warmup,
+                "body": BODY,
+                "server_processes_each": 1,
+                "cpu_count": os.cpu_count(),
+                "loadavg_before": load_before,
+                "loadavg_after": os.getloadavg(),
+                "bench_s": time.perf_counter() - started,
+                "python": platform.python_version(),
+            }
+            table = rows(raw, args.connections, args.repeats)
+            write(Path(args.output), table, raw)
+            print()
+            print(render(table))
+            print(f"load generator: {raw['tool']}; written to {args.output}")
         return 0
     except KeyboardInterrupt:
         print("\ninterrupted: stopping every process", file=sys.stderr)
@@ -244,14 +233,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BenchFailure, RuntimeError, OSError) as exc:
         print(f"bench FAILED: {exc}", file=sys.stderr)
         return 1
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        procs.stop_all()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if ok and not args.keep_logs:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print(f"logs in {tmp / 'logs'}", file=sys.stderr)
 
 
 if __name__ == "__main__":

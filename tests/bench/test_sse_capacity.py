@@ -5,26 +5,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from bench.table import Row
 
-ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT_S = 240
+from .helpers import run_quick
 
 
 def _bench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path / "sse.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.sse_capacity", "--quick", "--output", str(out), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-    return done, out
+    return run_quick("bench.sse_capacity", out, *args), out
 
 
 def test_quick_run_reports_streams_memory_and_fan_out(tmp_path: Path) -> None:

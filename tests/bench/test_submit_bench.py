@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,21 +12,12 @@ import pytest
 from bench import baseline_env, loadgen
 from bench.table import Row
 
-ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT_S = 240
+from .helpers import run_quick
 
 
 def _bench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path / "submit.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.submit", "--quick", "--output", str(out), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-    return done, out
+    return run_quick("bench.submit", out, *args), out
 
 
 def _rows(out: Path) -> dict[str, Row]:
