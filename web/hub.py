@@ -18,7 +18,7 @@ from aiohttp import WSCloseCode, web
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from workers.job import TERMINAL_STATES
 from workers.keys import Keys
@@ -119,25 +119,63 @@ class ReadBatcher:
     async def _xread(
         queue: Queue, count: int, batch: dict[str, tuple[str, asyncio.Future[list[Event]]]]
     ) -> None:
+        """Resolve every future of `batch`, whatever happens: a follower never waits forever."""
         try:
             streams = {stream: cursor for stream, (cursor, _) in batch.items()}
-            reply: Any = await queue.redis.xread(streams, count=count)  # type: ignore[arg-type]
+            try:
+                reply: Any = await queue.redis.xread(streams, count=count)  # type: ignore[arg-type]
+            except ResponseError:
+                if len(batch) == 1:
+                    raise
+                # A command error names no stream (WRONGTYPE, ...): each stream is read alone,
+                # so the error stays with the stream that caused it.
+                await asyncio.gather(
+                    *(_read_alone(queue, count, s, c, f) for s, (c, f) in batch.items())
+                )
+                return
+            found = _entries_by_stream(reply)
+            for stream, (_, future) in batch.items():
+                if future.done():
+                    continue
+                try:
+                    future.set_result(_events(found.get(stream, [])))
+                except Exception as exc:  # an entry that is not one of our events
+                    future.set_exception(exc)
         except Exception as exc:
             for _, future in batch.values():
                 if not future.done():
                     future.set_exception(exc)
-            return
-        found: dict[str, list[Event]] = {}
-        pairs = reply.items() if isinstance(reply, dict) else (reply or [])
-        for name, entries in pairs:
-            if entries and isinstance(entries[0], list):  # RESP3's shape: [[entries]]
-                entries = entries[0]
-            found[name.decode() if isinstance(name, bytes) else str(name)] = [
-                (entry_id.decode(), orjson.loads(fields[b"data"])) for entry_id, fields in entries
-            ]
-        for stream, (_, future) in batch.items():
-            if not future.done():
-                future.set_result(found.get(stream, []))
+        finally:  # cancelled (shutdown): the followers end too
+            for _, future in batch.values():
+                if not future.done():
+                    future.cancel()
+
+
+def _entries_by_stream(reply: Any) -> dict[str, list[Any]]:
+    found: dict[str, list[Any]] = {}
+    pairs = reply.items() if isinstance(reply, dict) else (reply or [])
+    for name, entries in pairs:
+        if entries and isinstance(entries[0], list):  # RESP3's shape: [[entries]]
+            entries = entries[0]
+        found[name.decode() if isinstance(name, bytes) else str(name)] = entries
+    return found
+
+
+def _events(entries: list[Any]) -> list[Event]:
+    return [(entry_id.decode(), orjson.loads(fields[b"data"])) for entry_id, fields in entries]
+
+
+async def _read_alone(
+    queue: Queue, count: int, stream: str, cursor: str, future: asyncio.Future[list[Event]]
+) -> None:
+    try:
+        events = await queue.read_events(stream, cursor, count)
+    except Exception as exc:
+        if not future.done():
+            future.set_exception(exc)
+    else:
+        if not future.done():
+            future.set_result(events)
 
 
 class EventHub:

@@ -173,3 +173,39 @@ async def test_sse_clients_get_every_event_across_pubsub_kills(
         await asyncio.gather(*readers, return_exceptions=True)
         for response in responses:
             response.close()
+
+
+async def test_a_bad_stream_does_not_stall_the_followers_read_with_it(
+    settings: Settings, keys: Keys, aredis: Redis
+) -> None:
+    """Reads of one loop iteration share an XREAD: an entry that is not an event, or a key of
+    the wrong type, fails its own follower only; the others get their events at once."""
+    hub = await _hub(settings, keys)
+    queue = Queue(aredis, settings)
+    good = keys.client_events("good")
+    not_an_event = keys.client_events("no-data")
+    wrong_type = keys.client_events("a-string")
+    await aredis.xadd(not_an_event, {"text": "no data field"})
+    await aredis.set(wrong_type, "not a stream")
+    first = await _append(aredis, good, "queued")
+
+    async def first_event(stream: str) -> tuple[str, dict[str, Any]]:
+        async with contextlib.aclosing(follow(queue, hub, stream, None, poll_s=30)) as events:
+            async for item in events:
+                return item
+        raise AssertionError("the follow ended without an event")
+
+    try:
+        async with asyncio.timeout(5):
+            results = await asyncio.gather(
+                first_event(good),
+                first_event(not_an_event),
+                first_event(wrong_type),
+                return_exceptions=True,
+            )
+        good_id, good_event = results[0]  # type: ignore[misc]
+        assert good_id == first and good_event["type"] == "queued"
+        assert isinstance(results[1], KeyError), results[1]
+        assert "WRONGTYPE" in str(results[2]), results[2]
+    finally:
+        await hub.stop()
