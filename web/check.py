@@ -114,7 +114,13 @@ async def _probe_quietly(settings: Settings, live: bool, name: str | None) -> tu
                 return True, "ready: Redis answers"
             beats = await _heartbeats(client, Queue(client, settings), name)
     except (RedisError, OSError, TimeoutError) as exc:
-        return False, f"Redis unreachable at {mask_url(settings.redis_url or '')}: {exc!r}"
+        where = mask_url(settings.redis_url or "")
+        if live:
+            # A liveness probe that failed here would restart every worker during a Redis
+            # outage (each reloading its model); the worker rides it out itself. Readiness
+            # says the outage.
+            return True, f"live (cannot tell: Redis unreachable at {where}: {exc!r})"
+        return False, f"Redis unreachable at {where}: {exc!r}"
     finally:
         await client.aclose()
     who = f"worker {name!r}" if name else f"any worker on host {socket.gethostname()!r}"

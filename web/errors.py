@@ -22,6 +22,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from workers.logs import job_context
 
+from .access_log import request_job_id
 from .appkeys import METRICS, SETTINGS, THROUGHPUT
 
 log = logging.getLogger("chattts_online.web")
@@ -147,7 +148,7 @@ def _missing_static(request: web.Request) -> bool:
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    job_id = request.match_info.get("job_id") or request.match_info.get("task_id")
+    job_id = request_job_id(request)
     with job_context(job_id) if job_id else contextlib.nullcontext():
         return await _answer(request, handler)
 

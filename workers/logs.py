@@ -22,6 +22,9 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
 # Attributes every LogRecord has: whatever else a record holds came from `extra=` and is logged.
 _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
 
+# The fields every JSON line has (and an extra of the same name cannot replace).
+_FIXED = frozenset({"ts", "level", "logger", "pid", "message", "exception", "stack"})
+
 _job_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("job_id", default=None)
 
 
@@ -92,12 +95,15 @@ class JsonFormatter(logging.Formatter):
         }
         for key, value in record.__dict__.items():
             if key not in _STANDARD and not key.startswith("_"):
-                doc[key] = value
+                doc.setdefault(key, value)  # an extra never replaces a field above
         if record.exc_info:
             doc["exception"] = self.formatException(record.exc_info)
         if record.stack_info:
             doc["stack"] = self.formatStack(record.stack_info)
-        return orjson.dumps(doc, default=str).decode()
+        try:
+            return orjson.dumps(doc, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+        except TypeError:  # what orjson cannot write (integers past 64 bits): as text
+            return orjson.dumps({k: v if k in _FIXED else repr(v) for k, v in doc.items()}).decode()
 
 
 def configure(level: str, fmt: str) -> None:

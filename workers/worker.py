@@ -82,6 +82,13 @@ class Worker:
 
     async def run(self) -> None:
         await self.metrics.serve(self.settings.host, self.settings.worker_metrics_port)
+        try:  # the metrics port is freed however the worker ends (a failed load included)
+            await self._run()
+        finally:
+            await self.metrics.close()
+        log.info("worker %s: stopped", self.name)
+
+    async def _run(self) -> None:
         t0 = time.perf_counter()
         await self.in_engine(self.engine.load)
         loaded = time.perf_counter()
@@ -141,8 +148,6 @@ class Worker:
                 await self.redis.zrem(self.queue.keys.workers, self.name)
             await self.redis.aclose()
             self._engine_thread.shutdown(wait=False, cancel_futures=True)
-            await self.metrics.close()
-        log.info("worker %s: stopped", self.name)
 
     async def _until_redis(self, fn: Any) -> Any:
         delay = BACKOFF_START_S

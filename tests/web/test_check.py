@@ -80,9 +80,11 @@ def test_live_for_a_live_then_stale_then_missing_worker(
         time.sleep(0.3)
 
 
-def test_live_without_redis_fails(settings: Settings) -> None:
+def test_live_rides_out_a_redis_outage(settings: Settings) -> None:
+    """Liveness cannot tell without Redis and must not restart workers for its outage (each
+    would reload its model); readiness reports the outage."""
     result = check(settings.replace(redis_url="redis://127.0.0.1:1/0"), "--live")
-    assert result.returncode == 1 and "unreachable" in result.stdout
+    assert result.returncode == 0 and "cannot tell" in result.stdout
 
 
 def test_probe_flags_exclude_each_other(settings: Settings) -> None:

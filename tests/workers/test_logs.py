@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import Any
@@ -140,3 +142,31 @@ def test_library_lines_quoting_the_text_are_kept_to_debug() -> None:
     finally:
         root.setLevel(level)
         logger.removeHandler(handler)
+
+
+def test_json_lines_survive_odd_extras_and_keep_their_fields() -> None:
+    formatter = logs.JsonFormatter()
+    doc = json.loads(formatter.format(record("odd", level="forged", m={1: "one"})))
+    assert doc["level"] == "WARNING" and doc["message"] == "odd" and doc["m"] == {"1": "one"}
+    big = json.loads(formatter.format(record("big", big=2**70)))  # past what orjson writes
+    assert big["message"] == "big" and big["big"] == str(2**70)
+
+
+def test_a_path_cannot_forge_log_lines(start_web: Callable[..., WebProcess]) -> None:  # noqa: F811
+    """A job id comes from the URL: only a valid one reaches a log line, so an encoded newline
+    in the path cannot start a line of its own."""
+    web = start_web(log_level="INFO")
+    forged = "abc%0A2026-11-29%2020:00:00,000%20ERROR%20chattts_online.web[1]:%20forged"
+    for path in (f"/v1/tts/jobs/{forged}", f"/tts/query/{forged}"):
+        with contextlib.suppress(urllib.error.HTTPError):
+            urllib.request.urlopen(f"{web.url}{path}", timeout=10).close()
+    real = _post(f"{web.url}/v1/tts/jobs", {"text": "a real job"})
+    urllib.request.urlopen(f"{web.url}/v1/tts/jobs/{real['id']}", timeout=10).close()
+    deadline = time.monotonic() + 5
+    while real["id"] not in web.log_path.read_text():
+        assert time.monotonic() < deadline, web.log_path.read_text()
+        time.sleep(0.05)
+    lines = web.log_path.read_text().splitlines()
+    assert not [line for line in lines if "forged" in line and line.startswith("2026-11-29 20:00")]
+    assert not [line for line in lines if "[job_id=abc" in line]
+    assert any(f"[job_id={real['id']}]" in line for line in lines)
