@@ -177,7 +177,6 @@ class Outcomes:
     async def drop(self, job: ActiveJob) -> None:
         """Stop a job that was cancelled (finish it as such) or lost (leave it to its new owner)."""
         self.in_hand.pop(job.job_id, None)
-        self.metrics.outcome("lost" if job.lost else "cancelled")
         if job.cancel and not job.lost:
             await self.queue.finish(
                 job.job_id,
@@ -187,6 +186,9 @@ class Outcomes:
                 "cancelled by the client",
                 stream=job.started.stream,
             )
+        # Counted once Redis took it: a failed finish leaves the job to be reclaimed, and the
+        # worker that finishes it counts it.
+        self.metrics.outcome("lost" if job.lost else "cancelled")
 
     async def engine_failed(self, jobs: list[ActiveJob], exc: EngineError) -> None:
         """A batch failed. Several jobs: each is retried alone (the culprit then fails alone,
@@ -210,7 +212,6 @@ class Outcomes:
                 *(self.name, job.job_id, exc),
                 extra=job_log(job.job_id),
             )
-            self.metrics.outcome("released")
             await self.queue.release(
                 job.job_id,
                 job.started.client,
@@ -219,9 +220,8 @@ class Outcomes:
                 count_attempt=True,
                 stream=job.started.stream,
             )
+            self.metrics.outcome("released")  # counted once Redis took it (else: reclaimed)
         else:
-            self.stats.jobs_failed += 1
-            self.metrics.outcome("failed")
             await self.queue.finish(
                 job.job_id,
                 job.started.client,
@@ -230,6 +230,8 @@ class Outcomes:
                 str(exc),
                 stream=job.started.stream,
             )
+            self.stats.jobs_failed += 1
+            self.metrics.outcome("failed")
 
     async def release_all(self, reason: str) -> None:
         """Give every job in hand back to the queue; with Redis down, their leases will lapse."""
