@@ -10,7 +10,7 @@ import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
-from workers.job import SynthesisRequest, queue_position
+from workers.job import SynthesisRequest, is_job_id, queue_position
 from workers.queue import Queue
 from workers.text import clean_text, has_speakable
 from workers.voices import BUILTIN_BY_NAME
@@ -19,7 +19,6 @@ from .appkeys import SETTINGS
 from .errors import ApiError
 from .fleet import check_speakable
 
-_JOB_ID = re.compile(r"[0-9a-f]{32}")
 # Redis stream ids: two unsigned 64-bit numbers, ASCII digits only (`\d` would take any script's).
 _STREAM_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")
 _U64_MAX = 2**64 - 1
@@ -33,7 +32,7 @@ FIELDS = tuple(SynthesisRequest.model_fields)
 
 def valid_job_id(job_id: str) -> str:
     """Job ids are uuid4 hex; anything else cannot exist (and must not reach a Redis key)."""
-    if not _JOB_ID.fullmatch(job_id):
+    if not is_job_id(job_id):
         raise ApiError(404, f"no job with id {job_id[:64]!r}", code="job_not_found")
     return job_id
 
@@ -218,7 +217,7 @@ _JOB_URLS = {"status_url": "job", "audio_url": "job_audio", "events_url": "job_e
 
 def job_urls(app: web.Application, job_id: str) -> dict[str, str]:
     router = app.router
-    if _JOB_ID.fullmatch(job_id):
+    if is_job_id(job_id):
         # What url_for builds, at a fraction of its cost (it runs on every submit): a job id is
         # hex, nothing in it to quote.
         return {

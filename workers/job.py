@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -55,8 +56,21 @@ def queue_position(seq: int, started_seq: int) -> int:
     return max(0, seq - started_seq - 1)
 
 
+# Job ids are uuid4 hex: anything else names no job (and must reach no Redis key or log line).
+_JOB_ID = re.compile(r"[0-9a-f]{32}")
+
+
 def new_job_id() -> str:
     return uuid.uuid4().hex
+
+
+def is_job_id(text: str) -> bool:
+    return _JOB_ID.fullmatch(text) is not None
+
+
+def legacy_job_id(task_id: str) -> str:
+    """The legacy API's task id as a job id: it also accepted them dashed or in capitals."""
+    return task_id.replace("-", "").lower()
 
 
 def _num(value: str | None) -> float | None:

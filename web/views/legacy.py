@@ -20,7 +20,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from workers.job import JobState, SynthesisRequest
+from workers.job import JobState, SynthesisRequest, is_job_id, legacy_job_id
 from workers.queue import QueueError
 from workers.text import has_speakable
 from workers.voices import BUILTIN_VOICES
@@ -128,10 +128,9 @@ async def submit(request: web.Request) -> web.Response:
 
 
 async def query(request: web.Request) -> web.Response:
-    task_id = request.match_info["task_id"].replace("-", "").lower()
+    task_id = legacy_job_id(request.match_info["task_id"])
     queue = request.app[QUEUE]
-    is_id = len(task_id) == 32 and all(c in "0123456789abcdef" for c in task_id)
-    job = await queue.get(task_id) if is_id else None
+    job = await queue.get(task_id) if is_job_id(task_id) else None
     if job is None:
         raise not_found("task not found (unknown, or expired)")
     if job.state in _PENDING:
