@@ -1,6 +1,6 @@
-"""The baseline design (../shared/baseline): where it is, its own virtualenv, how to run it.
+"""The baseline design (bench/baseline/): where it is, its own virtualenv, how to run it.
 
-It is run as it ships, in its own interpreter; nothing of it is imported or copied here.
+It runs in its own interpreter, with its own requirements; nothing of it is imported here.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# Where it lives: CHATTTS_BASELINE_DIR, else ../shared/baseline beside the repository.
+# Where it lives: bench/baseline/ in this repository; CHATTTS_BASELINE_DIR names another copy of
+# the same design (the one the project started from, say) to measure instead.
 DIR_ENV = "CHATTTS_BASELINE_DIR"
-DEFAULT_DIR = Path(os.environ.get(DIR_ENV) or REPO_ROOT.parent / "shared" / "baseline")
+DEFAULT_DIR = Path(os.environ.get(DIR_ENV) or REPO_ROOT / "bench" / "baseline")
 _FILES = ("submit_api.py", "worker.py", "requirements.txt")
 DEFAULT_VENV = Path("/tmp/baseline-venv")
 # What its requirements bring, as imported by its API (uvicorn[standard]: uvloop, httptools).

@@ -25,10 +25,10 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from workers.embedded_redis import EmbeddedRedis
-from workers.job import SynthesisRequest
-from workers.queue import Queue
-from workers.settings import Settings
+from workers.infra.embedded_redis import EmbeddedRedis
+from workers.infra.settings import Settings
+from workers.queue.job import SynthesisRequest
+from workers.queue.store import Queue
 
 ROOT = Path(__file__).resolve().parent.parent
 TERMINAL = {"succeeded", "failed", "cancelled", "dead"}

@@ -41,7 +41,7 @@ import json, logging, sys
 logging.disable(logging.WARNING)
 sys.path.insert(0, sys.argv[1])
 from workers.engines import create_engine
-from workers.settings import Settings
+from workers.infra.settings import Settings
 engine = create_engine(Settings(engine="chattts", model_dir=sys.argv[2], device=sys.argv[3]))
 engine.load()
 engine.warmup()
@@ -110,7 +110,7 @@ def main() -> None:
 
 def quiet() -> None:
     """Every row is cut at --tokens on purpose: the engine's truncation warnings are expected."""
-    for name in ("ChatTTS", "workers.engines.chattts_engine", "workers.engines.chattts_loader"):
+    for name in ("ChatTTS", "workers.engines.chattts.engine", "workers.engines.chattts.loader"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
@@ -141,7 +141,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def ensure_checkpoint(model_dir: Path) -> Path:
-    from tests.chattts.checkpoint import MANIFEST, build_checkpoint
+    from tests.workers.engines.chattts.checkpoint import MANIFEST, build_checkpoint
 
     if (model_dir / MANIFEST).is_file():
         return model_dir
@@ -180,9 +180,9 @@ def run_batches(
     import torch
 
     from workers.engines.base import Segment
-    from workers.engines.chattts_engine import ChatTTSEngine
-    from workers.job import SynthesisRequest
-    from workers.settings import Settings
+    from workers.engines.chattts.engine import ChatTTSEngine
+    from workers.infra.settings import Settings
+    from workers.queue.job import SynthesisRequest
 
     engine = ChatTTSEngine(
         Settings(model_dir=str(model_dir), device=device, max_batch=max(batches))

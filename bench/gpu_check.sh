@@ -21,7 +21,7 @@ PURE=(
     num2words==0.5.14 docopt==0.6.2 pydantic==2.14.4 annotated-types==0.8.0
     typing-inspection==0.4.5
 )
-# What the engine tests (tests/chattts/test_engine.py, run on CUDA by `tests`) need besides.
+# What the engine tests (tests/workers/engines/chattts/test_engine.py, run on CUDA by `tests`) need besides.
 TESTING=(pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 pytest-timeout==2.4.0 redis==8.1.0
          packaging==26.4 pygments==2.21.0)
 # Compiled packages: CPython 3.12 manylinux wheels for the GPU image.
@@ -60,7 +60,7 @@ check() {
 tests() {
     install
     CHATTTS_TEST_DEVICE=cuda timeout 400 "$PYTHON" -m pytest -q -p no:cacheprovider \
-        tests/chattts/test_engine.py tests/chattts/test_voices.py
+        tests/workers/engines/chattts/test_engine.py tests/workers/engines/chattts/test_voices.py
 }
 
 case "${1:-check}" in

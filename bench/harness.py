@@ -34,7 +34,7 @@ def parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a few seconds: fewer jobs (tests, CI)")
     p.add_argument("--output", help="JSON file for the rows (default bench/results/<name>.json)")
     p.add_argument("--skip-baseline", action="store_true", help="measure ours alone")
-    p.add_argument("--baseline-dir", help="the baseline's directory (../shared/baseline)")
+    p.add_argument("--baseline-dir", help="another copy of the baseline (bench/baseline)")
     p.add_argument("--baseline-venv", default=str(baseline_env.DEFAULT_VENV))
     p.add_argument("--log-level", default="WARNING", help="our processes' log level (WARNING)")
     p.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")

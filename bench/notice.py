@@ -28,8 +28,8 @@ from typing import Any
 
 import orjson
 
-from workers.keys import Keys
-from workers.settings import Settings
+from workers.infra.settings import Settings
+from workers.queue.keys import Keys
 
 from . import harness
 from .clients import BenchError, ClientEventsClient, PollingClient, _check_wav, text_for

@@ -134,7 +134,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="our client modes under load: events, ws, job_sse, legacy_poll (events,ws)",
     )
     p.add_argument("--skip-baseline", action="store_true", help="measure ours alone")
-    p.add_argument("--baseline-dir", help="the baseline's directory (../shared/baseline)")
+    p.add_argument("--baseline-dir", help="another copy of the baseline (bench/baseline)")
     p.add_argument("--baseline-venv", default=str(baseline_env.DEFAULT_VENV))
     p.add_argument("--log-level", default="WARNING", help="our processes' log level (WARNING)")
     p.add_argument("--output", default=str(RESULTS), help="JSON results file")

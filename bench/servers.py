@@ -13,8 +13,8 @@ import urllib.request
 from dataclasses import fields
 from pathlib import Path
 
-from workers.embedded_redis import EmbeddedRedis, free_port
-from workers.settings import ENV_PREFIX, Settings
+from workers.infra.embedded_redis import EmbeddedRedis, free_port
+from workers.infra.settings import ENV_PREFIX, Settings
 
 from . import baseline_env
 from .procs import Proc, Processes
@@ -131,5 +131,5 @@ def add_setting_arg(p: argparse.ArgumentParser) -> None:
 
 def add_baseline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-baseline", action="store_true", help="measure ours alone")
-    p.add_argument("--baseline-dir", help="the baseline's directory (../shared/baseline)")
+    p.add_argument("--baseline-dir", help="another copy of the baseline (bench/baseline)")
     p.add_argument("--baseline-venv", default=str(baseline_env.DEFAULT_VENV))

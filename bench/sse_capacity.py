@@ -27,9 +27,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from workers.job import SynthesisRequest
-from workers.queue import Queue
-from workers.settings import Settings
+from workers.infra.settings import Settings
+from workers.queue.job import SynthesisRequest
+from workers.queue.store import Queue
 
 from .procs import Processes, bench_run
 from .servers import (

@@ -14,8 +14,8 @@ from pathlib import Path
 import aiohttp
 import redis.asyncio as aioredis
 
-from workers.embedded_redis import EmbeddedRedis, free_port
-from workers.settings import Settings
+from workers.infra.embedded_redis import EmbeddedRedis, free_port
+from workers.infra.settings import Settings
 
 from . import baseline_env
 from .procs import Processes

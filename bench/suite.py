@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workers.embedded_redis import find_redis_server
+from workers.infra.embedded_redis import find_redis_server
 
 from .stack import REPO_ROOT
 from .summary import Line, fold, markdown_table, section_number, text_table
@@ -75,7 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--repeats", type=int, help="runs of each module (3; --quick: 1)")
     p.add_argument("--skip-baseline", action="store_true", help="measure ours alone")
-    p.add_argument("--baseline-dir", help="the baseline's directory (../shared/baseline)")
+    p.add_argument("--baseline-dir", help="another copy of the baseline (bench/baseline)")
     p.add_argument("--ours-url", help="modules that can: measure ours running there")
     p.add_argument("--results", default=str(REPO_ROOT / "bench" / "results"), help="output dir")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per module run (1800)")

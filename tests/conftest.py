@@ -17,9 +17,9 @@ import pytest
 import redis
 from redis.asyncio import Redis as AsyncRedis
 
-from workers.embedded_redis import EmbeddedRedis
-from workers.keys import Keys
-from workers.settings import Settings
+from workers.infra.embedded_redis import EmbeddedRedis
+from workers.infra.settings import Settings
+from workers.queue.keys import Keys
 
 ROOT = Path(__file__).resolve().parent.parent
 # Compressed intervals: minutes of production timing become fractions of a second.

@@ -8,8 +8,8 @@ from aiohttp import web
 from aiohttp.web_log import AccessLogger
 from aiohttp.web_request import BaseRequest
 
-from workers.job import is_job_id, legacy_job_id
-from workers.logs import job_context
+from workers.infra.logs import job_context
+from workers.queue.job import is_job_id, legacy_job_id
 
 
 def request_job_id(request: BaseRequest) -> str | None:

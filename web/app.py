@@ -10,19 +10,21 @@ import aiohttp_jinja2
 import jinja2
 from aiohttp import web
 
-from workers.keys import Keys
-from workers.queue import Queue
-from workers.redis_client import connect
-from workers.settings import Settings
+from workers.infra.redis_client import connect
+from workers.infra.settings import Settings
+from workers.queue.keys import Keys
+from workers.queue.store import Queue
 
 from .access_log import JobAccessLogger
-from .appkeys import CONNECTIONS, HUB, KEYS, METRICS, QUEUE, REDIS, SETTINGS
-from .errors import error_middleware, expect_handler, json_error_bodies
+from .appkeys import CONNECTIONS, HUB, KEYS, METRICS, QUEUE, REDIS, SETTINGS, THROUGHPUT
+from .backlog import BacklogAlert
+from .error_handling import error_middleware, expect_handler, json_error_bodies
 from .hub import Connections, EventHub
 from .identity import identity_middleware, set_client_cookie
+from .metrics import Metrics
 from .routes import setup_routes
-from .throughput import throughput_ctx
-from .views.metrics import Metrics, metrics_middleware
+from .throughput import ThroughputMeter
+from .views.metrics import metrics_middleware
 
 log = logging.getLogger("chattts_online.web")
 
@@ -71,6 +73,14 @@ async def _hub_ctx(app: web.Application) -> AsyncIterator[None]:
     await hub.stop()
 
 
+async def _throughput_ctx(app: web.Application) -> AsyncIterator[None]:
+    meter = ThroughputMeter(alert=BacklogAlert(app[SETTINGS].backlog_alert))
+    app[THROUGHPUT] = meter
+    await meter.start(app[QUEUE])
+    yield
+    await meter.stop()
+
+
 async def _close_connections(app: web.Application) -> None:
     await app[CONNECTIONS].close_all(app[HUB])
 
@@ -95,7 +105,7 @@ def create_app(settings: Settings) -> web.Application:
         route._expect_handler = expect_handler
     app.cleanup_ctx.append(_redis_ctx)
     app.cleanup_ctx.append(_hub_ctx)
-    app.cleanup_ctx.append(throughput_ctx)
+    app.cleanup_ctx.append(_throughput_ctx)
     app.on_shutdown.append(_close_connections)
     app.on_response_prepare.append(set_client_cookie)
     app.on_response_prepare.append(_security_headers)

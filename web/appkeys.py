@@ -1,29 +1,30 @@
-"""Typed keys of everything the web application and its requests keep: one module, no strings."""
+"""Typed keys of everything the web application and its requests keep: one module, no strings.
+
+It sits below every handler and middleware, and above the resources it types (the event hub, the
+throughput meter, the metrics registry), which therefore never import it.
+"""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 from redis.asyncio import Redis
 
-from workers.keys import Keys
-from workers.queue import Queue
-from workers.settings import Settings
+from workers.infra.settings import Settings
+from workers.queue.keys import Keys
+from workers.queue.store import Queue
 
-if TYPE_CHECKING:
-    from .hub import Connections, EventHub
-    from .throughput import ThroughputMeter
-    from .views.metrics import Metrics
+from .hub import Connections, EventHub
+from .metrics import Metrics
+from .throughput import ThroughputMeter
 
 SETTINGS = web.AppKey("settings", Settings)
 KEYS = web.AppKey("keys", Keys)
 REDIS = web.AppKey("redis", Redis)
 QUEUE = web.AppKey("queue", Queue)
-HUB: web.AppKey[EventHub] = web.AppKey("hub")
-CONNECTIONS: web.AppKey[Connections] = web.AppKey("connections")
-METRICS: web.AppKey[Metrics] = web.AppKey("metrics")
-THROUGHPUT: web.AppKey[ThroughputMeter] = web.AppKey("throughput")
+HUB = web.AppKey("hub", EventHub)
+CONNECTIONS = web.AppKey("connections", Connections)
+METRICS = web.AppKey("metrics", Metrics)
+THROUGHPUT = web.AppKey("throughput", ThroughputMeter)
 
 # Per request: the client identity (computed once) and the fresh cookie token to set, if any.
 CLIENT = web.RequestKey("client", str)

@@ -14,8 +14,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from workers.keys import CONSUMER_GROUP
-from workers.queue import Queue
+from workers.queue.keys import CONSUMER_GROUP
+from workers.queue.store import Queue
 
 from .backlog import BacklogAlert
 from .fleet import live_heartbeats

@@ -1,37 +1,18 @@
-"""One error shape for every failure (OpenAI's `{"error": {...}}`) and the middleware for it.
+"""One error shape for every failure (OpenAI's `{"error": {...}}`): `ApiError` and its helpers.
 
-Old `/tts/...` endpoints keep FastAPI's `{"detail": ...}` shape, which their clients parse.
+Old `/tts/...` endpoints keep FastAPI's `{"detail": ...}` shape, which their clients parse. The
+middleware that gives every failure this shape is in error_handling.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import orjson
-from aiohttp import HttpVersion11, web
-from aiohttp.http_exceptions import BadHttpMessage
-from aiohttp.typedefs import Handler
-from aiohttp.web_protocol import RequestPayloadError
-from aiohttp.web_urldispatcher import _default_expect_handler
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from aiohttp import web
 
-from workers.logs import job_context
-
-from .access_log import request_job_id
-from .appkeys import METRICS, SETTINGS, THROUGHPUT
-
-log = logging.getLogger("chattts_online.web")
-
-# Redis failures that mean "the store is unreachable right now" (not "the request is wrong").
-REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
-LEGACY_PREFIX = "/tts/"
-_NEEDS_STORE = ("/v1/", LEGACY_PREFIX)
-_WAITS_FOR_STORE = frozenset({"/v1/events", "/v1/ws"})
+LEGACY_PREFIX = "/tts/"  # the previous design's endpoints, which keep its error shape
 
 _TYPES = {
     401: "authentication_error",
@@ -106,125 +87,3 @@ def redis_unavailable() -> ApiError:
 
 def not_found(what: str, code: str = "not_found") -> ApiError:
     return ApiError(404, what, code=code)
-
-
-def _from_http(request: web.Request, exc: web.HTTPException) -> ApiError:
-    headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after")}
-    if exc.status == 404:
-        message = f"there is no endpoint {request.path!r}; see the API table in the README"
-        return ApiError(404, message, code="unknown_endpoint", headers=headers)
-    if exc.status == 405:
-        allowed = exc.headers.get("Allow", "")
-        message = f"{request.method} is not allowed on {request.path!r}; use {allowed}"
-        return ApiError(405, message, code="method_not_allowed", headers=headers)
-    if exc.status == 413:
-        limit = request.app[SETTINGS].max_body_bytes
-        message = f"the request body is larger than the limit of {limit} bytes"
-        return ApiError(413, message, code="body_too_large", headers=headers)
-    return ApiError(exc.status, exc.text or exc.reason, code=f"http_{exc.status}", headers=headers)
-
-
-def _store_down(request: web.Request) -> bool:
-    """Redis failed its last probes (web/throughput.py) and this request needs it. Long-lived
-    streams are let through: they wait for the store to come back by design."""
-    meter = request.app.get(THROUGHPUT)
-    return (
-        meter is not None
-        and meter.store_down
-        and request.path.startswith(_NEEDS_STORE)
-        and request.path not in _WAITS_FOR_STORE
-    )
-
-
-def _missing_static(request: web.Request) -> bool:
-    """A static path with no file behind it. aiohttp finds out only while it sends the answer,
-    then sends an empty 404 that no middleware sees; we say so before, in our shape."""
-    resource = request.match_info.route.resource
-    if not isinstance(resource, web.StaticResource):
-        return False
-    directory = Path(resource.get_info()["directory"])
-    return not (directory / request.match_info.get("filename", "")).is_file()
-
-
-@web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    job_id = request_job_id(request)
-    with job_context(job_id) if job_id else contextlib.nullcontext():
-        return await _answer(request, handler)
-
-
-async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        if _missing_static(request):
-            raise web.HTTPNotFound()
-        if _store_down(request):
-            _count_redis_error(request)
-            raise redis_unavailable()
-        return await handler(request)
-    except ApiError as exc:
-        error = exc
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        error = _from_http(request, exc)
-    except REDIS_DOWN as exc:
-        log.warning("%s %s: Redis unreachable: %s", request.method, request.path, exc)
-        _count_redis_error(request)
-        error = redis_unavailable()
-    except ConnectionResetError:
-        # The client hung up while we read its request: nobody hears this answer; the status
-        # (nginx's "client closed request") keeps it out of the server errors.
-        log.info("%s %s: the client went away", request.method, request.path)
-        error = ApiError(499, "the client closed the connection", code="client_closed_request")
-    except (RequestPayloadError, BadHttpMessage) as exc:
-        # The body itself is broken: truncated (the client hung up mid-body), a bad chunk, a
-        # Content-Encoding that does not decode. The client's fault, not ours: never a 500.
-        log.info("%s %s: unreadable body: %r", request.method, request.path, exc)
-        error = ApiError(
-            400,
-            "the request body could not be read (truncated, or its Content-Encoding does "
-            "not decode)",
-            code="unreadable_body",
-        )
-    except Exception:
-        log.exception("%s %s failed", request.method, request.path)
-        error = ApiError(500, "internal error; it was logged", code="internal_error")
-    if request.path.startswith(LEGACY_PREFIX):
-        return error.legacy_response()
-    return error.response()
-
-
-def _count_redis_error(request: web.Request) -> None:
-    metrics = request.app.get(METRICS)
-    if metrics is not None:
-        metrics.redis_errors.inc()
-
-
-async def json_error_bodies(request: web.Request, response: web.StreamResponse) -> None:
-    """on_response_prepare: errors raised outside the middleware chain get our shape too.
-
-    aiohttp answers some requests before any middleware runs (an unknown `Expect` header: 417)
-    with a plain-text body; clients of this API parse one JSON shape for every error.
-    """
-    if (
-        response.status < 400
-        or not isinstance(response, web.Response)
-        or response.content_type != "text/plain"
-    ):
-        return
-    message = response.text or response.reason
-    error = ApiError(response.status, message, code=f"http_{response.status}")
-    body = {"detail": message} if request.path.startswith(LEGACY_PREFIX) else error.body()
-    data = dumps(body).encode()
-    response.content_type = "application/json"
-    response.body = data
-    # aiohttp has already counted the plain text by the time this hook runs.
-    response.headers["Content-Length"] = str(len(data))
-
-
-async def expect_handler(request: web.Request) -> None:
-    """`Expect: 100-continue` as aiohttp does; any other expectation: 417 (JSON, never a 500)."""
-    expect = request.headers.get("Expect", "")
-    if request.version == HttpVersion11 and expect.lower() != "100-continue":
-        raise web.HTTPExpectationFailed(text=f"unknown expectation {expect[:64]!a}")
-    await _default_expect_handler(request)

@@ -15,9 +15,9 @@ from weakref import WeakKeyDictionary
 
 import orjson
 
-from workers.queue import Queue
-from workers.text import has_speakable
-from workers.voices import BUILTIN_BY_NAME
+from workers.queue.store import Queue
+from workers.queue.voices import BUILTIN_BY_NAME
+from workers.text.sentences import has_speakable
 
 from .errors import ApiError
 

@@ -20,12 +20,11 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError, ResponseError
 
-from workers.job import TERMINAL_STATES
-from workers.keys import Keys
-from workers.queue import Queue
-from workers.settings import Settings
-
-from .errors import REDIS_DOWN
+from workers.infra.redis_client import REDIS_DOWN
+from workers.infra.settings import Settings
+from workers.queue.job import TERMINAL_STATES
+from workers.queue.keys import Keys
+from workers.queue.store import Queue
 
 log = logging.getLogger("chattts_online.web.hub")
 

@@ -10,10 +10,10 @@ import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
-from workers.job import SynthesisRequest, is_job_id, queue_position
-from workers.queue import Queue
-from workers.text import clean_text, has_speakable
-from workers.voices import BUILTIN_BY_NAME
+from workers.queue.job import SynthesisRequest, is_job_id, queue_position
+from workers.queue.store import Queue
+from workers.queue.voices import BUILTIN_BY_NAME
+from workers.text.sentences import clean_text, has_speakable
 
 from .appkeys import SETTINGS
 from .errors import ApiError

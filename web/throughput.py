@@ -26,15 +26,14 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from aiohttp import web
 from redis.exceptions import RedisError
 
-from workers.keys import CONSUMER_GROUP
+from workers.queue.keys import CONSUMER_GROUP
+from workers.queue.store import Queue
 
-from .appkeys import QUEUE, SETTINGS, THROUGHPUT
 from .backlog import BacklogAlert
 
 log = logging.getLogger("chattts_online.web.throughput")
@@ -68,6 +67,8 @@ class ThroughputMeter:
         self.alert = alert or BacklogAlert(0)
         self._samples: deque[Sample] = deque()
         self.failures = 0  # probes failed in a row
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
 
     @property
     def store_down(self) -> bool:
@@ -107,8 +108,7 @@ class ThroughputMeter:
             return MAX_S if depth > 0 and self.span >= WINDOW_S / 2 else DEFAULT_S
         return max(MIN_S, min(MAX_S, math.ceil(depth / max(1, share) / rate)))
 
-    async def sample(self, app: web.Application) -> None:
-        queue = app[QUEUE]
+    async def sample(self, queue: Queue) -> None:
         async with queue.redis.pipeline(transaction=False) as pipe:
             pipe.hmget(queue.keys.stats, list(FINISHED))
             pipe.xlen(queue.keys.jobs)
@@ -126,13 +126,13 @@ class ThroughputMeter:
         in_hand = sum(int(p["pending"]) if isinstance(p, dict) else 0 for p in pending)
         self.alert.update(max(0, int(depth) + int(depth_high) - in_hand))
 
-    async def probe(self, app: web.Application) -> bool | None:
+    async def probe(self, queue: Queue) -> bool | None:
         """Sample once: True (Redis answered), False (it did not), None (no verdict)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
             async with asyncio.timeout(PROBE_TIMEOUT_S):
-                await self.sample(app)
+                await self.sample(queue)
         except (RedisError, OSError, TimeoutError) as exc:
             if isinstance(exc, TimeoutError) and loop.time() - started > 2 * PROBE_TIMEOUT_S:
                 return None  # our own event loop was blocked, not Redis
@@ -145,34 +145,29 @@ class ThroughputMeter:
         self.failures = 0
         return True
 
-    async def run(self, app: web.Application, stop: asyncio.Event) -> None:
+    async def run(self, queue: Queue, stop: asyncio.Event) -> None:
         """Sample until `stop` is set; a Redis outage only pauses it (old samples age out)."""
         while not stop.is_set():
-            verdict = await self.probe(app)
+            verdict = await self.probe(queue)
             if verdict is not True and not self.store_down:
                 continue  # probe again at once: one slow answer is not an outage
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(SAMPLE_S):
                     await stop.wait()
 
+    async def start(self, queue: Queue) -> None:
+        """Sample in the background from now on (after the Redis client exists)."""
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self.run(queue, self._stop), name="throughput-sampler")
 
-async def throughput_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx: the meter and its sampling task (after the Redis client exists)."""
-    meter = ThroughputMeter(alert=BacklogAlert(app[SETTINGS].backlog_alert))
-    app[THROUGHPUT] = meter
-    stop = asyncio.Event()
-    task = asyncio.create_task(meter.run(app, stop), name="throughput-sampler")
-    yield
-    # Let a sample in flight finish: a cancellation landing inside redis-py's read can be
-    # swallowed (and then the wait would last a socket timeout). Cancel only as a last resort.
-    stop.set()
-    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-        async with asyncio.timeout(STOP_TIMEOUT_S):
-            await asyncio.shield(task)
-    task.cancel()
-
-
-def estimate(app: web.Application | None, depth: int | None = None, share: int = 1) -> int:
-    """Retry-After from the app's meter; DEFAULT_S for an app without one."""
-    meter = app.get(THROUGHPUT) if app is not None else None
-    return meter.retry_after(depth, share) if meter is not None else DEFAULT_S
+    async def stop(self) -> None:
+        # Let a sample in flight finish: a cancellation landing inside redis-py's read can be
+        # swallowed (and then the wait would last a socket timeout). Cancel only as a last resort.
+        if self._task is None:
+            return
+        self._stop.set()
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+            async with asyncio.timeout(STOP_TIMEOUT_S):
+                await asyncio.shield(self._task)
+        self._task.cancel()
+        self._task = None

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench import batching, notice
+from bench import baseline_env, batching, notice
 from bench.clients import BenchError
 from bench.keyspace import KeyspaceLog
 
@@ -67,3 +68,13 @@ async def test_keyspace_log_reads_lines_as_they_are_written(tmp_path: Path) -> N
         log.popped_before(11.2, after=11.1)
     with pytest.raises(BenchError, match="no keyspace notification"):
         await log.stored_at("0", "tts:{main}:audio:never", 0.05)
+
+
+def test_the_baseline_ships_with_the_repository() -> None:
+    """Any clone can reproduce the figures: the baseline design is bench/baseline/ unless
+    CHATTTS_BASELINE_DIR names another copy."""
+    shipped = Path(baseline_env.__file__).resolve().parent / "baseline"
+    assert baseline_env.located(str(shipped)) == shipped
+    expected = os.environ.get(baseline_env.DIR_ENV) or shipped
+    assert Path(expected) == baseline_env.DEFAULT_DIR
+    assert baseline_env.located() is not None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import baseline_env, loadgen
+from bench import loadgen
 from bench.table import Row
 
 from .helpers import run_quick
@@ -66,10 +66,6 @@ def test_refused_submits_fail_the_asyncio_load_generator_too(tmp_path: Path) -> 
     assert not out.exists()
 
 
-@pytest.mark.skipif(
-    baseline_env.located() is None,
-    reason=f"no baseline at {baseline_env.DEFAULT_DIR} (set {baseline_env.DIR_ENV})",
-)
 @pytest.mark.timeout(300)  # the first run installs the baseline's virtualenv
 def test_quick_run_against_the_baseline_judges_the_targets(tmp_path: Path) -> None:
     done, out = _bench(tmp_path, "--duration", "1", "--warmup", "0.5")

@@ -13,14 +13,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bench import baseline_env, notice
+from bench import notice
 from bench.clients import BenchError
-from workers.embedded_redis import free_port
+from workers.infra.embedded_redis import free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-# Where the baseline design is not at hand (CHATTTS_BASELINE_DIR, ../shared/baseline), the suite
-# runs ours alone and only ours' figures are checked.
-HAVE_BASELINE = baseline_env.located() is not None
 
 
 @pytest.fixture
@@ -58,7 +55,6 @@ async def test_quick_suite_measures_both_systems_and_fails_on_a_failed_module(
     """Measurements 2 and 3 run for real (embedded Redis, web, worker, the baseline); 4 is
     pointed at a server answering 500: the suite prints what ran, then exits 1."""
     url, seen = broken_server
-    ours_only = [] if HAVE_BASELINE else ["--skip-baseline"]
     code, out, err = await _run(
         "-m",
         "bench.suite",
@@ -69,7 +65,6 @@ async def test_quick_suite_measures_both_systems_and_fails_on_a_failed_module(
         url,
         "--results",
         str(tmp_path),
-        *ours_only,
         timeout=280,
     )
     assert code == 1, out + err
@@ -82,13 +77,11 @@ async def test_quick_suite_measures_both_systems_and_fails_on_a_failed_module(
     assert sections == {"2. completion notice", "3. pipeline overhead"}
     for row in rows:
         assert math.isfinite(row["ours"]) and row["ours"] > 0, row
-        if HAVE_BASELINE:
-            assert row["baseline"] is not None and row["baseline"] > 0, row
+        assert row["baseline"] is not None and row["baseline"] > 0, row
     notice_rows = [r for r in rows if r["section"] == "2. completion notice"]
-    assert len(notice_rows) == 4 if HAVE_BASELINE else notice_rows
-    if HAVE_BASELINE:
-        # Polling every 500 ms leaves the baseline's clients in the dark longer than every 100 ms.
-        assert notice_rows[3]["baseline"] > notice_rows[1]["baseline"]
+    assert len(notice_rows) == 4
+    # Polling every 500 ms leaves the baseline's clients in the dark longer than every 100 ms.
+    assert notice_rows[3]["baseline"] > notice_rows[1]["baseline"]
     assert "| 2. completion notice |" in (tmp_path / "suite.md").read_text()
     assert "machine:" in out and "Redis" in out
 

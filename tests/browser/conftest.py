@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.web.webproc import WebProcess
-from workers.settings import Settings
+from workers.infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("CHATTTS_CHROMIUM", "/usr/bin/chromium")

@@ -11,8 +11,8 @@ import pytest
 import redis
 from playwright.sync_api import expect
 
-from workers.keys import Keys
-from workers.settings import Settings
+from workers.infra.settings import Settings
+from workers.queue.keys import Keys
 
 from .conftest import Console, WebProcess
 from .helpers import (

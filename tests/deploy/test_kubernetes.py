@@ -29,10 +29,10 @@ from tests.deploy.helpers import (
     route_paths,
 )
 from web.app import SHUTDOWN_TIMEOUT_S
-from workers.job import SynthesisRequest
-from workers.keys import CONSUMER_GROUP, Keys
-from workers.queue import Queue
-from workers.settings import Settings
+from workers.infra.settings import Settings
+from workers.queue.job import SynthesisRequest
+from workers.queue.keys import CONSUMER_GROUP, Keys
+from workers.queue.store import Queue
 
 # Every metadata key of KEDA's redis-streams scaler (keda.sh/docs/latest/scalers/redis-streams).
 KEDA_REDIS_STREAMS_KEYS = {

@@ -14,7 +14,7 @@ from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 
 from web.app import create_app
-from workers.settings import Settings
+from workers.infra.settings import Settings
 
 ClientFactory = Callable[..., Awaitable[TestClient[Any, Any]]]
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from workers.settings import Settings
+from workers.infra.settings import Settings
 
 from .conftest import ClientFactory, submit
 

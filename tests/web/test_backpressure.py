@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from web import throughput
 from web.throughput import DEFAULT_S, MAX_S, WINDOW_S, ThroughputMeter
-from workers.keys import Keys
+from workers.queue.keys import Keys
 
 from .conftest import ClientFactory, submit
 

@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import WorkerProcess
-from workers.job import TERMINAL_STATES
-from workers.keys import Keys
+from workers.queue.job import TERMINAL_STATES
+from workers.queue.keys import Keys
 
 from . import webproc
 from .fuzzdata import (

@@ -12,10 +12,10 @@ import orjson
 from redis.asyncio import Redis
 
 from web.hub import EventHub, follow
-from workers.job import SynthesisRequest
-from workers.keys import Keys
-from workers.queue import Queue
-from workers.settings import Settings
+from workers.infra.settings import Settings
+from workers.queue.job import SynthesisRequest
+from workers.queue.keys import Keys
+from workers.queue.store import Queue
 
 from .conftest import sse_events
 

@@ -17,10 +17,10 @@ from aiohttp import WSMsgType
 from aiohttp.test_utils import TestServer
 
 from web.app import create_app
-from web.check import main as check_main
-from web.check import mask_url
-from workers.embedded_redis import free_port
-from workers.settings import Settings
+from web.cli.check import main as check_main
+from web.cli.check import mask_url
+from workers.infra.embedded_redis import free_port
+from workers.infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

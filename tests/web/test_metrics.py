@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import WorkerProcess
-from workers.keys import CONSUMER_GROUP, Keys
+from workers.queue.keys import CONSUMER_GROUP, Keys
 
 from .conftest import ClientFactory, collect_sse, submit, wait_job
 

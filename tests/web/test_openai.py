@@ -24,8 +24,8 @@ from tests.conftest import WorkerProcess
 from web.app import create_app
 from web.appkeys import HUB
 from web.views.openai_request import mostly_mandarin, resolve_voice
-from workers.keys import Keys
-from workers.settings import Settings
+from workers.infra.settings import Settings
+from workers.queue.keys import Keys
 
 from .conftest import ClientFactory, wait_job
 

@@ -16,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.conftest import WorkerProcess
 from web.throughput import ThroughputMeter
-from workers.embedded_redis import EmbeddedRedis
+from workers.infra.embedded_redis import EmbeddedRedis
 
 from .conftest import ClientFactory, sse_events, submit, wait_job
 

@@ -18,10 +18,10 @@ import aiohttp
 from aiohttp import WSMsgType
 
 from tests.conftest import WorkerProcess
-from workers.job import TERMINAL_STATES
-from workers.keys import Keys
-from workers.queue import Queue
-from workers.settings import Settings
+from workers.infra.settings import Settings
+from workers.queue.job import TERMINAL_STATES
+from workers.queue.keys import Keys
+from workers.queue.store import Queue
 
 from . import webproc
 from .conftest import sse_events

@@ -22,10 +22,10 @@ import aiohttp
 import orjson
 from redis.asyncio import Redis
 
-from workers.job import SynthesisRequest
-from workers.keys import Keys
-from workers.queue import Queue
-from workers.settings import Settings
+from workers.infra.settings import Settings
+from workers.queue.job import SynthesisRequest
+from workers.queue.keys import Keys
+from workers.queue.store import Queue
 
 from . import webproc
 from .conftest import sse_events

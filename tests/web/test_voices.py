@@ -1,7 +1,7 @@
 """Voice registration and submit-time speakability through the HTTP API, without a model.
 
 Voice data is validated by the web tier without torch; synthesizing with registered voices on a
-real ChatTTS worker is tested in tests/chattts/test_service.py.
+real ChatTTS worker is tested in tests/workers/engines/chattts/test_service.py.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 import soundfile as sf
 from aiohttp.test_utils import TestClient
 
-from workers.engines.chattts_voices import builtin_embeddings, validate_voice_data
-from workers.keys import Keys
+from workers.engines.chattts.voices import builtin_embeddings, validate_voice_data
+from workers.queue.keys import Keys
 
 from .conftest import ClientFactory, submit
 

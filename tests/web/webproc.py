@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from workers.embedded_redis import free_port
-from workers.settings import Settings
+from workers.infra.embedded_redis import free_port
+from workers.infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 _SERVER_ERRORS = re.compile(r'^chattts_http_requests_total\{[^}]*status="5\d\d"\} (\S+)$', re.M)

@@ -6,12 +6,11 @@ from typing import Any
 
 from aiohttp import web
 
-from workers.audio import extension, mime_type
-from workers.job import Job, JobState
-
-from ..appkeys import QUEUE
-from ..errors import ApiError, not_found
-from ..schemas import valid_job_id
+from web.appkeys import QUEUE
+from web.errors import ApiError, not_found
+from web.schemas import valid_job_id
+from workers.audio.formats import extension, mime_type
+from workers.queue.job import Job, JobState
 
 _TRUE = ("1", "true", "yes", "on")
 

@@ -11,11 +11,11 @@ from typing import Any
 from aiohttp import web
 from aiohttp_sse import EventSourceResponse
 
-from ..appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS
-from ..errors import dumps, not_found
-from ..hub import TERMINAL_TYPES, follow
-from ..identity import client_id
-from ..schemas import valid_cursor, valid_job_id
+from web.appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS
+from web.errors import dumps, not_found
+from web.hub import TERMINAL_TYPES, follow
+from web.identity import client_id
+from web.schemas import valid_cursor, valid_job_id
 
 log = logging.getLogger("chattts_online.web.sse")
 

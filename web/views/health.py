@@ -8,8 +8,9 @@ from typing import Any
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from ..appkeys import HUB, QUEUE, THROUGHPUT
-from ..errors import json_response
+from web.appkeys import HUB, QUEUE, THROUGHPUT
+from web.errors import json_response
+
 from .voices import live_workers
 
 READY_TIMEOUT_S = 2.0

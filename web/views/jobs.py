@@ -7,12 +7,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from workers.queue import BacklogFull, ClientCapReached, QueueError, Submitted
-
-from ..appkeys import METRICS, QUEUE, SETTINGS
-from ..errors import ApiError, json_response, not_found
-from ..identity import client_id
-from ..schemas import (
+from web.appkeys import METRICS, QUEUE, SETTINGS, THROUGHPUT
+from web.errors import ApiError, json_response, not_found
+from web.identity import client_id
+from web.schemas import (
     idempotency_key,
     job_urls,
     json_body,
@@ -20,16 +18,20 @@ from ..schemas import (
     synthesis_request,
     valid_job_id,
 )
-from ..throughput import estimate
+from web.throughput import DEFAULT_S
+from workers.queue.store import BacklogFull, ClientCapReached, QueueError, Submitted
 
 
 def retry_after_s(exc: QueueError, app: web.Application | None = None) -> int:
     """How long a refused client should wait, from the queue's measured throughput (pass the
     app: without it, a fixed guess). See web/throughput.py."""
+    meter = app.get(THROUGHPUT) if app is not None else None
+    if meter is None:
+        return DEFAULT_S if isinstance(exc, BacklogFull | ClientCapReached) else 1
     if isinstance(exc, BacklogFull):
-        return estimate(app, exc.depth)
+        return meter.retry_after(exc.depth)
     if isinstance(exc, ClientCapReached):
-        return estimate(app, share=exc.active)
+        return meter.retry_after(share=exc.active)
     return 1
 
 

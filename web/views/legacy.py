@@ -20,15 +20,15 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from workers.job import JobState, SynthesisRequest, is_job_id, legacy_job_id
-from workers.queue import QueueError
-from workers.text import has_speakable
-from workers.voices import BUILTIN_VOICES
+from web.appkeys import METRICS, QUEUE, SETTINGS
+from web.errors import ApiError, json_response, not_found
+from web.identity import client_id
+from web.schemas import clean, read_body
+from workers.queue.job import JobState, SynthesisRequest, is_job_id, legacy_job_id
+from workers.queue.store import QueueError
+from workers.queue.voices import BUILTIN_VOICES
+from workers.text.sentences import has_speakable
 
-from ..appkeys import METRICS, QUEUE, SETTINGS
-from ..errors import ApiError, json_response, not_found
-from ..identity import client_id
-from ..schemas import clean, read_body
 from .jobs import retry_after_s
 
 MAX_CHARS = 500

@@ -5,9 +5,10 @@ answer is the whole file once the job succeeds; with `stream_format: "audio"` th
 a chunked body as segments finish; with `"sse"` it leaves as `speech.audio.delta` events (base64
 chunks) and a final `speech.audio.done` event with usage. Streams are synthesized as PCM and
 encoded here, piece by piece, into one continuous file of the asked format (see
-workers/stream_encode.py). Errors use OpenAI's JSON shape; a failure after the first audio byte
-cuts a chunked body short (an incomplete transfer, never a truncated "success") and is an `error`
-event in SSE. A client that goes away stops the wait; its job still completes (and is cached).
+workers/audio/stream_encode.py). Errors use OpenAI's JSON shape; a failure after the first audio
+byte cuts a chunked body short (an incomplete transfer, never a truncated "success") and is an
+`error` event in SSE. A client that goes away stops the wait; its job still completes (and is
+cached).
 """
 
 from __future__ import annotations
@@ -21,18 +22,16 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from workers.audio import mime_type
-from workers.batch import SEGMENT_GAP_S
-from workers.engines.base import SAMPLE_RATE
-from workers.job import SynthesisRequest
-from workers.queue import BacklogFull, ClientCapReached, QueueError, Submitted
-from workers.stream_encode import StreamEncoder
+from web.appkeys import HUB, METRICS, QUEUE
+from web.errors import ApiError, dumps
+from web.hub import TERMINAL_TYPES, follow
+from web.identity import client_id
+from web.schemas import json_body
+from workers.audio.formats import SAMPLE_RATE, SEGMENT_GAP_S, mime_type
+from workers.audio.stream_encode import StreamEncoder
+from workers.queue.job import SynthesisRequest
+from workers.queue.store import BacklogFull, ClientCapReached, QueueError, Submitted
 
-from ..appkeys import HUB, METRICS, QUEUE
-from ..errors import ApiError, dumps
-from ..hub import TERMINAL_TYPES, follow
-from ..identity import client_id
-from ..schemas import json_body
 from .jobs import retry_after_s
 from .openai_request import Speech, parse
 

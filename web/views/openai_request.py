@@ -9,11 +9,10 @@ from typing import Any
 
 from aiohttp import web
 
-from workers.job import SynthesisRequest
-
-from ..appkeys import QUEUE
-from ..errors import ApiError
-from ..schemas import synthesis_request
+from web.appkeys import QUEUE
+from web.errors import ApiError
+from web.schemas import synthesis_request
+from workers.queue.job import SynthesisRequest
 
 FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
 STREAM_FORMATS = ("audio", "sse")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import aiohttp_jinja2
 from aiohttp import web
 
-from workers.audio import FORMATS
-from workers.voices import BUILTIN_VOICES, DEFAULT_VOICE
-
-from ..appkeys import SETTINGS
+from web.appkeys import SETTINGS
+from workers.audio.formats import FORMATS
+from workers.queue.voices import BUILTIN_VOICES, DEFAULT_VOICE
 
 
 async def index(request: web.Request) -> web.StreamResponse:

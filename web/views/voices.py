@@ -19,18 +19,17 @@ import orjson
 import soundfile as sf
 from aiohttp import BodyPartReader, web
 
-from workers.engines.chattts_voices import (
+from web.appkeys import QUEUE
+from web.errors import ApiError, json_response, not_found
+from web.fleet import live_heartbeats
+from web.schemas import json_body
+from workers.engines.chattts.voices import (
     MAX_RECORDING_S,
     MIN_RECORDING_S,
     recording_voice_data,
     validate_voice_data,
 )
-from workers.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, DEFAULT_VOICE
-
-from ..appkeys import QUEUE
-from ..errors import ApiError, json_response, not_found
-from ..fleet import live_heartbeats
-from ..schemas import json_body
+from workers.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, DEFAULT_VOICE
 
 # Registered voices carry large fields (speaker embeddings, reference clips): only short scalar
 # fields are listed, and never the voice data itself.

@@ -36,11 +36,13 @@ from typing import Any
 import orjson
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from ..appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS, THROUGHPUT
-from ..errors import REDIS_DOWN, ApiError, dumps, not_found, redis_unavailable
-from ..hub import follow
-from ..identity import client_id
-from ..schemas import idempotency_key, valid_cursor, valid_job_id
+from web.appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS, THROUGHPUT
+from web.errors import ApiError, dumps, not_found, redis_unavailable
+from web.hub import follow
+from web.identity import client_id
+from web.schemas import idempotency_key, valid_cursor, valid_job_id
+from workers.infra.redis_client import REDIS_DOWN
+
 from .events import send_timeout_s
 from .jobs import cancel, submit_job
 

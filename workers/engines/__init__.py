@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from ..settings import Settings
+from workers.infra.settings import Settings
+
 from .base import Engine, EngineError, Segment
 
 __all__ = ["Engine", "EngineError", "Segment", "create_engine"]

@@ -8,11 +8,11 @@ from typing import Protocol
 
 import numpy as np
 
-from ..job import SynthesisRequest
-from ..voices import Voice
+from workers.audio.formats import SAMPLE_RATE
+from workers.queue.job import SynthesisRequest
+from workers.queue.voices import Voice
 
-# Every engine delivers 24 kHz mono: ChatTTS's native rate, one of Opus's rates, OpenAI's pcm rate.
-SAMPLE_RATE = 24_000
+__all__ = ["SAMPLE_RATE", "Engine", "EngineError", "Segment"]
 
 
 class EngineError(Exception):

@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from ..job import SynthesisRequest
-from ..settings import Settings
-from ..text import split_sentences
-from ..voices import BUILTIN_VOICES, Voice
+from workers.infra.settings import Settings
+from workers.queue.job import SynthesisRequest
+from workers.queue.voices import BUILTIN_VOICES, Voice
+from workers.text.sentences import split_sentences
+
 from .base import SAMPLE_RATE, EngineError, Segment
 
 _AUDIO_OUTPUT_SYNCHRONOUS = 2

@@ -6,8 +6,8 @@ import numpy as np
 
 from workers.engines.base import SAMPLE_RATE, Segment
 from workers.engines.espeak import EspeakEngine
-from workers.job import SynthesisRequest
-from workers.settings import Settings
+from workers.infra.settings import Settings
+from workers.queue.job import SynthesisRequest
 
 ENGINE = EspeakEngine(Settings())
 ENGINE.load()

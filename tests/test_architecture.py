@@ -1,0 +1,80 @@
+"""The package layers and the absence of import cycles (contracts in pyproject.toml), checked on
+the real tree and shown to fail on a tree that breaks them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(root: Path) -> subprocess.CompletedProcess[str]:
+    if not LINT_IMPORTS.exists():
+        pytest.fail(f"{LINT_IMPORTS} is missing: install the dev group (make install-dev)")
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--config", str(root / "pyproject.toml")],
+        cwd=root,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_tree_keeps_every_contract() -> None:
+    result = _lint(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.fixture
+def tree_copy(tmp_path: Path) -> Path:
+    """The packages and the contracts, copied where they can be broken."""
+    for name in ("web", "workers"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    return tmp_path
+
+
+def _append(path: Path, code: str) -> None:
+    path.write_text(path.read_text() + "\n" + code)
+
+
+@pytest.mark.parametrize(
+    ("module", "code", "broken"),
+    [
+        # A type-level circle: the hub typing itself with the keys that type it.
+        (
+            "web/hub.py",
+            "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .appkeys import HUB\n",
+            "no import cycles",
+        ),
+        # workers reaching up into web, even lazily inside a function.
+        (
+            "workers/infra/logs.py",
+            "def _f() -> None:\n    from web import app\n",
+            "web uses workers",
+        ),
+        # the queue contract importing the worker process.
+        ("workers/queue/job.py", "from workers.worker import batch\n", "workers: the process"),
+        # the application starting a worker of its own.
+        (
+            "web/views/health.py",
+            "from workers.worker import process\n",
+            "the web application runs no worker",
+        ),
+    ],
+)
+def test_a_broken_contract_fails(tree_copy: Path, module: str, code: str, broken: str) -> None:
+    _append(tree_copy / module, code)
+    result = _lint(tree_copy)
+    assert result.returncode != 0
+    broken_lines = [line for line in result.stdout.splitlines() if line.endswith("BROKEN")]
+    assert any(line.startswith(broken) for line in broken_lines), result.stdout

@@ -1,0 +1,61 @@
+"""Fixtures of the ChatTTS engine tests: the tiny checkpoint and an engine loaded from it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .checkpoint import build_tiny_checkpoint
+
+# Locally the engine tests need the chattts extra; in CI (CI=true) or with
+# CHATTTS_REQUIRE_CHATTTS=1 a missing extra fails them instead of skipping them.
+HAVE_CHATTTS = all(importlib.util.find_spec(m) is not None for m in ("ChatTTS", "torch"))
+REQUIRE_CHATTTS = any(
+    os.environ.get(name, "").lower() not in ("", "0", "false", "no")
+    for name in ("CI", "CHATTTS_REQUIRE_CHATTTS")
+)
+requires_chattts = pytest.mark.skipif(
+    not HAVE_CHATTTS and not REQUIRE_CHATTTS,
+    reason="needs the chattts extra: pip install '.[chattts]'",
+)
+# The engine tests run on the CPU; bench/gpu_check.sh runs them again with this set to "cuda".
+TEST_DEVICE_ENV = "CHATTTS_TEST_DEVICE"
+# The tiny model's per-segment budget in these tests: rows end after ~40 tokens on average.
+TEST_MAX_NEW_TOKEN = 160
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-weight ChatTTS checkpoint, usable as CHATTTS_MODEL_DIR."""
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("chattts") / "model")
+
+
+@pytest.fixture(scope="session")
+def loaded_engine(tiny_checkpoint: Path) -> Any:
+    import torch
+
+    from workers.engines.chattts.engine import ChatTTSEngine
+    from workers.infra.settings import Settings
+
+    # One thread: on a small shared CPU, OpenMP threads waiting on each other cost more than
+    # they give for a model this small.
+    torch.set_num_threads(1)
+    device = os.environ.get(TEST_DEVICE_ENV, "cpu")
+    engine = ChatTTSEngine(Settings(model_dir=str(tiny_checkpoint), device=device, max_batch=8))
+    engine.load()
+    engine.warmup()
+    return engine
+
+
+@pytest.fixture
+def engine(loaded_engine: Any) -> Iterator[Any]:
+    """The session's engine, with test limits restored after each test."""
+    loaded_engine.max_new_token = TEST_MAX_NEW_TOKEN
+    loaded_engine.max_batch = 8
+    yield loaded_engine
+    loaded_engine.inject_oom(None)

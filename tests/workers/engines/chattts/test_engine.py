@@ -1,0 +1,217 @@
+"""The ChatTTS engine on a tiny random-weight checkpoint, loaded through the production loader."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from workers.engines.base import EngineError, Segment
+from workers.queue.job import SynthesisRequest
+
+from .conftest import requires_chattts
+
+pytestmark = [
+    pytest.mark.chattts,
+    requires_chattts,
+    # transformers >= 5 announces (per call) the removal of the API ChatTTS 0.2.5 uses.
+    pytest.mark.filterwarnings("ignore:.*past_key_values.*:FutureWarning"),
+]
+
+TEXTS = ["你好世界。", "今天天气很好。", "我们欢迎你。", "Hello world."]
+SAMPLES_PER_TOKEN = 512  # two mel frames of 256 samples per audio token
+# How far (in samples) the tiny decoder and vocoder see around a frame: a row decoded next to
+# padding differs from its solo decode only this close to its end.
+RECEPTIVE_SAMPLES = 16 * 256
+
+
+def assert_same_audio(row: np.ndarray, alone: np.ndarray) -> None:
+    """Same length; same samples except within the decoders' reach of the row's end."""
+    assert row.size == alone.size
+    keep = max(0, row.size - RECEPTIVE_SAMPLES)
+    np.testing.assert_allclose(row[:keep], alone[:keep], atol=1e-4)
+
+
+def segments(texts: list[str], seed: int | None = 7, **request: Any) -> list[Segment]:
+    """One segment per job, as the worker hands them over from different jobs."""
+    out = []
+    for i, text in enumerate(texts):
+        req = SynthesisRequest(text=text, seed=None if seed is None else seed + i, **request)
+        out.append(Segment(f"job{i}", 0, text, req))
+    return out
+
+
+def test_segments_of_many_jobs_run_as_one_infer(engine: Any) -> None:
+    before = engine.infer_calls
+    audio = engine.synthesize(segments(TEXTS))
+    assert engine.last_batch_sizes[0] == len(TEXTS)
+    assert engine.infer_calls - before == len(engine.last_batch_sizes)
+    assert len(audio) == len(TEXTS)
+    assert all(a.dtype == np.float32 and a.ndim == 1 and a.size > 0 for a in audio)
+
+
+def test_each_row_is_trimmed_to_its_own_length(engine: Any) -> None:
+    audio = engine.synthesize(segments(TEXTS))
+    tokens = list(engine.last_token_lengths)
+    assert engine.last_batch_sizes == [len(TEXTS)] and not engine.last_warnings
+    assert len(set(tokens)) > 1, "rows of one batch should end at different lengths"
+    # The vocoder yields (2n - 1) hops for n tokens: exactly what the row alone decodes to.
+    assert [a.size for a in audio] == [(2 * n - 1) * SAMPLES_PER_TOKEN // 2 for n in tokens]
+    for row in (int(np.argmin(tokens)), int(np.argmax(tokens))):
+        alone = engine.synthesize(segments(TEXTS)[row : row + 1])
+        assert engine.last_token_lengths == [tokens[row]]
+        assert_same_audio(audio[row], alone[0])
+    # The longest row had no padding to trim: it is its solo decode, sample for sample.
+    np.testing.assert_allclose(audio[row], alone[0], atol=1e-4)
+
+
+def test_same_seed_same_audio_different_seed_different_audio(engine: Any) -> None:
+    first = engine.synthesize(segments(TEXTS[:2], seed=11))
+    again = engine.synthesize(segments(TEXTS[:2], seed=11))
+    other = engine.synthesize(segments(TEXTS[:2], seed=12))
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert any(
+        a.shape != b.shape or not np.array_equal(a, b) for a, b in zip(first, other, strict=True)
+    )
+
+
+def test_a_row_sounds_the_same_whatever_it_is_batched_with(engine: Any) -> None:
+    [alone] = engine.synthesize(segments(TEXTS[:1], seed=21))
+    batched = engine.synthesize(segments(TEXTS, seed=21))
+    assert_same_audio(batched[0], alone)
+
+
+def test_requests_never_touch_the_global_rng(engine: Any) -> None:
+    import torch
+
+    state = torch.get_rng_state()
+    engine.synthesize(segments(TEXTS[:2], seed=None))
+    engine.synthesize(segments(TEXTS[:2], seed=3))
+    assert torch.equal(state, torch.get_rng_state())
+
+
+def test_library_defaults_are_not_mutated(engine: Any) -> None:
+    import ChatTTS
+
+    defaults = ChatTTS.Chat.infer.__defaults__
+    code = next(d for d in defaults if isinstance(d, ChatTTS.Chat.InferCodeParams))
+    engine.synthesize(segments(TEXTS[:1], speed=1.5, temperature=0.5))
+    assert (code.prompt, code.spk_emb, code.spk_smp, code.temperature, code.manual_seed) == (
+        "[speed_5]",
+        None,
+        None,
+        0.3,
+        None,
+    )
+
+
+def test_out_of_memory_halves_the_batch_until_it_fits(engine: Any) -> None:
+    expected = engine.synthesize(segments(TEXTS, seed=31))
+    splits = engine.oom_splits
+    engine.inject_oom(1)  # the GPT now raises a real torch.OutOfMemoryError above one row
+    audio = engine.synthesize(segments(TEXTS, seed=31))
+    assert engine.last_batch_sizes == [1, 1, 1, 1]
+    assert engine.oom_splits - splits == 3  # 4 -> 2 + 2 -> 1 + 1 + 1 + 1
+    for a, b in zip(audio, expected, strict=True):  # per-row seeds: the same audio
+        assert_same_audio(a, b)
+
+
+def test_out_of_memory_on_one_segment_is_a_retryable_error(engine: Any) -> None:
+    engine.inject_oom(0)
+    with pytest.raises(EngineError, match="out of memory") as info:
+        engine.synthesize(segments(TEXTS[:1]))
+    assert info.value.retryable
+
+
+def test_truncated_segment_is_retried_shorter_and_reported(engine: Any) -> None:
+    engine.max_new_token = 1  # no row ends at its first token: every row is cut
+    text = "今天天气很好，我们欢迎你。"
+    [audio] = engine.synthesize(segments([text]))
+    assert engine.last_batch_sizes == [1, 2]  # the segment, then its two halves in one batch
+    assert engine.last_token_lengths == [2]
+    assert audio.size == 2 * SAMPLES_PER_TOKEN // 2
+    assert len(engine.last_warnings) == 1
+    assert "job0 segment 0" in engine.last_warnings[0]
+    assert "max_new_token" in engine.last_warnings[0]
+
+
+def test_truncated_segment_that_cannot_be_split_is_reported(engine: Any) -> None:
+    engine.max_new_token = 1
+    engine.synthesize(segments(["你好"]))
+    assert engine.last_batch_sizes == [1]
+    assert "too short to split" in engine.last_warnings[0]
+
+
+def test_refine_runs_the_refinement_pass(engine: Any) -> None:
+    audio = engine.synthesize(segments(TEXTS[:2], refine=True))
+    assert engine.last_batch_sizes[0] == 2 and all(a.size for a in audio)
+
+
+def test_registered_voices_embedding_and_recording(engine: Any) -> None:
+    from workers.engines.chattts.params import draw_speaker
+    from workers.engines.chattts.voices import recording_voice_data, validate_voice_data
+
+    embedding = draw_speaker(engine.chat.config.spk_stat, 99)
+    t = np.arange(16_000 * 2) / 16_000
+    recording = (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    sample = engine.voice_from_recording(recording, 16_000, "这是我的声音")
+    assert validate_voice_data(sample) == "sample"
+    packed = recording_voice_data(recording, 16_000, "这是我的声音")
+    for data in (embedding, sample, packed):
+        segs = [
+            Segment(
+                f"j{i}", 0, text, SynthesisRequest(text=text, voice="mine", seed=i), voice_data=data
+            )
+            for i, text in enumerate(TEXTS[:2])
+        ]
+        audio = engine.synthesize(segs)
+        assert engine.last_batch_sizes[0] == 2 and all(a.size for a in audio)
+
+
+def test_invalid_voice_data_and_unknown_voice_are_permanent_errors(engine: Any) -> None:
+    req = SynthesisRequest(text="你好", voice="mine")
+    with pytest.raises(EngineError) as info:
+        engine.synthesize([Segment("j", 0, "你好", req, voice_data="not a voice")])
+    assert not info.value.retryable
+    with pytest.raises(EngineError, match="unknown voice"):
+        engine.synthesize([Segment("j", 0, "你好", req)])
+
+
+def test_split_normalizes_then_cuts_sentences(engine: Any) -> None:
+    request = SynthesisRequest(text="x", voice="zh_female")
+    parts = engine.split("我有3个苹果。" * 40, request)
+    assert len(parts) > 1 and all(len(p) <= 120 for p in parts)
+    assert "三" in parts[0] and "3" not in "".join(parts)
+    with pytest.raises(EngineError, match="nothing"):
+        engine.split("😀 !!!", request)
+
+
+def test_batch_key_ignores_seed_but_not_parameters(engine: Any) -> None:
+    a = SynthesisRequest(text="x", seed=1)
+    assert engine.batch_key(a) == engine.batch_key(SynthesisRequest(text="y", seed=2))
+    assert engine.batch_key(a) != engine.batch_key(SynthesisRequest(text="x", temperature=0.5))
+    assert engine.batch_key(a) != engine.batch_key(SynthesisRequest(text="x", voice="en_male"))
+
+
+def test_mixed_voices_in_one_call_run_as_one_infer_per_voice(engine: Any) -> None:
+    segs = segments(TEXTS[:2]) + segments(TEXTS[2:], voice="en_male")
+    audio = engine.synthesize(segs)
+    assert sorted(engine.last_batch_sizes[:2]) == [2, 2] and len(audio) == 4
+
+
+def test_speed_maps_onto_chattts_speed_levels() -> None:
+    from workers.engines.chattts.params import speed_level
+
+    assert [speed_level(s) for s in (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)] == [0, 2, 5, 6, 7, 9]
+
+
+def test_a_registered_voice_normalizes_in_its_own_language(engine: Any) -> None:
+    request = SynthesisRequest(text="x", voice="my_voice")
+    english = "".join(engine.split("I have 3 cats.", request, "en-GB"))
+    assert "three" in english.lower() and "3" not in english
+    mandarin = "".join(engine.split("我有3个苹果。", request, "zh-CN"))
+    assert "三" in mandarin
+    # Without a language tag (older registrations): Mandarin, as before.
+    assert "三" in "".join(engine.split("3", request))

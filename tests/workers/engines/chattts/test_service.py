@@ -1,0 +1,367 @@
+"""ChatTTS through the whole service: real Redis, real worker processes, real HTTP and SSE.
+
+Two worker processes (started once for the module through the production command, on the tiny
+random-weight checkpoint) serve every test: one on the module's main queue, one with injected
+out-of-memory faults on a queue of its own. Tests run one after another and each waits for its
+own jobs to end, so they share the queue safely; assertions on the workers' heartbeat counters
+compare before and after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import lzma
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+import orjson
+import pytest
+import soundfile as sf
+from aiohttp.test_utils import TestClient
+
+from tests.conftest import FAST, WorkerProcess
+from tests.web.conftest import sse_events, submit, wait_job
+from tests.workers.worker.test_metrics import scrape, value
+from web.app import create_app
+from web.appkeys import QUEUE
+from workers.engines.chattts.voices import validate_voice_data
+from workers.infra.embedded_redis import free_port
+from workers.infra.settings import Settings
+
+from .conftest import requires_chattts
+from .test_loader import link_copy
+
+pytestmark = [pytest.mark.chattts, requires_chattts]
+
+Client = TestClient[Any, Any]
+MakeClient = Callable[[Settings], Awaitable[Client]]
+# OpenMP threads of two worker processes fighting over two cores cost more than they give.
+WORKER_ENV = {"OMP_NUM_THREADS": "1"}
+MAX_BATCH = 4
+# Long enough that jobs submitted together are in the worker's hands at the same time.
+BATCH_WAIT_MS = 300
+# The decoders' reach (in samples) around a frame: a row decoded next to padding differs from
+# its solo decode only this close to its end (see test_engine.py).
+RECEPTIVE_SAMPLES = 16 * 256
+TEXTS = ["你好世界。", "今天天气很好。", "我们欢迎你。", "欢迎使用语音合成。"]
+SENTENCE = "This sentence is one of several that make a long text to speak. "
+TERMINAL = ("succeeded", "failed", "cancelled", "dead")
+
+
+@dataclass
+class Service:
+    settings: Settings  # the main queue, served by `worker`
+    oom_settings: Settings  # a queue of its own, served by `oom_worker`
+    worker: WorkerProcess
+    oom_worker: WorkerProcess
+    metrics_port: int  # `worker`'s Prometheus /metrics
+
+
+def _settings(redis_url: str, model_dir: Path, data_dir: Path) -> Settings:
+    return Settings(
+        redis_url=redis_url,
+        queue=f"c{uuid.uuid4().hex[:10]}",
+        engine="chattts",
+        device="cpu",
+        model_dir=str(model_dir),
+        data_dir=str(data_dir),
+        **{**FAST, "batch_wait_ms": BATCH_WAIT_MS},  # type: ignore[arg-type]
+        max_batch=MAX_BATCH,
+    )
+
+
+@pytest.fixture(scope="module")
+def service(
+    redis_url: str, tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Service]:
+    logs = tmp_path_factory.mktemp("service")
+    settings = _settings(redis_url, tiny_checkpoint, logs)
+    oom_settings = settings.replace(queue=f"o{uuid.uuid4().hex[:10]}")
+    metrics_port = free_port()
+    worker = WorkerProcess(
+        settings,
+        "chattts-main",
+        logs / "main.log",
+        **WORKER_ENV,
+        CHATTTS_WORKER_METRICS_PORT=str(metrics_port),
+    )
+    oom_worker = WorkerProcess(
+        oom_settings,
+        "chattts-oom",
+        logs / "oom.log",
+        **WORKER_ENV,
+        CHATTTS_FAULT_OOM_ABOVE_BATCH="1",
+    )
+    try:  # both start at once: their imports and warm-ups overlap
+        worker.wait_ready(120)
+        oom_worker.wait_ready(120)
+        yield Service(settings, oom_settings, worker, oom_worker, metrics_port)
+    finally:
+        for process in (worker, oom_worker):  # both stop at once, then each is waited for
+            if process.process.poll() is None:
+                process.process.terminate()
+        for process in (worker, oom_worker):
+            process.stop()
+
+
+@pytest.fixture
+async def make_client(aiohttp_client: Any) -> MakeClient:
+    async def make(settings: Settings) -> Client:
+        client: Client = await aiohttp_client(create_app(settings))
+        return client
+
+    return make
+
+
+@pytest.fixture
+async def client(make_client: MakeClient, service: Service) -> Client:
+    return await make_client(service.settings)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+async def heartbeat(client: Client, worker: WorkerProcess) -> dict[str, Any]:
+    queue = client.app[QUEUE]
+    raw = await queue.redis.get(queue.keys.worker(worker.name))
+    assert raw is not None, f"worker {worker.name} has no heartbeat: {worker.log()}"
+    beat: dict[str, Any] = orjson.loads(raw)
+    return beat
+
+
+async def heartbeat_after(
+    client: Client, worker: WorkerProcess, succeeded: int, timeout: float = 10.0
+) -> dict[str, Any]:
+    """The first heartbeat that counts at least `succeeded` jobs (it lags by a period)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        beat = await heartbeat(client, worker)
+        if beat["jobs_succeeded"] >= succeeded:
+            return beat
+        assert time.monotonic() < deadline, beat
+        await asyncio.sleep(0.05)
+
+
+async def run_together(client: Client, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Submit all at once, wait for all; their final snapshots."""
+    jobs = await asyncio.gather(*(submit(client, **r) for r in requests))
+    return [await wait_job(client, job["id"], TERMINAL, timeout=60) for job in jobs]
+
+
+async def run_alone(client: Client, request: dict[str, Any]) -> dict[str, Any]:
+    job = await submit(client, **request)
+    return await wait_job(client, job["id"], TERMINAL, timeout=60)
+
+
+async def audio_of(client: Client, job: dict[str, Any]) -> bytes:
+    assert job["state"] == "succeeded", job
+    response = await client.get(f"/v1/tts/jobs/{job['id']}/audio")
+    assert response.status == 200
+    return await response.read()
+
+
+def decode(data: bytes) -> np.ndarray:
+    samples, rate = sf.read(io.BytesIO(data), dtype="float32")
+    assert rate == 24_000 and samples.ndim == 1
+    out: np.ndarray = samples
+    return out
+
+
+def encode_embedding(values: np.ndarray) -> str:
+    """A ChatTTS speaker-embedding string, encoded as `Speaker._encode` does."""
+    import pybase16384  # type: ignore[import-untyped]
+
+    filters = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}]
+    raw = lzma.compress(values.astype(np.float16).tobytes(), lzma.FORMAT_RAW, filters=filters)
+    text: str = pybase16384.encode_to_string(raw)
+    return text
+
+
+# -- tests --------------------------------------------------------------------------------------
+
+
+async def test_jobs_submitted_together_are_batched_into_one_infer(
+    client: Client, service: Service
+) -> None:
+    before = await heartbeat(client, service.worker)
+    _, metrics_before = await scrape(service.metrics_port)
+    requests = [{"text": t, "seed": 100 + i, "cache": False} for i, t in enumerate(TEXTS)]
+    jobs = await run_together(client, requests)
+    assert [j["state"] for j in jobs] == ["succeeded"] * len(TEXTS), jobs
+    after = await heartbeat_after(client, service.worker, before["jobs_succeeded"] + len(TEXTS))
+    infers = after["engine_stats"]["infer_calls"] - before["engine_stats"]["infer_calls"]
+    assert after["batch_jobs_max"] >= 2, after
+    assert 1 <= infers < len(TEXTS), (infers, after)
+    assert after["batches"] - before["batches"] < len(TEXTS)
+    # The worker's /metrics saw the same batches; each job's synthesis time is its share of them.
+    _, metrics_after = await scrape(service.metrics_port)
+
+    def moved(name: str, **labels: str) -> float:
+        return value(metrics_after, name, **labels) - value(metrics_before, name, **labels)
+
+    batches = after["batches"] - before["batches"]
+    assert moved("chattts_worker_batch_jobs_count") == batches
+    assert moved("chattts_worker_batch_jobs_bucket", le="1.0") < batches  # some had 2+ jobs
+    assert moved("chattts_worker_batch_segments_sum") == after["segments"] - before["segments"]
+    assert moved("chattts_worker_jobs_total", outcome="succeeded") == len(TEXTS)
+    assert moved("chattts_worker_synthesis_seconds_count") == len(TEXTS)
+    busy_s = after["busy_s"] - before["busy_s"]
+    assert abs(moved("chattts_worker_synthesis_seconds_sum") - busy_s) < 0.01
+    assert moved("chattts_worker_real_time_factor_count") == len(TEXTS)
+
+
+async def test_each_batched_row_is_trimmed_to_its_own_length(
+    client: Client, service: Service
+) -> None:
+    requests = [
+        {"text": t, "voice": "zh_male", "seed": 200 + i, "cache": False}
+        for i, t in enumerate(TEXTS)
+    ]
+    before = await heartbeat(client, service.worker)
+    together = [decode(await audio_of(client, j)) for j in await run_together(client, requests)]
+    after = await heartbeat_after(client, service.worker, before["jobs_succeeded"] + len(TEXTS))
+    assert after["batches"] - before["batches"] < len(TEXTS), "no job was batched with another"
+    assert len({a.size for a in together}) > 1, "rows should end at different lengths"
+    for request, batched in zip(requests, together, strict=True):
+        alone = decode(await audio_of(client, await run_alone(client, request)))
+        # Same length: no tail decoded from another row's padding. Same samples, except where
+        # the decoders saw that padding (right before the row's end).
+        assert batched.size == alone.size
+        keep = max(0, alone.size - RECEPTIVE_SAMPLES)
+        np.testing.assert_allclose(batched[:keep], alone[:keep], atol=3e-4)
+
+
+async def test_same_seed_same_audio_other_seed_other_audio(client: Client) -> None:
+    request = {"text": "Hello world. 今天天气很好。", "voice": "en_female", "cache": False}
+    first = await audio_of(client, await run_alone(client, {**request, "seed": 42}))
+    again = await audio_of(client, await run_alone(client, {**request, "seed": 42}))
+    other = await audio_of(client, await run_alone(client, {**request, "seed": 43}))
+    assert first == again
+    assert first != other
+
+
+async def test_registered_voices_speak_until_deleted(client: Client) -> None:
+    values = np.random.default_rng(7).normal(0.0, 0.5, 768)
+    embedding = encode_embedding(values)
+    assert validate_voice_data(embedding) == "embedding"
+    response = await client.post("/v1/voices", json={"name": "svc-emb", "embedding": embedding})
+    assert response.status == 201, await response.text()
+
+    t = np.arange(16_000 * 2) / 16_000
+    wav = io.BytesIO()
+    sf.write(wav, (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), 16_000, format="WAV")
+    form = aiohttp.FormData()
+    form.add_field("name", "svc-rec")
+    form.add_field("transcript", "这是我的声音")
+    form.add_field("audio", wav.getvalue(), filename="me.wav", content_type="audio/wav")
+    response = await client.post("/v1/voices", data=form)
+    assert response.status == 201, await response.text()
+
+    request = {"text": "你好世界。", "seed": 9, "cache": False}
+    builtin = await audio_of(client, await run_alone(client, request))
+    for voice in ("svc-emb", "svc-rec"):  # the recording is encoded by the worker on first use
+        job = await run_alone(client, {**request, "voice": voice})
+        assert job["state"] == "succeeded" and job["voice"] == voice, job
+        assert await audio_of(client, job) != builtin
+        assert (await client.delete(f"/v1/voices/{voice}")).status == 200
+        refused = await client.post("/v1/tts/jobs", json={**request, "voice": voice})
+        assert refused.status == 422
+        assert (await refused.json())["error"]["code"] == "unknown_voice"
+
+
+async def test_text_chattts_cannot_speak_is_refused_at_submit(client: Client) -> None:
+    response = await client.post("/v1/tts/jobs", json={"text": "Привет, мир!"})
+    body = await response.json()
+    assert response.status == 422, body
+    assert body["error"]["code"] == "text_not_speakable" and "ChatTTS" in body["error"]["message"]
+
+
+async def test_segments_are_announced_in_order_and_playable_before_the_end(
+    client: Client,
+) -> None:
+    job = await submit(client, text=SENTENCE * 60, voice="en_male", seed=5, cache=False)
+    response = await client.get(job["events_url"])
+    progress: list[dict[str, Any]] = []
+    types: list[str] = []
+    async with asyncio.timeout(60):
+        async for event in sse_events(response):
+            types.append(event.event)
+            if event.event != "progress":
+                continue
+            progress.append(event.json()["segment"])
+            if len(progress) == 1:  # the first segment is out: fetch it while the job runs
+                segment = await client.get(f"{job['status_url']}/segments/1")
+                assert segment.status == 200, await segment.text()
+                first = decode(await segment.read())
+                assert first.size > 0
+                status = await (await client.get(job["status_url"])).json()
+                assert status["state"] == "running", status
+    total = progress[0]["total"]
+    assert total >= 6
+    assert [p["index"] for p in progress] == list(range(1, total + 1))
+    assert all(p["total"] == total for p in progress)
+    assert types[-1] == "succeeded" and types.index("progress") < types.index("succeeded")
+    final = decode(await audio_of(client, await wait_job(client, job["id"], ("succeeded",))))
+    assert final.size > sum(round(p["duration_s"] * 24_000) for p in progress) - total
+
+
+async def test_out_of_memory_splits_the_batch_and_every_job_succeeds(
+    make_client: MakeClient, service: Service
+) -> None:
+    client = await make_client(service.oom_settings)
+    before = await heartbeat(client, service.oom_worker)
+    # Two segments per job (191 + 17 characters): even a job alone is a batch of two rows.
+    text = SENTENCE * 3 + "Another sentence."
+    requests = [{"text": text, "voice": "en_male", "seed": i, "cache": False} for i in range(3)]
+    jobs = await run_together(client, requests)
+    assert [j["state"] for j in jobs] == ["succeeded"] * 3, jobs
+    assert all(j["segments_total"] == 2 for j in jobs), jobs
+    after = await heartbeat_after(client, service.oom_worker, before["jobs_succeeded"] + 3)
+    assert after["batch_jobs_max"] >= 2, after  # jobs were batched together, then split
+    assert after["engine_stats"]["oom_splits"] > before["engine_stats"]["oom_splits"], after
+    assert after["jobs_failed"] == before["jobs_failed"]
+    assert "out of memory on a batch of" in service.oom_worker.log()
+
+
+async def test_cancel_a_running_job_others_complete(client: Client) -> None:
+    long, other = await asyncio.gather(
+        submit(client, text=SENTENCE * 60, voice="en_male", seed=1, cache=False),
+        submit(client, text=SENTENCE * 24, voice="en_male", seed=2, cache=False),
+    )
+    events = await client.get(long["events_url"])
+    async with asyncio.timeout(60):
+        async for event in sse_events(events):
+            if event.event == "progress":
+                break
+    cancel = await client.delete(long["status_url"])
+    assert cancel.status == 202 and (await cancel.json())["state"] == "cancelling"
+    cancelled = await wait_job(client, long["id"], TERMINAL, timeout=60)
+    assert cancelled["state"] == "cancelled", cancelled
+    assert 1 <= cancelled["segments_done"] < cancelled["segments_total"], cancelled
+    done = await wait_job(client, other["id"], TERMINAL, timeout=60)
+    assert done["state"] == "succeeded", done
+    assert done["segments_done"] == done["segments_total"] >= 6
+    assert decode(await audio_of(client, done)).size > 0
+
+
+def test_worker_with_a_missing_checkpoint_file_exits_and_names_it(
+    service: Service, tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    missing = "asset/Vocos.safetensors"
+    model = link_copy(tiny_checkpoint, tmp_path / "model", skip=missing)
+    settings = service.settings.replace(queue=f"m{uuid.uuid4().hex[:10]}", model_dir=str(model))
+    worker = WorkerProcess(settings, "chattts-broken", tmp_path / "broken.log", **WORKER_ENV)
+    try:
+        code = worker.process.wait(timeout=90)
+    finally:
+        worker.stop()
+    log = worker.log_path.read_text(errors="replace")
+    assert code != 0, log
+    assert f"missing: {model / missing}" in log, log

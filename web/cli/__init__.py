@@ -1,0 +1,1 @@
+"""The `chattts-online` console commands: the client, the supervisor of `run`, and `check`."""

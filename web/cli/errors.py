@@ -1,0 +1,14 @@
+"""What the CLI's failures are: `CliError` and the exit codes that say what kind each is."""
+
+from __future__ import annotations
+
+OK, FAILED, USAGE, UNAVAILABLE, REJECTED = 0, 1, 2, 3, 4
+INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl-C
+
+
+class CliError(Exception):
+    """A failure to report on stderr, and the exit code that says what kind it is."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code

@@ -1,0 +1,1 @@
+"""Audio after synthesis: the formats clients ask for, encoded whole or piece by piece."""

@@ -1,0 +1,379 @@
+"""The ChatTTS engine: one Chat per worker, one `infer` per batch, per-row seeds and trimming.
+
+Imported only when the engine is created (it imports torch); see `__init__.py` for the light API.
+Its hooks into ChatTTS are in `sampling.py`, the parameters of an `infer` in
+`params.py`, voice resolution in `speakers.py`.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Set before torch initialises CUDA: expandable segments keep the variable-length batches of a
+# TTS server from fragmenting the caching allocator. An operator's own setting wins.
+if "PYTORCH_CUDA_ALLOC_CONF" not in os.environ and "PYTORCH_ALLOC_CONF" not in os.environ:
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+
+import gc
+import hashlib
+import logging
+import math
+import secrets
+import time
+import warnings
+from collections.abc import Hashable
+from dataclasses import replace
+from importlib.metadata import version
+from typing import Any
+
+import numpy as np
+import torch
+
+from workers.infra.logs import DemoteToDebug, job_log
+from workers.infra.settings import Settings
+from workers.queue.job import SynthesisRequest
+from workers.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, Voice
+from workers.text.normalize import normalize
+from workers.text.sentences import split_sentences
+
+from ..base import SAMPLE_RATE, EngineError, Segment
+from . import loader
+from .params import draw_speaker, infer_params, row_generators, speed_level
+from .sampling import FRAMES_PER_TOKEN, MAX_NEW_TOKEN, Batch, BatchChat, Row, SeededGenerate
+from .speakers import Speakers
+from .voices import builtin_embeddings, builtin_seeds, parse_voice_data
+
+# ChatTTS's normalizer quotes pieces of the text it was given in these lines (see its norm.py).
+TEXT_QUOTING_LINES = ("found invalid characters", "replace homophones")
+log = logging.getLogger(__name__)
+
+# Segment lengths that stay well inside MAX_NEW_TOKEN: 120 Mandarin characters take about 27 s
+# at 4.5 syllables per second, 200 English characters about 13 s.
+SEGMENT_CHARS_CJK = 120
+SEGMENT_CHARS_LATIN = 200
+WARMUP_MAX_NEW_TOKEN = 16  # enough to run every module once
+# Fault injection for tests through the whole service: the GPT raises a real
+# torch.OutOfMemoryError on any forward pass over more rows than this.
+FAULT_OOM_ENV = "CHATTTS_FAULT_OOM_ABOVE_BATCH"
+
+
+def _language(voice: str, registered: str | None = None) -> str:
+    """The normalizer's language: a built-in voice's, else the registered voice's, else zh."""
+    builtin = BUILTIN_BY_NAME.get(voice)
+    tag = builtin.language if builtin is not None else (registered or "zh")
+    return "en" if tag.lower().startswith("en") else "zh"
+
+
+def _row_seed(segment: Segment, part: int, base: int) -> int:
+    key = f"{base}:{segment.index}:{part}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
+
+
+def _halves(text: str) -> list[str]:
+    """A segment cut in (about) two at a sentence, clause or word break."""
+    return split_sentences(text, max(4, math.ceil(len(text) / 2)))
+
+
+class ChatTTSEngine:
+    """ChatTTS on one device. All methods run in the worker's single engine thread.
+
+    Counters for tests and stats: `infer_calls` (completed `infer` calls), `last_batch_sizes`
+    (rows of each `infer` made by the last `synthesize`), `last_token_lengths` (audio tokens per
+    returned segment), `last_warnings` (truncations of the last `synthesize`), `oom_splits`,
+    `truncations`, `load_seconds`.
+    """
+
+    name = "chattts"
+    sample_rate = SAMPLE_RATE
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.max_batch = max(1, settings.max_batch)
+        self.max_new_token = MAX_NEW_TOKEN
+        self.retry_truncated = True  # a truncated segment is re-synthesized once, in halves
+        self.model_version = f"ChatTTS {version('ChatTTS')}"
+        self.chat: BatchChat | None = None
+        self.device = torch.device("cpu")
+        self.infer_calls = 0
+        self.oom_splits = 0
+        self.truncations = 0
+        self.load_seconds: float | None = None
+        self.last_batch_sizes: list[int] = []
+        self.last_token_lengths: list[int] = []
+        self.last_warnings: list[str] = []
+        self._speakers = Speakers()
+        self._oom_hook: Any = None
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        started = time.perf_counter()
+        checkpoint = loader.locate(self.settings.model_dir)
+        device = loader.resolve_device(self.settings.device)
+        _quiet_libraries()
+        if self.settings.compile and device.type != "cuda":
+            log.info("CHATTTS_COMPILE is used on CUDA only; running %s uncompiled", device)
+        chat = BatchChat(_library_logger())
+        loader.load_chat(chat, checkpoint, device, compile=self.settings.compile)
+        chat.gpt.generate = SeededGenerate(chat.gpt.generate, chat)
+        chat.samples_per_token = FRAMES_PER_TOKEN * int(chat.config.vocos.head.init_args.hop_length)
+        self._speakers = Speakers(chat, _builtin_voices(chat))
+        self.chat, self.device = chat, device
+        if checkpoint.sha256 is not None:
+            self.model_version += f" ({checkpoint.description})"
+        if checkpoint.max_new_token:
+            self.max_new_token = checkpoint.max_new_token
+        if os.environ.get(FAULT_OOM_ENV):
+            self.inject_oom(int(os.environ[FAULT_OOM_ENV]))
+        self.load_seconds = time.perf_counter() - started
+        log.info(
+            "ChatTTS loaded from %s on %s in %.1f s", checkpoint.root, device, self.load_seconds
+        )
+
+    def warmup(self) -> None:
+        saved, self.max_new_token = self.max_new_token, WARMUP_MAX_NEW_TOKEN
+        try:
+            for voice, text in (("zh_female", "你好"), ("en_female", "Hello")):
+                request = SynthesisRequest(text=text, voice=voice, seed=0)
+                segment = Segment("warmup", 0, text, request)
+                self._infer([segment], [_row_seed(segment, 0, 0)])
+        finally:
+            self.max_new_token = saved
+
+    def inject_oom(self, above_batch: int | None) -> None:
+        """Fault injection: make the GPT raise torch.OutOfMemoryError on batches above a size."""
+        if self._oom_hook is not None:
+            self._oom_hook.remove()
+            self._oom_hook = None
+        if above_batch is None or self.chat is None:
+            return
+        limit = above_batch
+
+        def hook(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
+            rows = kwargs["inputs_embeds"].size(0)
+            if rows > limit:
+                raise torch.OutOfMemoryError(f"injected: {rows} rows > {limit} ({FAULT_OOM_ENV})")
+
+        self._oom_hook = self.chat.gpt.gpt.register_forward_pre_hook(hook, with_kwargs=True)
+        log.warning("fault injection: out-of-memory on batches above %d rows", limit)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for the worker's heartbeat and metrics."""
+        return {
+            "device": str(self.device),
+            "infer_calls": self.infer_calls,
+            "oom_splits": self.oom_splits,
+            "truncations": self.truncations,
+            "load_seconds": self.load_seconds,
+            "max_new_token": self.max_new_token,
+        }
+
+    def voices(self) -> list[Voice]:
+        return list(BUILTIN_VOICES)
+
+    # --- text -----------------------------------------------------------------------------------
+
+    def split(self, text: str, request: SynthesisRequest, language: str | None = None) -> list[str]:
+        normalized = normalize(text, _language(request.voice, language))
+        if not normalized:
+            raise EngineError("the text holds nothing ChatTTS can speak", retryable=False)
+        cjk = sum(1 for ch in normalized if "\u4e00" <= ch <= "\u9fff")
+        limit = SEGMENT_CHARS_CJK if cjk * 2 > len(normalized) else SEGMENT_CHARS_LATIN
+        return split_sentences(normalized, limit)
+
+    def batch_key(self, request: SynthesisRequest) -> Hashable:
+        # Seeds differ freely within a batch (each row has its own generator); ChatTTS takes
+        # one voice, one prompt and one set of sampling parameters per `infer`.
+        return (
+            request.voice,
+            speed_level(request.speed),
+            request.temperature,
+            request.top_p,
+            request.top_k,
+            request.refine,
+        )
+
+    # --- synthesis ------------------------------------------------------------------------------
+
+    def synthesize(self, segments: list[Segment]) -> list[np.ndarray]:
+        if self.chat is None:
+            raise EngineError("the chattts engine was not loaded", retryable=True)
+        self.last_batch_sizes, self.last_warnings = [], []
+        self.last_token_lengths = [0] * len(segments)
+        groups: dict[Hashable, list[int]] = {}
+        for i, segment in enumerate(segments):
+            key = (self.batch_key(segment.request), segment.voice_data or "")
+            groups.setdefault(key, []).append(i)
+        out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(segments)
+        for indexes in groups.values():
+            group = [segments[i] for i in indexes]
+            for start in range(0, len(group), self.max_batch):
+                rows = self._synthesize_rows(group[start : start + self.max_batch])
+                for i, row in zip(indexes[start : start + self.max_batch], rows, strict=True):
+                    out[i] = row.audio
+                    self.last_token_lengths[i] = row.tokens
+        return out
+
+    def _synthesize_rows(self, segments: list[Segment]) -> list[Row]:
+        bases = [
+            s.request.seed if s.request.seed is not None else secrets.randbits(62) for s in segments
+        ]
+        rows = self._infer_safe(
+            segments, [_row_seed(s, 0, b) for s, b in zip(segments, bases, strict=True)]
+        )
+        retry: list[tuple[int, list[str]]] = []
+        for i, row in enumerate(rows):
+            if not row.truncated:
+                continue
+            pieces = _halves(segments[i].text) if self.retry_truncated else []
+            if len(pieces) > 1:
+                retry.append((i, pieces))
+            else:
+                self._warn(
+                    segments[i],
+                    "hit max_new_token: its audio is cut"
+                    + ("" if not self.retry_truncated else " (too short to split)"),
+                )
+        if not retry:
+            return rows
+        parts = [replace(segments[i], text=p) for i, pieces in retry for p in pieces]
+        seeds = [
+            _row_seed(segments[i], k + 1, bases[i])
+            for i, pieces in retry
+            for k in range(len(pieces))
+        ]
+        part_rows: list[Row] = []
+        for start in range(0, len(parts), self.max_batch):
+            end = start + self.max_batch
+            part_rows += self._infer_safe(parts[start:end], seeds[start:end])
+        position = 0
+        for i, pieces in retry:
+            done = part_rows[position : position + len(pieces)]
+            position += len(pieces)
+            still = any(r.truncated for r in done)
+            rows[i] = Row(
+                np.concatenate([r.audio for r in done]), sum(r.tokens for r in done), still
+            )
+            self._warn(
+                segments[i],
+                f"hit max_new_token; retried as {len(pieces)} shorter parts"
+                + (", still cut" if still else ""),
+            )
+        return rows
+
+    def _warn(self, segment: Segment, message: str) -> None:
+        text = f"job {segment.job_id} segment {segment.index} {message}"
+        self.truncations += 1
+        self.last_warnings.append(text)
+        log.warning("%s", text, extra=job_log(segment.job_id))
+
+    def _infer_safe(self, segments: list[Segment], seeds: list[int]) -> list[Row]:
+        """`_infer`, halving the batch (recursively) on a CUDA out-of-memory error."""
+        try:
+            return self._infer(segments, seeds)
+        except torch.OutOfMemoryError as exc:
+            message = str(exc).splitlines()[0] if str(exc) else "out of memory"
+        # Retried outside the except block: its traceback holds the failed batch's tensors.
+        self.oom_splits += 1
+        self._release_memory(collect=True)
+        if len(segments) == 1:
+            raise EngineError(f"out of memory on a single segment: {message}", retryable=True)
+        half = len(segments) // 2
+        log.warning(
+            "out of memory on a batch of %d segments (%s): retrying as %d + %d",
+            len(segments),
+            message,
+            half,
+            len(segments) - half,
+        )
+        return self._infer_safe(segments[:half], seeds[:half]) + self._infer_safe(
+            segments[half:], seeds[half:]
+        )
+
+    def _infer(self, segments: list[Segment], seeds: list[int]) -> list[Row]:
+        """One `Chat.infer` over the segments' texts; they share voice and parameters."""
+        chat = self.chat
+        if chat is None:
+            raise EngineError("the chattts engine was not loaded", retryable=True)
+        request = segments[0].request
+        voice = self._speakers.voice(segments[0])
+        batch = Batch(row_generators(seeds, self.device))
+        code, refine = infer_params(request, voice, self.max_new_token)
+        chat.batch = batch
+        try:
+            with torch.inference_mode():
+                chat.infer(
+                    [s.text for s in segments],
+                    stream=False,
+                    split_text=False,
+                    skip_refine_text=not request.refine,
+                    use_decoder=True,
+                    params_refine_text=refine,
+                    params_infer_code=code,
+                )
+        except torch.OutOfMemoryError:
+            raise
+        except (RuntimeError, ValueError, AssertionError, IndexError) as exc:
+            raise EngineError(f"ChatTTS inference failed: {exc}", retryable=True) from exc
+        finally:
+            chat.batch = None
+            self._release_memory()
+        lengths, rows = batch.token_lengths, batch.rows
+        if lengths is None or rows is None or len(rows) != len(segments):
+            raise EngineError(
+                f"ChatTTS returned no audio for a batch of {len(segments)}", retryable=True
+            )
+        self.infer_calls += 1
+        self.last_batch_sizes.append(len(segments))
+        return [
+            Row(audio, n, n >= batch.max_new_token) for audio, n in zip(rows, lengths, strict=True)
+        ]
+
+    def _release_memory(self, collect: bool = False) -> None:
+        if collect:
+            gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    # --- voices ---------------------------------------------------------------------------------
+
+    def voice_from_recording(self, audio: np.ndarray, sample_rate: int, transcript: str) -> str:
+        """Voice data (a ChatTTS sample prompt with its transcript) from a reference recording."""
+        return self._speakers.from_recording(audio, sample_rate, transcript)
+
+
+def _builtin_voices(chat: BatchChat) -> dict[str, str]:
+    """The stored built-in embeddings; redrawn from their seeds for a model of another width."""
+    dim = int(chat.config.gpt.hidden_size)
+    voices: dict[str, str] = {}
+    for name, embedding in builtin_embeddings().items():
+        try:
+            parse_voice_data(embedding, dim)
+        except ValueError:
+            log.warning(
+                "stored voice %s does not fit a %d-wide model: redrawn from its seed", name, dim
+            )
+            embedding = draw_speaker(chat.config.spk_stat, builtin_seeds()[name])
+        voices[name] = embedding
+    return voices
+
+
+def _library_logger() -> logging.Logger:
+    """ChatTTS's logger, its lines that quote a job's text kept to DEBUG."""
+    logger = logging.getLogger("ChatTTS")
+    if not any(isinstance(f, DemoteToDebug) for f in logger.filters):
+        logger.addFilter(DemoteToDebug(*TEXT_QUOTING_LINES))
+    return logger
+
+
+def _quiet_libraries() -> None:
+    """Silence per-step deprecation noise and progress bars of the libraries ChatTTS uses."""
+    warnings.filterwarnings("ignore", message=r".*past_key_values.*", category=FutureWarning)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf: Any = hf_logging  # untyped module functions
+        hf.set_verbosity_error()
+        hf.disable_progress_bar()
+    except ImportError:  # pragma: no cover - transformers is a ChatTTS dependency
+        pass

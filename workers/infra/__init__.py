@@ -1,0 +1,1 @@
+"""What every process stands on: settings, logging, Redis connections, the embedded server."""

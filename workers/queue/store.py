@@ -1,0 +1,393 @@
+"""The queue API over Redis: every state change is one atomic Lua script (see lua/ beside it)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import ResponseError
+
+from workers.infra.settings import Settings
+
+from .job import Job, SynthesisRequest, new_job_id, queue_position
+from .keys import CONSUMER_GROUP, Keys
+
+SCRIPT_NAMES = ("enqueue", "start", "renew", "progress", "complete", "finish", "release", "cancel")
+
+
+class QueueError(Exception):
+    """A submission the queue refused; `status` is the HTTP status that says so."""
+
+    status = 400
+
+
+class BacklogFull(QueueError):
+    status = 429
+
+    def __init__(self, depth: int) -> None:
+        super().__init__(f"the queue holds {depth} jobs, its limit; retry later")
+        self.depth = depth
+
+
+class ClientCapReached(QueueError):
+    status = 429
+
+    def __init__(self, active: int) -> None:
+        super().__init__(
+            f"you already have {active} unfinished jobs, the limit per client; "
+            "wait for some to finish"
+        )
+        self.active = active
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job_id: str
+    event_id: str | None
+    duplicate: bool
+    event: dict[str, Any] | None = None  # the queued event (new jobs only)
+    started_seq: int = 0  # the queue's started watermark at submit (for the position)
+    depth: int = 0  # jobs in the queue (both streams) right after this one joined (new jobs only)
+
+
+@dataclass(frozen=True)
+class Started:
+    token: str
+    request: SynthesisRequest
+    client: str
+    stream: str  # the job stream its entry lives in
+
+
+def _load_scripts() -> dict[str, str]:
+    folder = resources.files("workers.queue") / "lua"
+    prelude = (folder / "_prelude.lua").read_text()
+    return {name: prelude + "\n" + (folder / f"{name}.lua").read_text() for name in SCRIPT_NAMES}
+
+
+_SOURCES = _load_scripts()
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class Queue:
+    """One queue (`settings.queue`) on one Redis client. Cheap to create; holds no connection."""
+
+    def __init__(self, redis: Redis, settings: Settings) -> None:
+        self.redis = redis
+        self.settings = settings
+        self.keys = Keys(settings.key_prefix, settings.queue)
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(source) for name, source in _SOURCES.items()
+        }
+
+    # -- shared helpers ---------------------------------------------------------------------
+
+    @property
+    def _ttl(self) -> int:
+        return self.settings.job_ttl_s
+
+    @property
+    def _maxlens(self) -> list[int]:
+        return [self.settings.job_events_maxlen, self.settings.client_events_maxlen]
+
+    async def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        return await self._scripts[name](keys=keys, args=args)
+
+    async def ensure_group(self) -> None:
+        """Create the consumer group (and stream) if missing; safe to call from every process."""
+        for stream in self.keys.streams:
+            try:
+                await self.redis.xgroup_create(stream, CONSUMER_GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    # -- clients ----------------------------------------------------------------------------
+
+    async def enqueue(
+        self,
+        request: SynthesisRequest,
+        client: str,
+        idempotency_key: str | None = None,
+        job_id: str | None = None,
+    ) -> Submitted:
+        job_id = job_id or new_job_id()
+        k = self.keys
+        idem = k.idem(client, idempotency_key) if idempotency_key else k.job(job_id)
+        stream = k.stream(request.priority)
+        other = k.jobs if stream == k.jobs_high else k.jobs_high
+        result = await self._run(
+            "enqueue",
+            [
+                stream,
+                k.job(job_id),
+                k.job_events(job_id),
+                k.client_events(client),
+                idem,
+                k.active(client),
+                k.stats,
+                other,
+            ],
+            [
+                job_id,
+                client,
+                request.model_dump_json(),
+                time.time(),
+                self._ttl,
+                self.settings.max_backlog,
+                self.settings.max_active_per_client,
+                *self._maxlens,
+                request.voice,
+                request.format,
+                "1" if idempotency_key else "0",
+            ],
+        )
+        status = _s(result[0])
+        if status == "ok":
+            return Submitted(
+                _s(result[1]),
+                _s(result[2]),
+                duplicate=False,
+                event=orjson.loads(result[3]),
+                started_seq=int(result[4]),
+                depth=int(result[5]),
+            )
+        if status == "dup":
+            return Submitted(_s(result[1]), None, duplicate=True)
+        if status == "backlog":
+            raise BacklogFull(int(result[1]))
+        raise ClientCapReached(int(result[1]))
+
+    async def get(self, job_id: str) -> Job | None:
+        fields: dict[bytes, bytes] = await self.redis.hgetall(self.keys.job(job_id))  # type: ignore[assignment]
+        return Job.from_hash(fields) if fields else None
+
+    async def audio(self, job_id: str) -> bytes | None:
+        data: bytes | None = await self.redis.get(self.keys.audio(job_id))  # type: ignore[assignment]
+        return data
+
+    async def segments(self, job_id: str, start: int = 0) -> list[bytes]:
+        """Encoded audio of the segments finished so far (index `start` onwards)."""
+        data: list[bytes] = await self.redis.lrange(  # type: ignore[assignment]
+            self.keys.segments(job_id), start, -1
+        )
+        return data
+
+    async def cancel(self, job_id: str, client: str | None = None) -> tuple[str, str | None]:
+        """Returns ('cancelled'|'cancelling'|'terminal'|'missing', terminal state if any)."""
+        k = self.keys
+        client_field, stream_field = await self.redis.hmget(k.job(job_id), ["client", "stream"])
+        owner = _s(client_field) if client_field is not None else ""
+        result = await self._run(
+            "cancel",
+            [
+                _s(stream_field) if stream_field else k.jobs,
+                k.job(job_id),
+                k.job_events(job_id),
+                k.client_events(owner),
+                k.stats,
+                k.active(owner),
+            ],
+            [time.time(), *self._maxlens, self._ttl, client or ""],
+        )
+        return _s(result[0]), (_s(result[1]) if len(result) > 1 else None)
+
+    async def position(self, job: Job) -> int:
+        """Approximate number of jobs ahead of a queued job (0 = next)."""
+        started = await self.redis.hget(self.keys.stats, "started_seq")
+        return queue_position(job.seq, int(started or 0))
+
+    async def depth(self) -> int:
+        depth = 0
+        for stream in self.keys.streams:
+            depth += await self.redis.xlen(stream)
+        return depth
+
+    async def stats(self) -> dict[str, float]:
+        raw = await self.redis.hgetall(self.keys.stats)
+        return {_s(k): float(v) for k, v in raw.items()}
+
+    async def read_events(
+        self, stream: str, after: str | None, count: int = 100
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Events of `stream` strictly after stream id `after` (None: from the beginning)."""
+        start = f"({after}" if after and after not in ("0", "0-0") else "-"
+        entries: Any = await self.redis.xrange(stream, min=start, max="+", count=count)
+        return [(_s(entry_id), orjson.loads(fields[b"data"])) for entry_id, fields in entries]
+
+    # -- workers ----------------------------------------------------------------------------
+
+    async def start(
+        self,
+        job_id: str,
+        entry: str,
+        worker: str,
+        stream: str | None = None,
+        client: str | None = None,
+    ) -> Started | str:
+        """Take an entry delivered from `stream`. Returns Started, or why it was skipped.
+
+        `client` comes with the stream entry; without it, it is read from the job hash.
+        """
+        k = self.keys
+        stream = stream or k.jobs
+        if client is None:
+            stored = await self.redis.hget(k.job(job_id), "client")
+            client = _s(stored) if stored is not None else ""
+        owner = client
+        result = await self._run(
+            "start",
+            [
+                stream,
+                k.job(job_id),
+                k.job_events(job_id),
+                k.client_events(owner),
+                k.stats,
+                k.dlq,
+                k.active(owner),
+                k.segments(job_id),
+            ],
+            [
+                job_id,
+                entry,
+                worker,
+                time.time(),
+                self.settings.max_deliveries,
+                *self._maxlens,
+                self._ttl,
+            ],
+        )
+        if _s(result[0]) == "ok":
+            return Started(
+                _s(result[1]),
+                SynthesisRequest.model_validate_json(result[2]),
+                _s(result[3]),
+                stream,
+            )
+        return f"{_s(result[0])}:{_s(result[1])}"
+
+    async def renew(self, job_id: str, token: str, worker: str, stream: str | None = None) -> str:
+        """Renew a lease: 'ok', 'cancel' (stop at the next boundary) or 'lost' (reclaimed)."""
+        keys = [stream or self.keys.jobs, self.keys.job(job_id)]
+        return _s(await self._run("renew", keys, [token, worker]))
+
+    async def progress(
+        self,
+        job_id: str,
+        client: str,
+        token: str,
+        index: int,
+        total: int,
+        audio: bytes,
+        duration_s: float,
+    ) -> str:
+        k = self.keys
+        return _s(
+            await self._run(
+                "progress",
+                [k.job(job_id), k.segments(job_id), k.job_events(job_id), k.client_events(client)],
+                [token, index, total, audio, duration_s, time.time(), *self._maxlens, self._ttl],
+            )
+        )
+
+    async def complete(
+        self,
+        job_id: str,
+        client: str,
+        token: str,
+        audio: bytes,
+        duration_s: float,
+        sample_rate: int,
+        cached: bool = False,
+        stream: str | None = None,
+        cache_digest: str | None = None,
+    ) -> bool:
+        """Store the result and finish the job; False when the token is stale (fenced).
+
+        With `cache_digest`, the result also goes into the result cache (or, when `cached`,
+        counts as a cache hit).
+        """
+        k = self.keys
+        cache_mode = "off" if not cache_digest else ("hit" if cached else "miss")
+        result = await self._run(
+            "complete",
+            [
+                stream or k.jobs,
+                k.job(job_id),
+                k.audio(job_id),
+                k.job_events(job_id),
+                k.client_events(client),
+                k.stats,
+                k.active(client),
+                k.segments(job_id),
+                k.cache(cache_digest) if cache_digest else k.job(job_id),
+            ],
+            [
+                token,
+                audio,
+                duration_s,
+                sample_rate,
+                time.time(),
+                *self._maxlens,
+                self._ttl,
+                "1" if cached else "0",
+                cache_mode,
+            ],
+        )
+        return _s(result[0]) == "ok"
+
+    async def finish(
+        self,
+        job_id: str,
+        client: str,
+        token: str,
+        state: str,
+        error: str,
+        stream: str | None = None,
+    ) -> bool:
+        """End a running job as 'failed' or 'cancelled'; False when the token is stale."""
+        k = self.keys
+        result = await self._run(
+            "finish",
+            [
+                stream or k.jobs,
+                k.job(job_id),
+                k.job_events(job_id),
+                k.client_events(client),
+                k.stats,
+                k.active(client),
+            ],
+            [token, state, error, time.time(), *self._maxlens, self._ttl],
+        )
+        return _s(result[0]) == "ok"
+
+    async def release(
+        self,
+        job_id: str,
+        client: str,
+        token: str,
+        reason: str,
+        count_attempt: bool = False,
+        stream: str | None = None,
+    ) -> bool:
+        """Give a running job back to the queue; False when the token is stale."""
+        k = self.keys
+        result = await self._run(
+            "release",
+            [
+                stream or k.jobs,
+                k.job(job_id),
+                k.job_events(job_id),
+                k.client_events(client),
+                k.stats,
+            ],
+            [token, time.time(), *self._maxlens, self._ttl, "1" if count_attempt else "0", reason],
+        )
+        return _s(result[0]) == "ok"

@@ -1,0 +1,1 @@
+"""Text before synthesis: hygiene, sentence cuts, and normalization into speakable words."""

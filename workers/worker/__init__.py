@@ -1,0 +1,1 @@
+"""The worker process: reads the queue, batches segments across jobs, renews leases, reports."""

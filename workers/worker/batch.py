@@ -1,0 +1,76 @@
+"""Jobs in a worker's hands and how their segments are grouped into engine batches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workers.audio import formats as audio
+from workers.engines import Engine, Segment
+from workers.queue.store import Started
+
+
+@dataclass
+class ActiveJob:
+    job_id: str
+    entry: str
+    started: Started
+    segments: list[str]
+    voice_data: str | None
+    cache_digest: str | None = None
+    audio: list[np.ndarray] = field(default_factory=list)
+    cancel: bool = False
+    lost: bool = False
+    completing: bool = False  # its result is being encoded and stored in the background
+    solo: bool = False  # a batch it was in failed: it runs alone from now on
+    engine_s: float = 0.0  # its share of the engine time of the batches it was in
+
+    @property
+    def done(self) -> bool:
+        return len(self.audio) >= len(self.segments)
+
+    def next_segment(self, offset: int = 0) -> Segment | None:
+        index = len(self.audio) + offset
+        if index >= len(self.segments):
+            return None
+        return Segment(
+            self.job_id, index, self.segments[index], self.started.request, self.voice_data
+        )
+
+
+def next_batch(in_hand: Mapping[str, ActiveJob], engine: Engine) -> list[tuple[ActiveJob, Segment]]:
+    """Segments sharing the oldest job's batch key: one per job first, then more per job.
+
+    Rows come back ordered by job (oldest first), then by segment index.
+    """
+    order = {job_id: i for i, job_id in enumerate(in_hand)}
+    jobs = [j for j in in_hand.values() if not j.done]
+    if not jobs:
+        return []
+    if jobs[0].solo:
+        mates = [jobs[0]]
+    else:
+        key = engine.batch_key(jobs[0].started.request)
+        mates = [j for j in jobs if not j.solo and engine.batch_key(j.started.request) == key]
+    batch: list[tuple[ActiveJob, Segment]] = []
+    offset = 0
+    while len(batch) < engine.max_batch:
+        added = False
+        for job in mates:
+            segment = job.next_segment(offset)
+            if segment is not None and len(batch) < engine.max_batch:
+                batch.append((job, segment))
+                added = True
+        if not added:
+            break
+        offset += 1
+    batch.sort(key=lambda pair: (order[pair[0].job_id], pair[1].index))
+    return batch
+
+
+def render(parts: list[np.ndarray], rate: int, fmt: str) -> tuple[bytes, float]:
+    """A job's final file: its segments joined by short pauses, encoded (off the event loop)."""
+    samples = audio.concatenate(parts, rate, audio.SEGMENT_GAP_S)
+    return audio.encode(samples, rate, fmt), samples.size / rate

@@ -1,0 +1,393 @@
+"""The worker process: preload the engine, read jobs from the consumer group, batch, synthesize.
+
+One asyncio loop talks to Redis; every engine call runs in one dedicated thread (engines are not
+thread-safe); audio encoding runs in the default executor. Leases are renewed by a side task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import numpy as np
+import orjson
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from workers.engines import Engine, EngineError, create_engine
+from workers.infra.logs import job_log
+from workers.infra.redis_client import REDIS_DOWN, connect
+from workers.infra.settings import Settings
+from workers.queue.cache import cache_digest
+from workers.queue.keys import CONSUMER_GROUP
+from workers.queue.store import Queue, Started
+from workers.queue.voices import BUILTIN_BY_NAME
+
+from .batch import ActiveJob, next_batch
+from .leases import Reclaimer, renew_leases
+from .metrics import WorkerMetrics
+from .outcomes import Outcomes
+from .stats import WorkerStats, publish_heartbeats
+
+log = logging.getLogger("chattts_online.worker")
+T = TypeVar("T")
+
+# Back-off while Redis is unreachable: quick first retry, never a busy loop, capped.
+BACKOFF_START_S, BACKOFF_MAX_S = 0.1, 5.0
+
+
+class GraceExpired(Exception):
+    """The worker was asked to stop and its grace period ended before the batch did."""
+
+
+class Worker:
+    def __init__(self, settings: Settings, engine: Engine | None = None) -> None:
+        self.settings = settings
+        self.name = settings.worker_name
+        self.engine: Engine = engine or create_engine(settings)
+        self.stats = WorkerStats()
+        self.in_hand: dict[str, ActiveJob] = {}
+        self.metrics = WorkerMetrics(self.in_hand)
+        self._engine_thread = ThreadPoolExecutor(1, thread_name_prefix="engine")
+        self._reclaim_again = False
+        self._stopping = asyncio.Event()
+        self._grace_deadline = float("inf")
+        self.engine_stuck = False
+        self._last_reclaim = 0.0
+        self.redis: Redis | None = None
+        self.queue: Queue | None = None
+        self.reclaimer: Reclaimer
+        self.outcomes: Outcomes
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def in_engine(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._engine_thread, fn, *args)
+
+    def request_stop(self) -> None:
+        if not self._stopping.is_set():
+            self._grace_deadline = time.monotonic() + self.settings.shutdown_grace_s
+            self.metrics.ready.set(0)
+            log.info(
+                "worker %s: stopping (finishing %d jobs in hand)", self.name, len(self.in_hand)
+            )
+            self._stopping.set()
+
+    async def run(self) -> None:
+        await self.metrics.serve(self.settings.host, self.settings.worker_metrics_port)
+        try:  # the metrics port is freed however the worker ends (a failed load included)
+            await self._run()
+        finally:
+            await self.metrics.close()
+        log.info("worker %s: stopped", self.name)
+
+    async def _run(self) -> None:
+        t0 = time.perf_counter()
+        await self.in_engine(self.engine.load)
+        loaded = time.perf_counter()
+        await self.in_engine(self.engine.warmup)
+        self.stats.ready_s = time.perf_counter() - t0
+        log.info(
+            "worker %s: engine %s (%s) loaded in %.2fs, warmed up in %.2fs",
+            self.name,
+            self.engine.name,
+            self.engine.model_version,
+            loaded - t0,
+            time.perf_counter() - loaded,
+        )
+        self.redis = connect(self.settings, block_ms=self.settings.block_ms)
+        self.queue = Queue(self.redis, self.settings)
+        self.reclaimer = Reclaimer(self.redis, self.queue.keys, self.name, self.settings.lease_ms)
+        self.outcomes = Outcomes(
+            self.name, self.queue, self.in_hand, self.stats, self.engine, self.metrics
+        )
+        await self._until_redis(self.queue.ensure_group)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        side_tasks = [
+            asyncio.create_task(
+                publish_heartbeats(
+                    self.queue, self.name, self.settings.heartbeat_s, self.heartbeat, self.metrics
+                ),
+                name="heartbeat",
+            ),
+            asyncio.create_task(
+                renew_leases(
+                    self.queue, self.in_hand, self.name, self.settings.lease_ms, self.metrics
+                ),
+                name="leases",
+            ),
+        ]
+        self.metrics.loaded(self.name, self.engine, self.stats.ready_s)
+        log.info(
+            "worker %s: ready in %.2fs, reading %s",
+            self.name,
+            self.stats.ready_s,
+            self.queue.keys.jobs,
+        )
+        try:
+            await self._main_loop()
+        finally:
+            if self.outcomes.completions:
+                await asyncio.wait(
+                    self.outcomes.completions, timeout=self.settings.shutdown_grace_s
+                )
+            for task in side_tasks:
+                task.cancel()
+            await asyncio.gather(*side_tasks, return_exceptions=True)
+            with contextlib.suppress(RedisError):
+                await self.redis.delete(self.queue.keys.worker(self.name))
+                await self.redis.zrem(self.queue.keys.workers, self.name)
+            await self.redis.aclose()
+            self._engine_thread.shutdown(wait=False, cancel_futures=True)
+
+    async def _until_redis(self, fn: Any) -> Any:
+        delay = BACKOFF_START_S
+        while True:
+            try:
+                return await fn()
+            except REDIS_DOWN as exc:
+                if self._stopping.is_set():
+                    raise
+                self.metrics.redis_error()
+                log.warning(
+                    "worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX_S)
+
+    # -- main loop --------------------------------------------------------------------------
+
+    async def _main_loop(self) -> None:
+        delay = BACKOFF_START_S
+        while True:
+            if self._stopping.is_set():
+                if not self.in_hand:
+                    return
+                if time.monotonic() > self._grace_deadline:
+                    await self.outcomes.release_all("worker shut down past its grace period")
+                    return
+            try:
+                if not self._stopping.is_set():
+                    await self._fill()
+                if self.in_hand:
+                    await self._run_one_batch()
+                delay = BACKOFF_START_S
+            except GraceExpired:
+                self.engine_stuck = True
+                await self.outcomes.release_all("worker shut down past its grace period")
+                return
+            except REDIS_DOWN as exc:
+                self.metrics.redis_error()
+                log.warning(
+                    "worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX_S)
+
+    def _capacity(self) -> int:
+        # A job that runs alone (a previous attempt never finished: it may crash its worker)
+        # has the worker to itself, so that no innocent job is charged an attempt with it.
+        if any(job.solo for job in self.in_hand.values()):
+            return 0
+        # Twice a batch in hand: the next batch's jobs are started (and the engine kept busy)
+        # while the previous ones are encoded and stored in the background.
+        return 2 * max(1, self.engine.max_batch) - len(self.in_hand)
+
+    async def _fill(self) -> None:
+        """Take new jobs while there is room: reclaimed ones first, then fresh deliveries.
+
+        Reads go on while they bring work and the batch window is open; jobs answered from the
+        cache never enter the hand, so the reclaim check runs on every round, not once.
+        """
+        assert self.queue is not None and self.redis is not None
+        order = {name: i for i, name in enumerate(self.queue.keys.streams)}
+        reclaim_every_s = self.settings.reclaim_interval_ms / 1000
+        window_ends: float | None = None
+        while self._capacity() > 0:
+            now = time.monotonic()
+            if self._reclaim_again or now - self._last_reclaim >= reclaim_every_s:
+                self._last_reclaim = now
+                await self._reclaim()
+                if self._capacity() <= 0:
+                    return
+            pending = sum(len(j.segments) - len(j.audio) for j in self.in_hand.values())
+            block: int | None
+            if pending == 0:  # idle: block for work
+                block = min(self.settings.block_ms, self.settings.reclaim_interval_ms)
+            elif self.engine.max_batch <= 1 or pending >= self.engine.max_batch:
+                block = None  # a full batch is waiting: only take what is already there
+            else:  # a partial batch: wait for batch-mates until the window closes
+                window_ends = window_ends or time.monotonic() + self.settings.batch_wait_ms / 1000
+                remaining_ms = int((window_ends - time.monotonic()) * 1000)
+                block = remaining_ms if remaining_ms >= 1 else None  # BLOCK 0 = forever
+            # Both streams in one call; high-priority entries are taken first.
+            response: Any = await self.redis.xreadgroup(
+                CONSUMER_GROUP,
+                self.name,
+                dict.fromkeys(self.queue.keys.streams, ">"),
+                count=self._capacity(),
+                block=block,
+            )
+            entries = [
+                (stream.decode(), entry_id.decode(), fields)
+                for stream, batch in sorted(response or [], key=lambda r: order[r[0].decode()])
+                for entry_id, fields in batch
+            ]
+            for stream, entry, fields in entries:
+                await self._take(stream, entry, fields)
+            if not entries or block is None:
+                return
+
+    async def _reclaim(self) -> None:
+        """Take over an entry whose lease expired (its worker died or hung).
+
+        One at a time, run alone: it may be what killed its worker. While reclaims find work,
+        the next sweep follows at once instead of after the reclaim interval.
+        """
+        claimed = await self.reclaimer.sweep(1)
+        self._reclaim_again = bool(claimed)
+        for stream, entry, fields in claimed:
+            log.info("worker %s: reclaimed entry %s", self.name, entry)
+            await self._take(stream, entry, fields)
+
+    async def _take(self, stream: str, entry: str, fields: dict[bytes, bytes]) -> None:
+        assert self.queue is not None
+        job_id = fields[b"id"].decode()
+        client = fields[b"client"].decode() if b"client" in fields else None
+        started = await self.queue.start(job_id, entry, self.name, stream, client)
+        if not isinstance(started, Started):
+            self.metrics.start_refused(started)
+            log.info(
+                "worker %s: skipped job %s (%s)", self.name, job_id, started, extra=job_log(job_id)
+            )
+            return
+        self.metrics.started(entry)
+        request = started.request
+        voice_data = language = None
+        if request.voice not in BUILTIN_BY_NAME:
+            voice_data, language = await self._voice_data(request.voice)
+            if voice_data is None:
+                reason = f"voice {request.voice!r} is not registered (any more)"
+                await self.outcomes.fail(job_id, started, reason)
+                return
+        try:
+            segments: list[str] = await self.in_engine(
+                self.engine.split, request.text, request, language
+            )
+        except EngineError as exc:
+            await self.outcomes.fail(job_id, started, str(exc))
+            return
+        digest = cache_digest(
+            self.engine.name,
+            self.engine.model_version,
+            request,
+            segments,
+            voice_data,
+            getattr(self.engine, "deterministic", False),
+        )
+        job = ActiveJob(job_id, entry, started, segments, voice_data, digest)
+        job.solo = int(started.token) > 1  # an earlier attempt never finished
+        if digest and await self.outcomes.answer_from_cache(job, digest):
+            return
+        if not segments:
+            await self.outcomes.fail(job_id, started, "the text has nothing this engine can speak")
+            return
+        self.in_hand[job_id] = job
+
+    async def _voice_data(self, name: str) -> tuple[str | None, str | None]:
+        """A registered voice's embedding and language tag (None, None: not registered)."""
+        assert self.queue is not None and self.redis is not None
+        raw = await self.redis.hget(self.queue.keys.voices, name)
+        if raw is None:
+            return None, None
+        stored = orjson.loads(raw)
+        return stored.get("embedding"), stored.get("language")
+
+    async def _engine_call(self, fn: Any, *args: Any) -> Any:
+        """Run `fn` in the engine thread; once stopping, wait for it only until the grace ends."""
+        call = asyncio.ensure_future(self.in_engine(fn, *args))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({call, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not call.done():
+                remaining = self._grace_deadline - time.monotonic()
+                await asyncio.wait({call}, timeout=max(0.0, remaining))
+            if not call.done():
+                raise GraceExpired
+            return call.result()
+        finally:
+            stopping.cancel()
+
+    # -- batches ----------------------------------------------------------------------------
+
+    async def _run_one_batch(self) -> None:
+        assert self.queue is not None
+        for job in [j for j in self.in_hand.values() if (j.cancel or j.lost) and not j.completing]:
+            await self.outcomes.drop(job)
+        # Jobs whose last segment is done but whose result is not stored (Redis failed while
+        # storing it last time) are completed again.
+        for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
+            self.outcomes.complete_in_background(job)
+        batch = next_batch(self.in_hand, self.engine)
+        if not batch:
+            if self.outcomes.completions:  # nothing to synthesize: let a completion finish first
+                await asyncio.wait(self.outcomes.completions, timeout=self.settings.block_ms / 1000)
+            return
+        t0 = time.perf_counter()
+        try:
+            arrays: list[np.ndarray] = await self._engine_call(
+                self.engine.synthesize, [segment for _, segment in batch]
+            )
+        except GraceExpired:
+            raise
+        except EngineError as exc:
+            await self.outcomes.engine_failed(
+                list({job.job_id: job for job, _ in batch}.values()), exc
+            )
+            return
+        except Exception as exc:
+            log.exception("worker %s: engine raised", self.name)
+            failure = EngineError(f"{type(exc).__name__}: {exc}", retryable=False)
+            await self.outcomes.engine_failed(
+                list({job.job_id: job for job, _ in batch}.values()), failure
+            )
+            return
+        elapsed_s = time.perf_counter() - t0
+        self.stats.record_batch(batch, elapsed_s)
+        self.metrics.observe_batch(batch, elapsed_s)
+        for warning in getattr(self.engine, "last_warnings", None) or []:
+            log.warning("worker %s: %s", self.name, warning)
+        for (job, segment), samples in zip(batch, arrays, strict=True):
+            if job.job_id not in self.in_hand or job.lost:
+                continue
+            job.audio.append(samples)
+            await self.outcomes.segment_done(job, segment, samples)
+        for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
+            self.outcomes.complete_in_background(job)
+
+    # -- side tasks -------------------------------------------------------------------------
+
+    def heartbeat(self) -> dict[str, Any]:
+        return self.stats.payload(
+            self.name, self.engine, len(self.in_hand), self._stopping.is_set(), self.metrics.port
+        )
+
+
+def main(settings: Settings) -> int:
+    """Entry point of `chattts-online worker`."""
+    worker = Worker(settings)
+    asyncio.run(worker.run())
+    if worker.engine_stuck:
+        # The engine thread is still inside a batch whose jobs went back to the queue; the
+        # interpreter would wait for it at exit. Everything else is closed: leave now.
+        logging.shutdown()
+        os._exit(0)
+    return 0
