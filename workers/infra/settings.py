@@ -51,6 +51,13 @@ class Settings:
     max_batch: int = 8
     batch_wait_ms: int = 20
     compile: bool = False
+    # ChatTTS's decode runtime (workers/engines/chattts/runtime/): "ours", or "library" for
+    # ChatTTS's own `infer` (the benchmarks' "before"). Its slots are `max_batch`.
+    runtime: str = "ours"
+    context: int = 0  # positions per slot; 0: the audio budget plus room for a prompt
+    stream_tokens: int = 24  # audio tokens per streamed chunk: about half a second
+    lookahead_tokens: int = -1  # right context before a chunk leaves; -1: exact
+    dtype: str = "auto"  # transformer weights and cache: auto (bfloat16 on CUDA), float32, ...
     worker_name: str = field(default_factory=_default_worker_name)
 
     # Events: enough history to replay one job fully, and a tab's recent jobs.

@@ -20,7 +20,6 @@ import logging
 import math
 import secrets
 import time
-import warnings
 from collections.abc import Hashable
 from dataclasses import replace
 from importlib.metadata import version
@@ -29,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from workers.infra.logs import DemoteToDebug, job_log
+from workers.infra.logs import job_log
 from workers.infra.settings import Settings
 from workers.queue.job import SynthesisRequest
 from workers.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, Voice
@@ -37,14 +36,14 @@ from workers.text.normalize import normalize
 from workers.text.sentences import split_sentences
 
 from ..base import SAMPLE_RATE, EngineError, Segment
-from . import loader
-from .params import draw_speaker, infer_params, row_generators, speed_level
+from . import library, loader
+from .params import REPETITION_PENALTY, infer_params, row_generators, speed_level
+from .runtime.prompt import prompt_embeddings, spoken_text
+from .runtime.runtime import Runtime, RuntimeConfig
+from .runtime.scheduler import Sampling
 from .sampling import FRAMES_PER_TOKEN, MAX_NEW_TOKEN, Batch, BatchChat, Row, SeededGenerate
 from .speakers import Speakers
-from .voices import builtin_embeddings, builtin_seeds, parse_voice_data
 
-# ChatTTS's normalizer quotes pieces of the text it was given in these lines (see its norm.py).
-TEXT_QUOTING_LINES = ("found invalid characters", "replace homophones")
 log = logging.getLogger(__name__)
 
 # Segment lengths that stay well inside MAX_NEW_TOKEN: 120 Mandarin characters take about 27 s
@@ -103,6 +102,7 @@ class ChatTTSEngine:
         self.last_warnings: list[str] = []
         self._speakers = Speakers()
         self._oom_hook: Any = None
+        self.runtime: Runtime | None = None  # None: ChatTTS's own `infer` (CHATTTS_RUNTIME=library)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -110,25 +110,45 @@ class ChatTTSEngine:
         started = time.perf_counter()
         checkpoint = loader.locate(self.settings.model_dir)
         device = loader.resolve_device(self.settings.device)
-        _quiet_libraries()
+        library.quiet_libraries()
         if self.settings.compile and device.type != "cuda":
             log.info("CHATTTS_COMPILE is used on CUDA only; running %s uncompiled", device)
-        chat = BatchChat(_library_logger())
+        chat = BatchChat(library.library_logger())
         loader.load_chat(chat, checkpoint, device, compile=self.settings.compile)
         chat.gpt.generate = SeededGenerate(chat.gpt.generate, chat)
         chat.samples_per_token = FRAMES_PER_TOKEN * int(chat.config.vocos.head.init_args.hop_length)
-        self._speakers = Speakers(chat, _builtin_voices(chat))
+        self._speakers = Speakers(chat, library.builtin_voices(chat))
         self.chat, self.device = chat, device
         if checkpoint.sha256 is not None:
             self.model_version += f" ({checkpoint.description})"
         if checkpoint.max_new_token:
             self.max_new_token = checkpoint.max_new_token
+        self.runtime = self._runtime(chat)
         if os.environ.get(FAULT_OOM_ENV):
             self.inject_oom(int(os.environ[FAULT_OOM_ENV]))
         self.load_seconds = time.perf_counter() - started
         log.info(
             "ChatTTS loaded from %s on %s in %.1f s", checkpoint.root, device, self.load_seconds
         )
+
+    def _runtime(self, chat: BatchChat) -> Runtime | None:
+        s = self.settings
+        if s.runtime == "library":
+            return None
+        if s.runtime != "ours":
+            raise EngineError(f"unknown CHATTTS_RUNTIME {s.runtime!r}: use ours or library")
+        config = RuntimeConfig(
+            slots=self.max_batch,
+            context=s.context,
+            stream_tokens=s.stream_tokens,
+            first_chunk_tokens=s.stream_tokens,
+            lookahead_tokens=s.lookahead_tokens,
+            dtype=s.dtype,
+        )
+        try:
+            return Runtime(chat, self.max_new_token, config)
+        except ValueError as exc:
+            raise EngineError(f"cannot build the decode runtime: {exc}") from exc
 
     def warmup(self) -> None:
         saved, self.max_new_token = self.max_new_token, WARMUP_MAX_NEW_TOKEN
@@ -145,6 +165,8 @@ class ChatTTSEngine:
         if self._oom_hook is not None:
             self._oom_hook.remove()
             self._oom_hook = None
+        if self.runtime is not None:
+            self.runtime.decoder.oom_above = None
         if above_batch is None or self.chat is None:
             return
         limit = above_batch
@@ -155,6 +177,8 @@ class ChatTTSEngine:
                 raise torch.OutOfMemoryError(f"injected: {rows} rows > {limit} ({FAULT_OOM_ENV})")
 
         self._oom_hook = self.chat.gpt.gpt.register_forward_pre_hook(hook, with_kwargs=True)
+        if self.runtime is not None:
+            self.runtime.decoder.oom_above = limit
         log.warning("fault injection: out-of-memory on batches above %d rows", limit)
 
     def stats(self) -> dict[str, Any]:
@@ -166,6 +190,8 @@ class ChatTTSEngine:
             "truncations": self.truncations,
             "load_seconds": self.load_seconds,
             "max_new_token": self.max_new_token,
+            "runtime": "ours" if self.runtime is not None else "library",
+            **(self.runtime.stats() if self.runtime is not None else {}),
         }
 
     def voices(self) -> list[Voice]:
@@ -182,6 +208,8 @@ class ChatTTSEngine:
         return split_sentences(normalized, limit)
 
     def batch_key(self, request: SynthesisRequest) -> Hashable:
+        if self.runtime is not None:
+            return "any"  # every row carries its own voice, prompt and sampling parameters
         # Seeds differ freely within a batch (each row has its own generator); ChatTTS takes
         # one voice, one prompt and one set of sampling parameters per `infer`.
         return (
@@ -202,7 +230,8 @@ class ChatTTSEngine:
         self.last_token_lengths = [0] * len(segments)
         groups: dict[Hashable, list[int]] = {}
         for i, segment in enumerate(segments):
-            key = (self.batch_key(segment.request), segment.voice_data or "")
+            voice_key = "" if self.runtime is not None else segment.voice_data or ""
+            key = (self.batch_key(segment.request), voice_key)
             groups.setdefault(key, []).append(i)
         out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(segments)
         for indexes in groups.values():
@@ -291,43 +320,53 @@ class ChatTTSEngine:
         )
 
     def _infer(self, segments: list[Segment], seeds: list[int]) -> list[Row]:
-        """One `Chat.infer` over the segments' texts; they share voice and parameters."""
+        if self.runtime is None:
+            return self._infer_library(segments, seeds)
         chat = self.chat
         if chat is None:
             raise EngineError("the chattts engine was not loaded", retryable=True)
-        request = segments[0].request
-        voice = self._speakers.voice(segments[0])
-        batch = Batch(row_generators(seeds, self.device))
-        code, refine = infer_params(request, voice, self.max_new_token)
-        chat.batch = batch
-        try:
-            with torch.inference_mode():
-                chat.infer(
-                    [s.text for s in segments],
-                    stream=False,
-                    split_text=False,
-                    skip_refine_text=not request.refine,
-                    use_decoder=True,
-                    params_refine_text=refine,
-                    params_infer_code=code,
-                )
-        except torch.OutOfMemoryError:
-            raise
-        except (RuntimeError, ValueError, AssertionError, IndexError) as exc:
-            raise EngineError(f"ChatTTS inference failed: {exc}", retryable=True) from exc
-        finally:
-            chat.batch = None
-            self._release_memory()
-        lengths, rows = batch.token_lengths, batch.rows
-        if lengths is None or rows is None or len(rows) != len(segments):
-            raise EngineError(
-                f"ChatTTS returned no audio for a batch of {len(segments)}", retryable=True
+        rows: list[tuple[torch.Tensor, Sampling]] = []
+        for segment, seed in zip(segments, seeds, strict=True):
+            request, voice = segment.request, self._speakers.voice(segment)
+            _, refine = infer_params(request, voice, self.max_new_token)
+            chat.batch = Batch(row_generators([seed], self.device))
+            try:
+                text = spoken_text(chat, segment.text, refine if request.refine else None)
+            finally:
+                chat.batch = None
+            prompt = prompt_embeddings(chat, text, voice, f"[speed_{speed_level(request.speed)}]")
+            sampling = Sampling(
+                request.temperature,
+                request.top_p,
+                request.top_k,
+                REPETITION_PENALTY,
+                seed,
+                self.max_new_token,
             )
+            rows.append((prompt, sampling))
+        results = self.runtime.run(rows)
+        for result in results:
+            if result.error is not None:
+                retryable = result.error.startswith("out of memory")
+                raise EngineError(f"ChatTTS runtime: {result.error}", retryable=retryable)
         self.infer_calls += 1
         self.last_batch_sizes.append(len(segments))
-        return [
-            Row(audio, n, n >= batch.max_new_token) for audio, n in zip(rows, lengths, strict=True)
-        ]
+        return [Row(r.audio, r.tokens, r.truncated) for r in results]
+
+    def _infer_library(self, segments: list[Segment], seeds: list[int]) -> list[Row]:
+        """One `Chat.infer` over the segments' texts; they share voice and parameters."""
+        if self.chat is None:
+            raise EngineError("the chattts engine was not loaded", retryable=True)
+        voice = self._speakers.voice(segments[0])
+        try:
+            rows = library.infer_batch(
+                self.chat, segments, seeds, voice, self.device, self.max_new_token
+            )
+        finally:
+            self._release_memory()
+        self.infer_calls += 1
+        self.last_batch_sizes.append(len(segments))
+        return rows
 
     def _release_memory(self, collect: bool = False) -> None:
         if collect:
@@ -340,40 +379,3 @@ class ChatTTSEngine:
     def voice_from_recording(self, audio: np.ndarray, sample_rate: int, transcript: str) -> str:
         """Voice data (a ChatTTS sample prompt with its transcript) from a reference recording."""
         return self._speakers.from_recording(audio, sample_rate, transcript)
-
-
-def _builtin_voices(chat: BatchChat) -> dict[str, str]:
-    """The stored built-in embeddings; redrawn from their seeds for a model of another width."""
-    dim = int(chat.config.gpt.hidden_size)
-    voices: dict[str, str] = {}
-    for name, embedding in builtin_embeddings().items():
-        try:
-            parse_voice_data(embedding, dim)
-        except ValueError:
-            log.warning(
-                "stored voice %s does not fit a %d-wide model: redrawn from its seed", name, dim
-            )
-            embedding = draw_speaker(chat.config.spk_stat, builtin_seeds()[name])
-        voices[name] = embedding
-    return voices
-
-
-def _library_logger() -> logging.Logger:
-    """ChatTTS's logger, its lines that quote a job's text kept to DEBUG."""
-    logger = logging.getLogger("ChatTTS")
-    if not any(isinstance(f, DemoteToDebug) for f in logger.filters):
-        logger.addFilter(DemoteToDebug(*TEXT_QUOTING_LINES))
-    return logger
-
-
-def _quiet_libraries() -> None:
-    """Silence per-step deprecation noise and progress bars of the libraries ChatTTS uses."""
-    warnings.filterwarnings("ignore", message=r".*past_key_values.*", category=FutureWarning)
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf: Any = hf_logging  # untyped module functions
-        hf.set_verbosity_error()
-        hf.disable_progress_bar()
-    except ImportError:  # pragma: no cover - transformers is a ChatTTS dependency
-        pass

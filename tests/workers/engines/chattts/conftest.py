@@ -35,8 +35,7 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_checkpoint(tmp_path_factory.mktemp("chattts") / "model")
 
 
-@pytest.fixture(scope="session")
-def loaded_engine(tiny_checkpoint: Path) -> Any:
+def _load_engine(checkpoint: Path, runtime: str) -> Any:
     import torch
 
     from workers.engines.chattts.engine import ChatTTSEngine
@@ -46,16 +45,39 @@ def loaded_engine(tiny_checkpoint: Path) -> Any:
     # they give for a model this small.
     torch.set_num_threads(1)
     device = os.environ.get(TEST_DEVICE_ENV, "cpu")
-    engine = ChatTTSEngine(Settings(model_dir=str(tiny_checkpoint), device=device, max_batch=8))
+    settings = Settings(model_dir=str(checkpoint), device=device, max_batch=8, runtime=runtime)
+    engine = ChatTTSEngine(settings)
     engine.load()
     engine.warmup()
     return engine
 
 
+@pytest.fixture(scope="session")
+def loaded_engine(tiny_checkpoint: Path) -> Any:
+    return _load_engine(tiny_checkpoint, "ours")
+
+
+@pytest.fixture(scope="session")
+def loaded_library_engine(tiny_checkpoint: Path) -> Any:
+    return _load_engine(tiny_checkpoint, "library")
+
+
+def _restored(engine: Any) -> Iterator[Any]:
+    engine.max_new_token = TEST_MAX_NEW_TOKEN
+    engine.max_batch = 8
+    yield engine
+    engine.inject_oom(None)
+    if engine.runtime is not None:
+        engine.runtime.scheduler.max_rows = engine.runtime.decoder.slots
+
+
 @pytest.fixture
 def engine(loaded_engine: Any) -> Iterator[Any]:
-    """The session's engine, with test limits restored after each test."""
-    loaded_engine.max_new_token = TEST_MAX_NEW_TOKEN
-    loaded_engine.max_batch = 8
-    yield loaded_engine
-    loaded_engine.inject_oom(None)
+    """The session's engine on our decode runtime, test limits restored after each test."""
+    yield from _restored(loaded_engine)
+
+
+@pytest.fixture
+def library_engine(loaded_library_engine: Any) -> Iterator[Any]:
+    """The same checkpoint through ChatTTS's own `infer` (CHATTTS_RUNTIME=library)."""
+    yield from _restored(loaded_library_engine)

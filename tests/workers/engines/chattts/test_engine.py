@@ -107,7 +107,8 @@ def test_library_defaults_are_not_mutated(engine: Any) -> None:
     )
 
 
-def test_out_of_memory_halves_the_batch_until_it_fits(engine: Any) -> None:
+def test_out_of_memory_halves_the_batch_until_it_fits(library_engine: Any) -> None:
+    engine = library_engine
     expected = engine.synthesize(segments(TEXTS, seed=31))
     splits = engine.oom_splits
     engine.inject_oom(1)  # the GPT now raises a real torch.OutOfMemoryError above one row
@@ -118,7 +119,25 @@ def test_out_of_memory_halves_the_batch_until_it_fits(engine: Any) -> None:
         assert_same_audio(a, b)
 
 
-def test_out_of_memory_on_one_segment_is_a_retryable_error(engine: Any) -> None:
+def test_out_of_memory_shrinks_the_runtime_until_it_fits(engine: Any) -> None:
+    """A real torch.OutOfMemoryError in a step halves the rows that may run at once; the rows
+    put back start again and, their draws being counter-based, make the same audio."""
+    expected = engine.synthesize(segments(TEXTS, seed=31))
+    scheduler = engine.runtime.scheduler
+    shrinks = scheduler.counters.oom_shrinks
+    engine.inject_oom(1)  # the decoder now raises a real torch.OutOfMemoryError above one row
+    audio = engine.synthesize(segments(TEXTS, seed=31))
+    assert scheduler.max_rows == 1
+    assert scheduler.counters.oom_shrinks - shrinks == 2  # 4 -> 2 -> 1
+    for a, b in zip(audio, expected, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-4)
+
+
+@pytest.mark.parametrize("runtime", ["ours", "library"])
+def test_out_of_memory_on_one_segment_is_a_retryable_error(
+    runtime: str, engine: Any, library_engine: Any
+) -> None:
+    engine = engine if runtime == "ours" else library_engine
     engine.inject_oom(0)
     with pytest.raises(EngineError, match="out of memory") as info:
         engine.synthesize(segments(TEXTS[:1]))
@@ -188,17 +207,37 @@ def test_split_normalizes_then_cuts_sentences(engine: Any) -> None:
         engine.split("😀 !!!", request)
 
 
-def test_batch_key_ignores_seed_but_not_parameters(engine: Any) -> None:
+def test_batch_key_ignores_seed_but_not_parameters(library_engine: Any) -> None:
+    engine = library_engine
     a = SynthesisRequest(text="x", seed=1)
     assert engine.batch_key(a) == engine.batch_key(SynthesisRequest(text="y", seed=2))
     assert engine.batch_key(a) != engine.batch_key(SynthesisRequest(text="x", temperature=0.5))
     assert engine.batch_key(a) != engine.batch_key(SynthesisRequest(text="x", voice="en_male"))
 
 
-def test_mixed_voices_in_one_call_run_as_one_infer_per_voice(engine: Any) -> None:
+def test_mixed_voices_in_one_call_run_as_one_infer_per_voice(library_engine: Any) -> None:
     segs = segments(TEXTS[:2]) + segments(TEXTS[2:], voice="en_male")
-    audio = engine.synthesize(segs)
-    assert sorted(engine.last_batch_sizes[:2]) == [2, 2] and len(audio) == 4
+    audio = library_engine.synthesize(segs)
+    assert sorted(library_engine.last_batch_sizes[:2]) == [2, 2] and len(audio) == 4
+
+
+def test_any_mix_of_requests_shares_one_runtime_batch(engine: Any) -> None:
+    """Voices, speeds, temperatures, top-P/K and seeds all differ: one batch, shared steps."""
+    mixed = [
+        *segments(TEXTS[:1]),
+        *segments(TEXTS[1:2], voice="en_male", speed=1.4),
+        *segments(TEXTS[2:3], voice="zh_male_2", temperature=0.7, top_p=0.9),
+        *segments(TEXTS[3:], voice="en_female", top_k=5, seed=99),
+    ]
+    assert len({engine.batch_key(s.request) for s in mixed}) == 1
+    counters = engine.runtime.scheduler.counters
+    shared = counters.shared_steps
+    audio = engine.synthesize(mixed)
+    assert engine.last_batch_sizes == [4] and all(a.size for a in audio)
+    assert counters.shared_steps > shared
+    for i, segment in enumerate(mixed):  # and each row is what it would be alone
+        [alone] = engine.synthesize([segment])
+        np.testing.assert_allclose(audio[i], alone, atol=1e-4)
 
 
 def test_speed_maps_onto_chattts_speed_levels() -> None:

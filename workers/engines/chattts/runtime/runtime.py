@@ -1,0 +1,109 @@
+"""The runtime of one ChatTTS engine: decoder, vocoder and scheduler built over a loaded Chat.
+
+The engine thread owns it (one model instance, one thread). `run` takes a batch of rows and
+returns when all have ended; rows of any voices and parameters share its steps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .decoder import Decoder
+from .scheduler import RowRequest, RowResult, Sampling, Scheduler
+from .vocoder import Vocoder
+
+log = logging.getLogger(__name__)
+
+# Positions a prompt may take besides its audio budget: a long segment's text (about 250 tokens)
+# or a reference recording's codes (up to about 950 tokens for 20 s).
+PROMPT_ALLOWANCE = 1024
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    slots: int = 8
+    context: int = 0  # positions per slot; 0: the budget plus PROMPT_ALLOWANCE
+    stream_tokens: int = 24  # tokens per audio chunk: about half a second of speech
+    first_chunk_tokens: int = 24
+    lookahead_tokens: int = -1  # right context before a chunk leaves; -1: exact (see vocoder)
+    sync_every: int = 4  # steps between the host's looks at which rows ended
+    dtype: str = "auto"  # of the transformer's weights and cache: auto, float32, bfloat16, float16
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":  # half precision where it pays; logits stay float32 either way
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name not in dtypes:
+        raise ValueError(f"unknown dtype {name!r}: use auto, float32, bfloat16 or float16")
+    return dtypes[name]
+
+
+class Runtime:
+    def __init__(self, chat: Any, max_new_token: int, config: RuntimeConfig) -> None:
+        llama = chat.gpt.gpt
+        device = llama.norm.weight.device
+        self.config = config
+        context = config.context or max_new_token + PROMPT_ALLOWANCE
+        context = min(context, int(llama.config.max_position_embeddings))
+        self.decoder = Decoder(
+            llama, chat.embed, config.slots, context, resolve_dtype(config.dtype, device)
+        )
+        self.vocoder = Vocoder(chat.decoder, chat.vocos)
+        lookahead = None if config.lookahead_tokens < 0 else config.lookahead_tokens
+        self.scheduler = Scheduler(
+            self.decoder,
+            self.vocoder,
+            max_new_token,
+            stream_tokens=config.stream_tokens,
+            first_chunk_tokens=config.first_chunk_tokens,
+            lookahead_tokens=lookahead,
+            sync_every=config.sync_every,
+        )
+        log.info(
+            "decode runtime: %d slots of %d positions (%.0f MiB of cache each), %s, on %s",
+            config.slots,
+            context,
+            self.decoder.bytes_per_slot() / 2**20,
+            self.decoder.dtype,
+            device,
+        )
+
+    def run(
+        self,
+        rows: list[tuple[torch.Tensor, Sampling]],
+        on_chunk: Callable[[int, np.ndarray], None] | None = None,
+    ) -> list[RowResult]:
+        """Synthesize rows (prompt embeddings [T, D], sampling) together; results in order.
+        `on_chunk(row, audio)` receives each row's audio as it becomes ready."""
+        results: dict[int, RowResult] = {}
+        for i, (prompt, sampling) in enumerate(rows):
+            chunk = None if on_chunk is None else _bind(on_chunk, i)
+            done = _store(results, i)
+            self.scheduler.submit(RowRequest(i, prompt, sampling, done, chunk))
+        self.scheduler.run()
+        return [results[i] for i in range(len(rows))]
+
+    def stats(self) -> dict[str, Any]:
+        c = self.scheduler.counters
+        return {
+            "runtime_steps": c.steps,
+            "runtime_shared_steps": c.shared_steps,
+            "runtime_rows": c.admitted,
+            "runtime_oom_shrinks": c.oom_shrinks,
+            "runtime_max_rows": self.scheduler.max_rows,
+        }
+
+
+def _bind(on_chunk: Callable[[int, np.ndarray], None], row: int) -> Callable[[np.ndarray], None]:
+    return lambda audio: on_chunk(row, audio)
+
+
+def _store(results: dict[int, RowResult], row: int) -> Callable[[RowResult], None]:
+    return lambda result: results.__setitem__(row, result)
