@@ -13,18 +13,34 @@ from bench.clients import BenchError
 from bench.keyspace import KeyspaceLog
 
 
-def _batch(batch: int, audio_s_per_s: float) -> dict[str, Any]:
-    return {"batch": batch, "audio_s_per_s": audio_s_per_s, "rtf": 1.0 / max(audio_s_per_s, 1e-9)}
+def _batch(batch: int, audio_s_per_s: float, first_s: float = 1.0) -> dict[str, Any]:
+    return {
+        "batch": batch,
+        "audio_s_per_s": audio_s_per_s,
+        "steps_per_s": audio_s_per_s * 46.875 / batch,
+        "first_audio_s": first_s,
+    }
 
 
-def test_batching_rows_put_batch_8_against_batch_1() -> None:
+def test_batching_rows_put_our_runtime_against_chatttss_loop() -> None:
     result = {"device": "cpu", "threads": 2, "tokens_per_row": 48}
-    rows = batching.rows({**result, "batches": [_batch(1, 0.25), _batch(8, 1.0)]})
-    assert rows[0].ours == 1.0 and rows[0].baseline == 0.25 and rows[0].ratio == 4.0
+    ours = [_batch(1, 0.5, 0.5), _batch(8, 2.0, 0.6)]
+    library = [_batch(1, 0.25, 4.0), _batch(8, 1.0, 8.0)]
+    rows = batching.rows({**result, "runtimes": {"ours": ours, "library": library}})
+    assert rows[0].ours / rows[0].baseline == 2.0 and rows[0].met  # steps/s >= 1.5x
+    assert rows[1].ours == 2.0 and rows[1].baseline == 1.0
+    assert rows[2].ours == 0.6 and rows[2].baseline == 8.0 and rows[2].met  # <= 1/10
+    slow_start = [_batch(1, 0.5), _batch(8, 2.0, 2.0)]
+    rows = batching.rows({**result, "runtimes": {"ours": slow_start, "library": library}})
+    assert rows[2].met is False
     with pytest.raises(BenchError, match="not 1 and 8"):
-        batching.rows({**result, "batches": [_batch(1, 0.25)]})
+        batching.rows({**result, "runtimes": {"ours": ours[:1], "library": library}})
     with pytest.raises(BenchError, match="no audio"):
-        batching.rows({**result, "batches": [_batch(1, 0.25), _batch(8, 0.0)]})
+        batching.rows(
+            {**result, "runtimes": {"ours": [_batch(1, 0.5), _batch(8, 0.0)], "library": library}}
+        )
+    with pytest.raises(BenchError, match="not ours and library"):
+        batching.rows({**result, "runtimes": {"ours": ours}})
 
 
 def _summary(notice_ms: float, overhead_ms: float) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from web.errors import ApiError, dumps
 from web.hub import TERMINAL_TYPES, follow
 from web.identity import client_id
 from web.schemas import json_body
-from workers.audio.formats import SAMPLE_RATE, SEGMENT_GAP_S, mime_type
+from workers.audio.formats import SAMPLE_RATE, mime_type
 from workers.audio.stream_encode import StreamEncoder
 from workers.queue.job import SynthesisRequest
 from workers.queue.store import BacklogFull, ClientCapReached, QueueError, Submitted
@@ -108,36 +108,42 @@ async def _terminal(app: web.Application, job_id: str, cursor: str | None) -> di
 async def pcm_pieces(
     app: web.Application, job_id: str, cursor: str | None
 ) -> AsyncGenerator[bytes, None]:
-    """The PCM of a pcm job as it is synthesized: each segment (with the pause the final file has
-    between segments) after its `progress` event, or the whole file at `succeeded` (one-segment
-    jobs and cache hits). Raises ApiError when the job ends otherwise, _Closing at shutdown."""
+    """The PCM of a streaming job as it is synthesized: its chunks, in order, as their `audio`
+    events arrive; at `succeeded` those not read yet (its `chunks_done`), or the whole file when
+    it streamed none (a cache hit). Chunks hold the pauses between segments: they join into the
+    final file. Raises ApiError when the job ends otherwise, or when it starts again after audio
+    went out (what was sent cannot be taken back); _Closing at shutdown."""
     queue = app[QUEUE]
-    segments_key = queue.keys.segments(job_id)
-    gap = bytes(int(SAMPLE_RATE * SEGMENT_GAP_S) * 2)
     sent = 0
+    attempt: int | None = None
     stream = queue.keys.job_events(job_id)
     async with contextlib.aclosing(follow(queue, app[HUB], stream, cursor, job_id=job_id)) as ev:
         async for _, event in ev:
-            kind = event.get("type")
-            if kind == "progress":
-                segment = event.get("segment") or {}
-                index, total = int(segment.get("index", 0)), int(segment.get("total", 0))
-                upto = index if total > 1 else 0
+            kind, job = event.get("type"), event.get("job") or {}
+            if kind == "audio":
+                upto = int((event.get("chunk") or {}).get("index", 0))
+                if attempt is not None and job.get("attempts") != attempt:
+                    raise ApiError(
+                        503,
+                        f"job {job_id} started again after its audio began; retry the request",
+                        code="job_restarted",
+                    )
+                attempt = job.get("attempts")
             elif kind == "succeeded":
-                upto = int((event.get("job") or {}).get("segments_total") or 0) if sent else 0
-                if not sent:
+                upto = int(job.get("chunks_done") or 0)
+                if not upto and not sent:
                     audio = await queue.audio(job_id)
                     if audio is None:
                         raise ApiError(500, "the job's audio expired", code="audio_expired")
                     yield audio
+                    return
             elif kind in TERMINAL_TYPES:
                 raise _job_error(event)
             else:
                 continue
             if upto > sent:
-                parts: list[bytes] = await queue.redis.lrange(segments_key, sent, upto - 1)  # type: ignore[assignment]
-                for part in parts:
-                    yield (gap if sent else b"") + part
+                for part in await queue.chunks(job_id, sent, upto - 1):
+                    yield part
                     sent += 1
             if kind == "succeeded":
                 return

@@ -137,6 +137,7 @@ async def parse(app: web.Application, payload: Any) -> Speech:
         "format": "pcm" if stream else fmt,
         "speed": min(max(speed, OUR_SPEED[0]), OUR_SPEED[1]),
         "priority": "high",
+        "stream": stream is not None,  # chunks of audio while it is synthesized
         **{name: payload[name] for name in EXTENSIONS if name in payload},
     }
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -12,7 +12,7 @@ from workers.audio.formats import SAMPLE_RATE
 from workers.queue.job import SynthesisRequest
 from workers.queue.voices import Voice
 
-__all__ = ["SAMPLE_RATE", "Engine", "EngineError", "Segment"]
+__all__ = ["SAMPLE_RATE", "ChunkSink", "Engine", "EngineError", "Segment", "SegmentResult"]
 
 
 class EngineError(Exception):
@@ -32,6 +32,18 @@ class Segment:
     text: str
     request: SynthesisRequest
     voice_data: str | None = None  # a registered voice's stored speaker embedding, if any
+
+
+# (segment, audio piece, final): a piece of a segment's audio as soon as the engine has it.
+ChunkSink = Callable[["Segment", np.ndarray, bool], None]
+
+
+class SegmentResult(Protocol):
+    """What a continuously batching engine hands back for one segment."""
+
+    audio: np.ndarray
+    truncated: bool
+    error: str | None  # "cancelled", or why the segment failed
 
 
 class Engine(Protocol):
@@ -58,5 +70,9 @@ class Engine(Protocol):
     def batch_key(self, request: SynthesisRequest) -> Hashable:
         """Segments whose requests share this key may run in one batch."""
 
-    def synthesize(self, segments: list[Segment]) -> list[np.ndarray]:
-        """One float32 mono array at `sample_rate` per segment, in order."""
+    def synthesize(
+        self, segments: list[Segment], on_chunk: ChunkSink | None = None
+    ) -> list[np.ndarray]:
+        """One float32 mono array at `sample_rate` per segment, in order. `on_chunk` receives
+        each segment's audio as it is produced, in pieces that join into the returned array,
+        the last with `final` set (from the engine thread)."""

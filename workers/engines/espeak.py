@@ -17,7 +17,7 @@ from workers.queue.job import SynthesisRequest
 from workers.queue.voices import BUILTIN_VOICES, Voice
 from workers.text.sentences import split_sentences
 
-from .base import SAMPLE_RATE, EngineError, Segment
+from .base import SAMPLE_RATE, ChunkSink, EngineError, Segment
 
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
 _CHARS_UTF8 = 1
@@ -95,10 +95,18 @@ class EspeakEngine:
     def batch_key(self, request: SynthesisRequest) -> Hashable:
         return (request.voice, request.speed)
 
-    def synthesize(self, segments: list[Segment]) -> list[np.ndarray]:
+    def synthesize(
+        self, segments: list[Segment], on_chunk: ChunkSink | None = None
+    ) -> list[np.ndarray]:
         if self._lib is None:
             raise EngineError("the espeak engine was not loaded")
-        return [self._one(segment) for segment in segments]
+        out = []
+        for segment in segments:  # a segment takes milliseconds: it goes out whole
+            samples = self._one(segment)
+            if on_chunk is not None:
+                on_chunk(segment, samples, True)
+            out.append(samples)
+        return out
 
     def _one(self, segment: Segment) -> np.ndarray:
         voice, pitch = _VOICE_TABLE.get(segment.request.voice, _VOICE_TABLE["zh_female"])

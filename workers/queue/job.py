@@ -46,6 +46,9 @@ class SynthesisRequest(BaseModel):
     top_k: int = Field(default=20, ge=1, le=100)
     refine: bool = False
     cache: bool = True
+    # Deliver the audio in chunks of about half a second while it is synthesized (an `audio`
+    # event on the job's event stream per chunk; see workers/queue/lua/chunk.lua).
+    stream: bool = False
     # "high" jobs wait in their own stream, read before the bulk one (interactive requests such
     # as the OpenAI-compatible endpoint go ahead of bulk submissions).
     priority: Literal["normal", "high"] = "normal"

@@ -67,6 +67,10 @@ class Keys:
         """List of encoded audio segments, filled while a job streams."""
         return f"{self.base}:seg:{job_id}"
 
+    def chunks(self, job_id: str) -> str:
+        """List of 16-bit PCM chunks of a streaming job, in order (see lua/chunk.lua)."""
+        return f"{self.base}:chunk:{job_id}"
+
     def cache(self, digest: str) -> str:
         """Hash of a cached result (audio, duration_s, sample_rate) by request digest."""
         return f"{self.base}:cache:{digest}"

@@ -17,7 +17,19 @@ from workers.infra.settings import Settings
 from .job import Job, SynthesisRequest, new_job_id, queue_position
 from .keys import CONSUMER_GROUP, Keys
 
-SCRIPT_NAMES = ("enqueue", "start", "renew", "progress", "complete", "finish", "release", "cancel")
+SCRIPT_NAMES = (
+    "enqueue",
+    "start",
+    "renew",
+    "progress",
+    "chunk",
+    "complete",
+    "finish",
+    "release",
+    "cancel",
+)
+# How long a streaming job's chunk list outlives its last chunk: listeners read it live.
+CHUNKS_LINGER_S = 600
 
 
 class QueueError(Exception):
@@ -253,6 +265,7 @@ class Queue:
                 k.dlq,
                 k.active(owner),
                 k.segments(job_id),
+                k.chunks(job_id),
             ],
             [
                 job_id,
@@ -296,6 +309,39 @@ class Queue:
                 [token, index, total, audio, duration_s, time.time(), *self._maxlens, self._ttl],
             )
         )
+
+    async def chunk(
+        self,
+        job_id: str,
+        token: str,
+        index: int,
+        segment: int,
+        pcm: bytes,
+        duration_s: float,
+    ) -> str:
+        """Append chunk `index` (1-based) of a streaming job: 'ok', 'cancel' or 'lost'."""
+        k = self.keys
+        return _s(
+            await self._run(
+                "chunk",
+                [k.job(job_id), k.chunks(job_id), k.job_events(job_id)],
+                [
+                    token,
+                    index,
+                    segment,
+                    pcm,
+                    duration_s,
+                    time.time(),
+                    self.settings.job_events_maxlen,
+                    CHUNKS_LINGER_S,
+                ],
+            )
+        )
+
+    async def chunks(self, job_id: str, start: int, stop: int) -> list[bytes]:
+        """Chunks `start`..`stop` (0-based, inclusive; -1: the last) of a streaming job."""
+        out: list[bytes] = await self.redis.lrange(self.keys.chunks(job_id), start, stop)  # type: ignore[assignment]
+        return out
 
     async def complete(
         self,

@@ -26,6 +26,9 @@ class ActiveJob:
     completing: bool = False  # its result is being encoded and stored in the background
     solo: bool = False  # a batch it was in failed: it runs alone from now on
     engine_s: float = 0.0  # its share of the engine time of the batches it was in
+    # Continuous batching: segments handed to the engine, and those back out of order.
+    submitted: int = 0
+    finished: dict[int, np.ndarray] = field(default_factory=dict)
 
     @property
     def done(self) -> bool:
@@ -35,6 +38,9 @@ class ActiveJob:
         index = len(self.audio) + offset
         if index >= len(self.segments):
             return None
+        return self.segment(index)
+
+    def segment(self, index: int) -> Segment:
         return Segment(
             self.job_id, index, self.segments[index], self.started.request, self.voice_data
         )

@@ -193,10 +193,14 @@ class WorkerMetrics:
 
     def observe_batch(self, batch: list[tuple[ActiveJob, Segment]], elapsed_s: float) -> None:
         """One engine call: its size, and each row's equal share of its time to the row's job."""
-        self.batch_segments.observe(len(batch))
-        self.batch_jobs.observe(len({job.job_id for job, _ in batch}))
+        self.observe_rows(batch)
         for job, _ in batch:
             job.engine_s += elapsed_s / len(batch)
+
+    def observe_rows(self, batch: list[tuple[ActiveJob, Segment]]) -> None:
+        """The size of a group of segments the engine served together."""
+        self.batch_segments.observe(len(batch))
+        self.batch_jobs.observe(len({job.job_id for job, _ in batch}))
 
     def segment_stored(self, job: ActiveJob, index: int) -> None:
         if index == 0:

@@ -20,6 +20,7 @@ from workers.infra.logs import job_log
 from workers.queue.store import Queue, Started
 
 from .batch import ActiveJob, render
+from .chunks import ChunkPublisher
 from .metrics import WorkerMetrics
 from .stats import WorkerStats
 
@@ -35,8 +36,10 @@ class Outcomes:
         stats: WorkerStats,
         engine: Engine,
         metrics: WorkerMetrics,
+        chunks: ChunkPublisher,
     ) -> None:
         self.name = name
+        self.chunks = chunks
         self.queue = queue
         self.settings = queue.settings
         self.in_hand = in_hand
@@ -141,6 +144,8 @@ class Outcomes:
             await self.drop(job)
             return
         rate = self.engine.sample_rate
+        # A streaming job's chunks go out first: its listeners read up to the final chunk count.
+        await self.chunks.drained(job.job_id)
         # The job stays in hand (its lease renewed) until the result is stored; if Redis fails
         # meanwhile, the next batch round tries again.
         data, duration_s = await asyncio.to_thread(
@@ -205,6 +210,7 @@ class Outcomes:
             )
             for job in jobs:
                 job.solo = True
+                self.chunks.rewind(job.job_id)
             return
         job = jobs[0]
         self.in_hand.pop(job.job_id, None)

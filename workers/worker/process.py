@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -21,6 +22,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from workers.engines import Engine, EngineError, create_engine
+from workers.engines.base import ChunkSink, Segment
 from workers.infra.logs import job_log
 from workers.infra.redis_client import REDIS_DOWN, connect
 from workers.infra.settings import Settings
@@ -30,6 +32,8 @@ from workers.queue.store import Queue, Started
 from workers.queue.voices import BUILTIN_BY_NAME
 
 from .batch import ActiveJob, next_batch
+from .chunks import ChunkPublisher
+from .continuous import Continuous
 from .leases import Reclaimer, renew_leases
 from .metrics import WorkerMetrics
 from .outcomes import Outcomes
@@ -59,15 +63,20 @@ class Worker:
         self._stopping = asyncio.Event()
         self._grace_deadline = float("inf")
         self.engine_stuck = False
+        self._serving = False  # the engine thread runs a continuously batching engine's loop
         self._last_reclaim = 0.0
         self.redis: Redis | None = None
         self.queue: Queue | None = None
         self.reclaimer: Reclaimer
         self.outcomes: Outcomes
+        self.chunks: ChunkPublisher
 
     # -- lifecycle --------------------------------------------------------------------------
 
     async def in_engine(self, fn: Any, *args: Any) -> Any:
+        if self._serving:  # the engine thread runs the engine's loop: it takes calls between steps
+            engine: Any = self.engine  # continuous engines have `call`
+            return await asyncio.wrap_future(engine.call(functools.partial(fn, *args)))
         return await asyncio.get_running_loop().run_in_executor(self._engine_thread, fn, *args)
 
     def request_stop(self) -> None:
@@ -104,8 +113,10 @@ class Worker:
         self.redis = connect(self.settings, block_ms=self.settings.block_ms)
         self.queue = Queue(self.redis, self.settings)
         self.reclaimer = Reclaimer(self.redis, self.queue.keys, self.name, self.settings.lease_ms)
+        self.chunks = ChunkPublisher(self.queue, self.engine.sample_rate)
+        self.chunks.start()
         self.outcomes = Outcomes(
-            self.name, self.queue, self.in_hand, self.stats, self.engine, self.metrics
+            self.name, self.queue, self.in_hand, self.stats, self.engine, self.metrics, self.chunks
         )
         await self._until_redis(self.queue.ensure_group)
         loop = asyncio.get_running_loop()
@@ -133,12 +144,16 @@ class Worker:
             self.queue.keys.jobs,
         )
         try:
-            await self._main_loop()
+            if getattr(self.engine, "continuous", False):
+                await self._continuous_loop()
+            else:
+                await self._main_loop()
         finally:
             if self.outcomes.completions:
                 await asyncio.wait(
                     self.outcomes.completions, timeout=self.settings.shutdown_grace_s
                 )
+            await self.chunks.stop()
             for task in side_tasks:
                 task.cancel()
             await asyncio.gather(*side_tasks, return_exceptions=True)
@@ -191,6 +206,60 @@ class Worker:
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX_S)
+
+    async def _continuous_loop(self) -> None:
+        """The main loop for an engine that batches continuously: jobs are read while it runs,
+        and their segments join its running batch (see continuous.py)."""
+        loop = asyncio.get_running_loop()
+        run = Continuous(
+            self.engine,
+            self.in_hand,
+            self.outcomes,
+            self.chunks,
+            self.stats,
+            self.metrics,
+            lambda: self._chunk_sink(loop),
+        )
+        run.start(self._engine_thread)
+        self._serving = True
+        delay = BACKOFF_START_S
+        try:
+            while True:
+                if self._stopping.is_set():
+                    if not self.in_hand:
+                        return
+                    if time.monotonic() > self._grace_deadline:
+                        await self.outcomes.release_all("worker shut down past its grace period")
+                        return
+                try:
+                    if not self._stopping.is_set():
+                        await self._fill()
+                    await self._tidy()
+                    run.cancel_dropped()
+                    run.feed()
+                    await run.collect()
+                    delay = BACKOFF_START_S
+                except REDIS_DOWN as exc:
+                    self.metrics.redis_error()
+                    log.warning(
+                        "worker %s: Redis unreachable (%s); retrying in %.1fs",
+                        *(self.name, exc, delay),
+                    )
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, BACKOFF_MAX_S)
+        finally:
+            self._serving = False
+            self.engine_stuck = not await run.stop(self.settings.shutdown_grace_s)
+
+    async def _tidy(self) -> None:
+        """Between rounds: cancelled and lost jobs leave, finished ones whose result could not
+        be stored are stored again, streams of jobs that left are closed."""
+        for job in [j for j in self.in_hand.values() if (j.cancel or j.lost) and not j.completing]:
+            await self.outcomes.drop(job)
+        for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
+            self.outcomes.complete_in_background(job)
+        for job_id in [j for j in self.chunks.streams if j not in self.in_hand]:
+            self.chunks.close(job_id)
 
     def _capacity(self) -> int:
         # A job that runs alone (a previous attempt never finished: it may crash its worker)
@@ -301,6 +370,7 @@ class Worker:
             await self.outcomes.fail(job_id, started, "the text has nothing this engine can speak")
             return
         self.in_hand[job_id] = job
+        self.chunks.open(job)
 
     async def _voice_data(self, name: str) -> tuple[str | None, str | None]:
         """A registered voice's embedding and language tag (None, None: not registered)."""
@@ -330,12 +400,7 @@ class Worker:
 
     async def _run_one_batch(self) -> None:
         assert self.queue is not None
-        for job in [j for j in self.in_hand.values() if (j.cancel or j.lost) and not j.completing]:
-            await self.outcomes.drop(job)
-        # Jobs whose last segment is done but whose result is not stored (Redis failed while
-        # storing it last time) are completed again.
-        for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
-            self.outcomes.complete_in_background(job)
+        await self._tidy()
         batch = next_batch(self.in_hand, self.engine)
         if not batch:
             if self.outcomes.completions:  # nothing to synthesize: let a completion finish first
@@ -343,8 +408,11 @@ class Worker:
             return
         t0 = time.perf_counter()
         try:
+            streams = any(self.chunks.streaming(job.job_id) for job, _ in batch)
             arrays: list[np.ndarray] = await self._engine_call(
-                self.engine.synthesize, [segment for _, segment in batch]
+                self.engine.synthesize,
+                [segment for _, segment in batch],
+                self._chunk_sink(asyncio.get_running_loop()) if streams else None,
             )
         except GraceExpired:
             raise
@@ -372,6 +440,15 @@ class Worker:
             await self.outcomes.segment_done(job, segment, samples)
         for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
             self.outcomes.complete_in_background(job)
+
+    def _chunk_sink(self, loop: asyncio.AbstractEventLoop) -> ChunkSink:
+        """The engine thread's hand-over of audio pieces to the publisher on the event loop."""
+        feed = self.chunks.feed
+
+        def sink(segment: Segment, samples: np.ndarray, final: bool) -> None:
+            loop.call_soon_threadsafe(feed, segment.job_id, segment.index, samples, final)
+
+        return sink
 
     # -- side tasks -------------------------------------------------------------------------
 

@@ -40,6 +40,10 @@ class WorkerStats:
     def record_batch(self, batch: list[tuple[ActiveJob, Segment]], elapsed_s: float) -> None:
         """One engine call that succeeded."""
         self.busy_s += elapsed_s
+        self.record_rows(batch)
+
+    def record_rows(self, batch: list[tuple[ActiveJob, Segment]]) -> None:
+        """Segments the engine served together (its busy time is counted as it passes)."""
         self.batches += 1
         self.segments += len(batch)
         self.largest_batch = max(self.largest_batch, len(batch))

@@ -15,12 +15,13 @@ if "PYTORCH_CUDA_ALLOC_CONF" not in os.environ and "PYTORCH_ALLOC_CONF" not in o
     os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
 
 import gc
-import hashlib
 import logging
 import math
 import secrets
+import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
 from dataclasses import replace
 from importlib.metadata import version
 from typing import Any
@@ -35,13 +36,12 @@ from workers.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, Voice
 from workers.text.normalize import normalize
 from workers.text.sentences import split_sentences
 
-from ..base import SAMPLE_RATE, EngineError, Segment
+from ..base import SAMPLE_RATE, ChunkSink, EngineError, Segment
 from . import library, loader
-from .params import REPETITION_PENALTY, infer_params, row_generators, speed_level
-from .runtime.prompt import prompt_embeddings, spoken_text
+from .params import speed_level
+from .rows import RowDone, RuntimeRows, row_seed
 from .runtime.runtime import Runtime, RuntimeConfig
-from .runtime.scheduler import Sampling
-from .sampling import FRAMES_PER_TOKEN, MAX_NEW_TOKEN, Batch, BatchChat, Row, SeededGenerate
+from .sampling import FRAMES_PER_TOKEN, MAX_NEW_TOKEN, BatchChat, Row, SeededGenerate
 from .speakers import Speakers
 
 log = logging.getLogger(__name__)
@@ -61,11 +61,6 @@ def _language(voice: str, registered: str | None = None) -> str:
     builtin = BUILTIN_BY_NAME.get(voice)
     tag = builtin.language if builtin is not None else (registered or "zh")
     return "en" if tag.lower().startswith("en") else "zh"
-
-
-def _row_seed(segment: Segment, part: int, base: int) -> int:
-    key = f"{base}:{segment.index}:{part}".encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
 
 
 def _halves(text: str) -> list[str]:
@@ -103,6 +98,8 @@ class ChatTTSEngine:
         self._speakers = Speakers()
         self._oom_hook: Any = None
         self.runtime: Runtime | None = None  # None: ChatTTS's own `infer` (CHATTTS_RUNTIME=library)
+        self.rows: RuntimeRows | None = None
+        self._chunk_sink: ChunkSink | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -124,6 +121,8 @@ class ChatTTSEngine:
         if checkpoint.max_new_token:
             self.max_new_token = checkpoint.max_new_token
         self.runtime = self._runtime(chat)
+        if self.runtime is not None:
+            self.rows = RuntimeRows(chat, self._speakers, self.runtime, device)
         if os.environ.get(FAULT_OOM_ENV):
             self.inject_oom(int(os.environ[FAULT_OOM_ENV]))
         self.load_seconds = time.perf_counter() - started
@@ -156,7 +155,7 @@ class ChatTTSEngine:
             for voice, text in (("zh_female", "你好"), ("en_female", "Hello")):
                 request = SynthesisRequest(text=text, voice=voice, seed=0)
                 segment = Segment("warmup", 0, text, request)
-                self._infer([segment], [_row_seed(segment, 0, 0)])
+                self._infer([segment], [row_seed(segment, 0, 0)])
         finally:
             self.max_new_token = saved
 
@@ -223,9 +222,21 @@ class ChatTTSEngine:
 
     # --- synthesis ------------------------------------------------------------------------------
 
-    def synthesize(self, segments: list[Segment]) -> list[np.ndarray]:
+    def synthesize(
+        self, segments: list[Segment], on_chunk: ChunkSink | None = None
+    ) -> list[np.ndarray]:
+        """Audio of each segment; `on_chunk` gets it as it is decoded (the runtime: every
+        CHATTTS_STREAM_TOKENS tokens; the library path: whole segments at the batch's end).
+        A streamed segment that hits its budget is not retried shorter: its start is out."""
         if self.chat is None:
             raise EngineError("the chattts engine was not loaded", retryable=True)
+        self._chunk_sink = on_chunk
+        try:
+            return self._synthesize(segments)
+        finally:
+            self._chunk_sink = None
+
+    def _synthesize(self, segments: list[Segment]) -> list[np.ndarray]:
         self.last_batch_sizes, self.last_warnings = [], []
         self.last_token_lengths = [0] * len(segments)
         groups: dict[Hashable, list[int]] = {}
@@ -248,26 +259,28 @@ class ChatTTSEngine:
             s.request.seed if s.request.seed is not None else secrets.randbits(62) for s in segments
         ]
         rows = self._infer_safe(
-            segments, [_row_seed(s, 0, b) for s, b in zip(segments, bases, strict=True)]
+            segments, [row_seed(s, 0, b) for s, b in zip(segments, bases, strict=True)]
         )
         retry: list[tuple[int, list[str]]] = []
         for i, row in enumerate(rows):
             if not row.truncated:
                 continue
-            pieces = _halves(segments[i].text) if self.retry_truncated else []
+            # A streamed segment's start is out already: it keeps its (cut) audio.
+            again = self.retry_truncated and self._chunk_sink is None
+            pieces = _halves(segments[i].text) if again else []
             if len(pieces) > 1:
                 retry.append((i, pieces))
             else:
                 self._warn(
                     segments[i],
                     "hit max_new_token: its audio is cut"
-                    + ("" if not self.retry_truncated else " (too short to split)"),
+                    + (" (too short to split)" if again else ""),
                 )
         if not retry:
             return rows
         parts = [replace(segments[i], text=p) for i, pieces in retry for p in pieces]
         seeds = [
-            _row_seed(segments[i], k + 1, bases[i])
+            row_seed(segments[i], k + 1, bases[i])
             for i, pieces in retry
             for k in range(len(pieces))
         ]
@@ -322,36 +335,12 @@ class ChatTTSEngine:
     def _infer(self, segments: list[Segment], seeds: list[int]) -> list[Row]:
         if self.runtime is None:
             return self._infer_library(segments, seeds)
-        chat = self.chat
-        if chat is None:
+        if self.rows is None:
             raise EngineError("the chattts engine was not loaded", retryable=True)
-        rows: list[tuple[torch.Tensor, Sampling]] = []
-        for segment, seed in zip(segments, seeds, strict=True):
-            request, voice = segment.request, self._speakers.voice(segment)
-            _, refine = infer_params(request, voice, self.max_new_token)
-            chat.batch = Batch(row_generators([seed], self.device))
-            try:
-                text = spoken_text(chat, segment.text, refine if request.refine else None)
-            finally:
-                chat.batch = None
-            prompt = prompt_embeddings(chat, text, voice, f"[speed_{speed_level(request.speed)}]")
-            sampling = Sampling(
-                request.temperature,
-                request.top_p,
-                request.top_k,
-                REPETITION_PENALTY,
-                seed,
-                self.max_new_token,
-            )
-            rows.append((prompt, sampling))
-        results = self.runtime.run(rows)
-        for result in results:
-            if result.error is not None:
-                retryable = result.error.startswith("out of memory")
-                raise EngineError(f"ChatTTS runtime: {result.error}", retryable=retryable)
+        rows = self.rows.run(segments, seeds, self.max_new_token, self._chunk_sink)
         self.infer_calls += 1
         self.last_batch_sizes.append(len(segments))
-        return [Row(r.audio, r.tokens, r.truncated) for r in results]
+        return rows
 
     def _infer_library(self, segments: list[Segment], seeds: list[int]) -> list[Row]:
         """One `Chat.infer` over the segments' texts; they share voice and parameters."""
@@ -366,6 +355,9 @@ class ChatTTSEngine:
             self._release_memory()
         self.infer_calls += 1
         self.last_batch_sizes.append(len(segments))
+        if self._chunk_sink is not None:  # ChatTTS's infer: each row whole, when all end
+            for segment, row in zip(segments, rows, strict=True):
+                self._chunk_sink(segment, row.audio, True)
         return rows
 
     def _release_memory(self, collect: bool = False) -> None:
@@ -373,6 +365,36 @@ class ChatTTSEngine:
             gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
+
+    # --- continuous batching (our runtime) ------------------------------------------------------
+
+    @property
+    def continuous(self) -> bool:
+        """Segments join the running batch between steps (`submit` while `serve` runs)."""
+        return self.rows is not None
+
+    def submit(self, segment: Segment, on_chunk: ChunkSink | None, on_done: RowDone) -> None:
+        """Queue one segment for `serve` (from any thread); `on_done` gets its result."""
+        if self.rows is None:
+            raise EngineError("continuous batching needs CHATTTS_RUNTIME=ours", retryable=False)
+        base = segment.request.seed
+        seed = row_seed(segment, 0, base if base is not None else secrets.randbits(62))
+        self.rows.submit(segment, seed, self.max_new_token, on_chunk, on_done)
+
+    def cancel(self, segment: Segment) -> None:
+        if self.rows is not None:
+            self.rows.cancel(segment)
+
+    def call(self, fn: Callable[[], Any]) -> Future[Any]:
+        """Run `fn` in the engine thread between two steps of `serve` (from any thread)."""
+        if self.rows is None:
+            raise EngineError("continuous batching needs CHATTTS_RUNTIME=ours", retryable=False)
+        return self.rows.call(fn)
+
+    def serve(self, stop: threading.Event) -> None:
+        """The engine thread's loop: admit submitted segments, step, until `stop` is set."""
+        if self.rows is not None:
+            self.rows.serve(stop)
 
     # --- voices ---------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 -- A worker takes a delivered (or reclaimed) stream entry. The attempt number is the fencing token.
--- KEYS: jobs, job, ev_job, ev_client, stats, dlq, active, segments
+-- KEYS: jobs, job, ev_job, ev_client, stats, dlq, active, segments, chunks
 -- ARGV: id, entry, worker, now, max_deliveries, maxlen_job, maxlen_client, ttl
 -- Returns {'ok', token, request_json, client} | {'skip', state} | {'dead', attempts}
 local jobs, job, ev_job, ev_client, stats, dlq, active =
@@ -35,9 +35,9 @@ if attempts > tonumber(ARGV[5]) then
   return {'dead', attempts - 1}
 end
 redis.call('HSET', job, 'state', 'running', 'owner', worker, 'token', attempts, 'started_at', now,
-  'segments_done', 0)
--- A new attempt streams its segments afresh: index i must be this attempt's segment i.
-redis.call('DEL', KEYS[8])
+  'segments_done', 0, 'chunks_done', 0)
+-- A new attempt streams its segments and chunks afresh: index i must be this attempt's.
+redis.call('DEL', KEYS[8], KEYS[9])
 redis.call('HINCRBY', stats, 'started', 1)
 local seq = tonumber(redis.call('HGET', job, 'seq') or '0')
 if seq > tonumber(redis.call('HGET', stats, 'started_seq') or '0') then

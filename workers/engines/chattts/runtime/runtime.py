@@ -78,10 +78,10 @@ class Runtime:
     def run(
         self,
         rows: list[tuple[torch.Tensor, Sampling]],
-        on_chunk: Callable[[int, np.ndarray], None] | None = None,
+        on_chunk: Callable[[int, np.ndarray, bool], None] | None = None,
     ) -> list[RowResult]:
         """Synthesize rows (prompt embeddings [T, D], sampling) together; results in order.
-        `on_chunk(row, audio)` receives each row's audio as it becomes ready."""
+        `on_chunk(row, audio, final)` receives each row's audio as it becomes ready."""
         results: dict[int, RowResult] = {}
         for i, (prompt, sampling) in enumerate(rows):
             chunk = None if on_chunk is None else _bind(on_chunk, i)
@@ -101,8 +101,10 @@ class Runtime:
         }
 
 
-def _bind(on_chunk: Callable[[int, np.ndarray], None], row: int) -> Callable[[np.ndarray], None]:
-    return lambda audio: on_chunk(row, audio)
+def _bind(
+    on_chunk: Callable[[int, np.ndarray, bool], None], row: int
+) -> Callable[[np.ndarray, bool], None]:
+    return lambda audio, final: on_chunk(row, audio, final)
 
 
 def _store(results: dict[int, RowResult], row: int) -> Callable[[RowResult], None]:

@@ -45,14 +45,15 @@ class RowResult:
 
 @dataclass(eq=False)
 class RowRequest:
-    """One segment to speak. `on_chunk` receives audio as it becomes ready (in order); `on_done`
-    the whole result, once, from the thread that runs the scheduler."""
+    """One segment to speak. `on_chunk(audio, final)` receives its audio as it becomes ready, in
+    order, the last piece (maybe empty) with `final`; `on_done` the whole result, once. Both are
+    called from the thread that runs the scheduler."""
 
     key: Hashable
     prompt: torch.Tensor  # [T, D] input embeddings, speaker embedding applied
     sampling: Sampling
     on_done: Callable[[RowResult], None]
-    on_chunk: Callable[[np.ndarray], None] | None = None
+    on_chunk: Callable[[np.ndarray, bool], None] | None = None
     cursor: Cursor = field(default_factory=Cursor)
     chunks: list[np.ndarray] = field(default_factory=list)
 
@@ -143,13 +144,17 @@ class Scheduler:
     def run(self) -> None:
         """Step until every submitted row has ended."""
         while self.busy:
-            self._admit()
-            if not self.rows:
-                continue
-            for _ in range(self.sync_every):
-                if not self._iterate():
-                    break
-            self._sync()
+            self.run_round()
+
+    def run_round(self) -> None:
+        """Admit waiting rows into free slots, step `sync_every` times, then look."""
+        self._admit()
+        if not self.rows:
+            return
+        for _ in range(self.sync_every):
+            if not self._iterate():
+                break
+        self._sync()
 
     def _take_waiting(self) -> RowRequest | None:
         with self._lock:
@@ -319,8 +324,8 @@ class Scheduler:
             if audio is None:
                 return
             row.chunks.append(audio)
-            if row.on_chunk is not None and audio.size:
-                row.on_chunk(audio)
+            if row.on_chunk is not None and (audio.size or finished):
+                row.on_chunk(audio, finished)
             if finished:
                 return
 

@@ -1,0 +1,183 @@
+"""Segments as rows of the decode runtime: each row's prompt (its voice, its text as ChatTTS would
+speak it, its speed) and sampling (its parameters and seed); run as one batch, or fed one by one
+to a runtime that keeps serving (continuous batching across the worker's jobs)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..base import ChunkSink, EngineError, Segment
+from .params import REPETITION_PENALTY, infer_params, row_generators, speed_level
+from .runtime.prompt import prompt_embeddings, spoken_text
+from .runtime.runtime import Runtime
+from .runtime.scheduler import RowRequest, RowResult, Sampling
+from .sampling import Batch, Row
+from .speakers import Speakers
+
+log = logging.getLogger(__name__)
+# How long the serving loop sleeps when it has nothing to do before looking at its inbox again
+# (a submission wakes it at once).
+IDLE_WAIT_S = 0.05
+
+RowDone = Callable[[Segment, RowResult], None]
+
+
+def row_seed(segment: Segment, part: int, base: int) -> int:
+    """A row's seed: from its job's seed (or a random base), its segment and its part."""
+    key = f"{base}:{segment.index}:{part}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
+
+
+def row_error(result: RowResult) -> EngineError:
+    retryable = (result.error or "").startswith("out of memory")
+    return EngineError(f"ChatTTS runtime: {result.error}", retryable=retryable)
+
+
+class RuntimeRows:
+    """All methods but `submit` and `cancel` run in the engine thread."""
+
+    def __init__(self, chat: Any, speakers: Speakers, runtime: Runtime, device: Any) -> None:
+        self.chat, self.speakers, self.runtime, self.device = chat, speakers, runtime, device
+        self._inbox: deque[tuple[Segment, int, int, ChunkSink | None, RowDone]] = deque()
+        self._calls: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
+        self._wakeup = threading.Event()
+        self._lock = threading.Lock()
+
+    def row(self, segment: Segment, seed: int, max_new_token: int) -> tuple[torch.Tensor, Sampling]:
+        request, voice = segment.request, self.speakers.voice(segment)
+        _, refine = infer_params(request, voice, max_new_token)
+        self.chat.batch = Batch(row_generators([seed], self.device))  # refinement's own draws
+        try:
+            text = spoken_text(self.chat, segment.text, refine if request.refine else None)
+        finally:
+            self.chat.batch = None
+        prompt = prompt_embeddings(self.chat, text, voice, f"[speed_{speed_level(request.speed)}]")
+        sampling = Sampling(
+            request.temperature,
+            request.top_p,
+            request.top_k,
+            REPETITION_PENALTY,
+            seed,
+            max_new_token,
+        )
+        return prompt, sampling
+
+    def run(
+        self, segments: list[Segment], seeds: list[int], max_new_token: int, sink: ChunkSink | None
+    ) -> list[Row]:
+        """The rows as one batch; the first row that fails fails the batch (EngineError)."""
+        rows = [self.row(s, seed, max_new_token) for s, seed in zip(segments, seeds, strict=True)]
+        on_chunk = None
+        if sink is not None:
+            on_chunk = _row_sink(sink, segments)
+        results = self.runtime.run(rows, on_chunk)
+        for result in results:
+            if result.error is not None:
+                raise row_error(result)
+        return [Row(r.audio, r.tokens, r.truncated) for r in results]
+
+    # -- continuous service ------------------------------------------------------------------
+
+    def submit(
+        self,
+        segment: Segment,
+        seed: int,
+        max_new_token: int,
+        on_chunk: ChunkSink | None,
+        on_done: RowDone,
+    ) -> None:
+        """Queue a segment for the serving loop (from any thread)."""
+        with self._lock:
+            self._inbox.append((segment, seed, max_new_token, on_chunk, on_done))
+        self._wakeup.set()
+
+    def call(self, fn: Callable[[], Any]) -> Future[Any]:
+        """Run `fn` in the serving loop's thread between two rounds (from any thread): while the
+        loop runs, it is the only thread that may touch the model."""
+        future: Future[Any] = Future()
+        with self._lock:
+            self._calls.append((fn, future))
+        self._wakeup.set()
+        return future
+
+    def cancel(self, segment: Segment) -> None:
+        """Stop a segment at the runtime's next look (from any thread)."""
+        self.runtime.scheduler.cancel((segment.job_id, segment.index))
+
+    def serve(self, stop: threading.Event) -> None:
+        """Admit submitted segments and step the runtime until `stop` is set; rows still running
+        then end as cancelled."""
+        scheduler = self.runtime.scheduler
+        while not stop.is_set():
+            self._run_calls()
+            self._admit()
+            if scheduler.busy:
+                scheduler.run_round()
+            else:
+                self._wakeup.wait(IDLE_WAIT_S)
+                self._wakeup.clear()
+        for row in list(scheduler.rows):
+            scheduler.cancel(row.key)
+        with self._lock:
+            waiting = list(self._inbox)
+            self._inbox.clear()
+        for segment, *_, on_done in waiting:
+            on_done(segment, RowResult(np.zeros(0, np.float32), 0, False, "cancelled"))
+        while scheduler.busy:
+            scheduler.run_round()
+        self._run_calls()
+
+    def _run_calls(self) -> None:
+        while True:
+            with self._lock:
+                if not self._calls:
+                    return
+                fn, future = self._calls.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to the caller, whatever it is
+                future.set_exception(exc)
+
+    def _admit(self) -> None:
+        while True:
+            with self._lock:
+                if not self._inbox:
+                    return
+                segment, seed, budget, sink, on_done = self._inbox.popleft()
+            try:
+                prompt, sampling = self.row(segment, seed, budget)
+            except EngineError as exc:
+                on_done(segment, RowResult(np.zeros(0, np.float32), 0, False, str(exc)))
+                continue
+            self.runtime.scheduler.submit(
+                RowRequest(
+                    (segment.job_id, segment.index),
+                    prompt,
+                    sampling,
+                    _bind_done(on_done, segment),
+                    None if sink is None else _bind_chunk(sink, segment),
+                )
+            )
+
+
+def _row_sink(sink: ChunkSink, segments: list[Segment]) -> Callable[[int, np.ndarray, bool], None]:
+    return lambda row, audio, final: sink(segments[row], audio, final)
+
+
+def _bind_done(on_done: RowDone, segment: Segment) -> Callable[[RowResult], None]:
+    return lambda result: on_done(segment, result)
+
+
+def _bind_chunk(sink: ChunkSink, segment: Segment) -> Callable[[np.ndarray, bool], None]:
+    return lambda audio, final: sink(segment, audio, final)

@@ -1,0 +1,24 @@
+-- A running job's next chunk of audio: 16-bit PCM at the job's rate, in order across segments,
+-- the pause between segments included, so that its chunks join into the final file's samples.
+-- The chunk is appended to the job's chunk list and announced by an `audio` event on the job's
+-- own event stream only: a client's stream (/v1/events) carries state changes, not audio.
+-- KEYS: job, chunks, ev_job
+-- ARGV: token, index (1-based, across the job), segment (1-based), pcm, duration_s, now,
+--       maxlen_job, linger (seconds the list lives after its last chunk)
+-- Returns 'ok' | 'cancel' | 'lost'
+local job, chunks, ev_job = KEYS[1], KEYS[2], KEYS[3]
+local values = redis.call('HMGET', job, 'state', 'token', 'cancel_requested', 'chunks_done')
+if values[1] ~= 'running' or values[2] ~= ARGV[1] then return 'lost' end
+local index = tonumber(ARGV[2])
+local done = tonumber(values[4] or '0')
+if index <= done then return 'ok' end  -- a retry of a chunk already stored
+if index ~= done + 1 then return 'lost' end  -- a gap: this attempt's stream is broken
+redis.call('RPUSH', chunks, ARGV[4])
+redis.call('EXPIRE', chunks, tonumber(ARGV[8]))
+redis.call('HSET', job, 'chunks_done', index)
+local event = {type = 'audio', ts = tonumber(ARGV[6]), job = snapshot(job),
+  chunk = {index = index, segment = tonumber(ARGV[3]), duration_s = tonumber(ARGV[5])}}
+local id = redis.call('XADD', ev_job, 'MAXLEN', '~', ARGV[7], '*', 'data', cjson.encode(event))
+redis.call('PUBLISH', string.gsub(ev_job, ':ev:', ':n:', 1), id)
+if values[3] == '1' then return 'cancel' end
+return 'ok'
