@@ -106,6 +106,9 @@ def main() -> None:
                 f"{r['first_audio_s']:>13.2f} {peak:>12}"
             )
     paths = results["runtimes"]
+    if paths.get("ours"):
+        per_slot = paths["ours"][0]["kv_cache_mib_per_slot"]
+        print(f"\nour runtime's KV cache: {per_slot:.0f} MiB per slot ({tokens + 256} positions)")
     if "ours" in paths and "library" in paths:
         print()
         ratios = {}
@@ -271,6 +274,9 @@ def run_batches(
                 "first_audio_s": first_best,
                 "rtf": best / (audio_s / batch),
                 "peak_gpu_mib": peak,
+                "kv_cache_mib_per_slot": (
+                    engine.runtime.decoder.bytes_per_slot() / 2**20 if engine.runtime else None
+                ),
             }
         )
         print(f"{runtime} batch {batch}: {best:.2f} s", flush=True)

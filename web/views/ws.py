@@ -18,8 +18,11 @@ Server -> client:
 With "audio": true, each `progress` event frame of a job of several segments is followed by that
 segment's encoded audio (a complete file of the job's format: segment `segment` of `total`,
 "final": false); after `succeeded`, when no segment was sent (a one-segment job, or a result
-from the cache), the job's whole file follows ("final": true). The header and its binary frame
-are always adjacent, whatever other jobs the socket follows.
+from the cache), the job's whole file follows ("final": true). A job submitted with "stream": true
+sends its audio as it is synthesized instead: each `audio` event frame is followed by its chunk
+(`{"type": "audio", "job_id", "chunk": n, "format": "pcm", "bytes", "final": false}`: 16-bit PCM
+at 24 kHz; the chunks, pauses between segments included, join into the job's samples). The
+header and its binary frame are always adjacent, whatever other jobs the socket follows.
 Events of one job arrive in order, each once, replayed from `after` (null: from the start); a
 subscription ends after the job's terminal event. Frames go through a bounded per-socket queue: a
 client that stops reading is disconnected (close code 1013) and resumes by cursor.
@@ -258,6 +261,7 @@ class Session:
         queue = self.app[QUEUE]
         stream = queue.keys.job_events(job_id)
         segments_sent = False
+        chunks_sent = 0
         subscribed_ms = int(time.time() * 1000)
         try:
             async with contextlib.aclosing(
@@ -267,10 +271,36 @@ class Session:
                     frame = {"type": "event", "job_id": job_id, "id": stream_id, "event": event}
                     await self.put(frame)
                     self.app[METRICS].event_sent("ws", stream_id, subscribed_ms)
-                    if audio:
+                    if audio and (chunks_sent or event.get("type") == "audio"):
+                        chunks_sent = await self._chunks(job_id, event, chunks_sent)
+                    elif audio:
                         segments_sent |= await self._audio(job_id, event, segments_sent)
         except SlowConsumer:
             await self._close_slow()
+
+    async def _chunks(self, job_id: str, event: dict[str, Any], sent: int) -> int:
+        """A streaming job's PCM chunks up to the one an `audio` event announces (at
+        `succeeded`: up to its chunk count); how many have been sent."""
+        kind = event.get("type")
+        if kind == "audio":
+            upto = int((event.get("chunk") or {}).get("index") or 0)
+        elif kind == "succeeded":
+            upto = int((event.get("job") or {}).get("chunks_done") or 0)
+        else:
+            return sent
+        queue = self.app[QUEUE]
+        for data in await queue.chunks(job_id, sent, upto - 1) if upto > sent else []:
+            sent += 1
+            header = {
+                "type": "audio",
+                "job_id": job_id,
+                "chunk": sent,
+                "format": "pcm",
+                "bytes": len(data),
+                "final": False,
+            }
+            await self.put_audio(header, bytes(data))
+        return sent
 
     async def _audio(self, job_id: str, event: dict[str, Any], segments_sent: bool) -> bool:
         """Send the audio an event announces; True when it was a segment's."""

@@ -101,6 +101,7 @@ class Job:
     sample_rate: int | None
     cancel_requested: bool
     cached: bool
+    chunks_done: int = 0  # a streaming job's chunks out so far (see lua/chunk.lua)
 
     @classmethod
     def from_hash(cls, fields: dict[bytes, bytes]) -> Job:
@@ -125,6 +126,7 @@ class Job:
             sample_rate=int(sample_rate) if sample_rate is not None else None,
             cancel_requested=h.get("cancel_requested") == "1",
             cached=h.get("cached") == "1",
+            chunks_done=int(h.get("chunks_done") or 0),
         )
 
     def public(self) -> dict[str, Any]:
@@ -149,6 +151,7 @@ class Job:
             "sample_rate": self.sample_rate,
             "cancel_requested": "1" if self.cancel_requested else None,
             "cached": "1" if self.cached else None,
+            "chunks_done": self.chunks_done or None,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out

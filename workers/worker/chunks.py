@@ -37,6 +37,7 @@ class _Stream:
     skip: int = 0  # samples of a re-synthesized segment to drop: they went out before
     waiting: dict[int, list[tuple[np.ndarray, bool]]] = field(default_factory=dict)
     drained: asyncio.Event = field(default_factory=asyncio.Event)
+    advanced: asyncio.Event = field(default_factory=asyncio.Event)  # set when a segment is out
 
 
 class ChunkPublisher:
@@ -71,6 +72,18 @@ class ChunkPublisher:
         if job_id in self.streams:
             self._inbox.put_nowait((job_id, segment, samples, final))
 
+    async def segment_out(self, job_id: str, index: int) -> None:
+        """Wait until segment `index` is out (its `progress` event then follows its chunks), as
+        long as `drained` would."""
+        stream = self.streams.get(job_id)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(DRAIN_TIMEOUT_S):
+                while stream is not None and stream.segment <= index:
+                    if stream.drained.is_set():
+                        return
+                    stream.advanced.clear()
+                    await stream.advanced.wait()
+
     async def drained(self, job_id: str) -> None:
         """Wait until every segment of the job is out (or its stream ended early); never longer
         than DRAIN_TIMEOUT_S: a stream that cannot go out must not hold up the result."""
@@ -91,6 +104,7 @@ class ChunkPublisher:
         stream = self.streams.pop(job_id, None)
         if stream is not None:
             stream.drained.set()
+            stream.advanced.set()
 
     async def _run(self) -> None:
         while True:
@@ -123,6 +137,7 @@ class ChunkPublisher:
             stream.sent = stream.skip = 0
             if stream.segment >= len(stream.job.segments):
                 stream.drained.set()
+            stream.advanced.set()
 
     async def _send(self, stream: _Stream, piece: np.ndarray) -> None:
         job = stream.job
@@ -145,6 +160,7 @@ class ChunkPublisher:
         if verdict == "lost":
             job.lost = True
             stream.drained.set()
+            stream.advanced.set()
             return
         if verdict == "cancel":
             job.cancel = True

@@ -121,6 +121,7 @@ class Outcomes:
         total = len(job.segments)
         if total == 1:
             return  # its final file is its only segment: the terminal event says it all
+        await self.chunks.segment_out(job.job_id, segment.index)  # a streaming job: chunks first
         rate = self.engine.sample_rate
         encoded = await asyncio.to_thread(audio.encode, samples, rate, job.started.request.format)
         verdict = await self.queue.progress(

@@ -254,3 +254,20 @@ def test_a_registered_voice_normalizes_in_its_own_language(engine: Any) -> None:
     assert "三" in mandarin
     # Without a language tag (older registrations): Mandarin, as before.
     assert "三" in "".join(engine.split("3", request))
+
+
+def test_the_runtime_in_bfloat16_speaks_every_row(tiny_checkpoint: Any) -> None:
+    """The default on CUDA and on CPUs with native bfloat16: weights and cache in bfloat16,
+    logits in float32; the same rows come out whole (their codes may differ from float32's)."""
+    import torch
+
+    from workers.engines.chattts.engine import ChatTTSEngine
+    from workers.infra.settings import Settings
+
+    settings = Settings(model_dir=str(tiny_checkpoint), device="cpu", max_batch=4, dtype="bfloat16")
+    engine = ChatTTSEngine(settings)
+    engine.load()
+    assert engine.runtime is not None and engine.runtime.decoder.dtype == torch.bfloat16
+    assert engine.runtime.decoder.k_cache.dtype == torch.bfloat16
+    audio = engine.synthesize(segments(TEXTS))
+    assert all(a.size > 0 and np.isfinite(a).all() for a in audio)

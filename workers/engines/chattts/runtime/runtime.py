@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from .decoder import Decoder
+from .graphs import GraphedSteps, buckets_for
 from .scheduler import RowRequest, RowResult, Sampling, Scheduler
 from .vocoder import Vocoder
 
@@ -33,12 +34,21 @@ class RuntimeConfig:
     first_chunk_tokens: int = 24
     lookahead_tokens: int = -1  # right context before a chunk leaves; -1: exact (see vocoder)
     sync_every: int = 4  # steps between the host's looks at which rows ended
+    graphs: bool = True  # on CUDA: capture the step in CUDA graphs at start-up
     dtype: str = "auto"  # of the transformer's weights and cache: auto, float32, bfloat16, float16
 
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    if name == "auto":  # half precision where it pays; logits stay float32 either way
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    """`auto`: bfloat16 on CUDA and on CPUs that multiply bfloat16 natively (AVX512-BF16, AMX:
+    2.2x the steps/s of float32 on the development machine's EPYC, bench/chattts_bench.py),
+    float32 elsewhere. Logits stay float32 either way. bfloat16 rounding depends on the kernel a
+    batch size picks: a seeded row's codes may then depend on its batch-mates after a few tokens
+    (float32 keeps them identical); see the README."""
+    if name == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16
+        native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return torch.bfloat16 if native else torch.float32
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if name not in dtypes:
         raise ValueError(f"unknown dtype {name!r}: use auto, float32, bfloat16 or float16")
@@ -66,6 +76,11 @@ class Runtime:
             lookahead_tokens=lookahead,
             sync_every=config.sync_every,
         )
+        if device.type == "cuda" and config.graphs:
+            try:
+                self.scheduler.graphs = GraphedSteps(self.decoder, buckets_for(config.slots))
+            except RuntimeError as exc:  # the eager step still works: slower, not wrong
+                log.warning("CUDA graph capture failed (%s); stepping eagerly", exc)
         log.info(
             "decode runtime: %d slots of %d positions (%.0f MiB of cache each), %s, on %s",
             config.slots,

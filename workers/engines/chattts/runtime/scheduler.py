@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from .decoder import Decoder
+from .graphs import GraphedSteps
 from .sampler import PENALTY_WINDOW, draw, process_logits
 from .vocoder import Cursor, Vocoder
 
@@ -85,6 +86,7 @@ class Scheduler:
         self.sync_every = max(1, sync_every)
         self.max_rows = decoder.slots
         self.counters = Counters()
+        self.graphs: GraphedSteps | None = None  # CUDA: the step replayed from captured graphs
         self.eos = decoder.num_audio_tokens - 1
         slots, dev, q = decoder.slots, decoder.device, decoder.num_vq
         i64 = {"dtype": torch.long, "device": dev}
@@ -272,7 +274,11 @@ class Scheduler:
         advanced = generated + keep.long()
         positions = self.prompt_len[r] + (advanced - 1).clamp(min=0)
         span = min(max(self.position_bound[:rows]) + 2, d.context)
-        pending = d.step(d.embed_codes(codes), positions, span)
+        embeds = d.embed_codes(codes)
+        if self.graphs is not None:
+            pending = self.graphs.step(embeds, positions)
+        else:
+            pending = d.step(embeds, positions, span)
         # Commit: the hidden state behind each kept code, the penalty window, the counts.
         index = torch.arange(rows, device=d.device)
         at = generated.clamp(max=self.hiddens.size(1) - 1)
@@ -310,7 +316,7 @@ class Scheduler:
             self._emit(slot, row, generated, bool(finished))
             if finished:
                 audio = np.concatenate(row.chunks) if row.chunks else np.zeros(0, np.float32)
-                codes = self.codes[slot, :generated].cpu().numpy()
+                codes = self.codes[slot, :generated].cpu().numpy().copy()  # the slot is reused
                 self._finish(row, RowResult(audio, generated, bool(truncated), None, codes))
                 leaving.append(slot)
         for slot in sorted(leaving, reverse=True):

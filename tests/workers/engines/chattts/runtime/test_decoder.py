@@ -39,14 +39,14 @@ def test_prefill_and_step_give_chatttss_hidden_states_and_logits(engine: Any) ->
     logits = decoder.code_logits(hidden.unsqueeze(0))[0]
     torch.testing.assert_close(logits, reference_logits(chat, expected[-1]), atol=TOLERANCE, rtol=0)
     # Three steps of codes through the cache, against the whole sequence recomputed.
-    codes = torch.tensor([[5, 17, 300, 2], [9, 9, 9, 9], [620, 0, 1, 44]])
+    codes = torch.tensor([[5, 17, 300, 2], [9, 9, 9, 9], [620, 0, 1, 44]], device=decoder.device)
     sequence = embeds
     for i, step_codes in enumerate(codes):
         step_embed = decoder.embed_codes(step_codes.unsqueeze(0))
         # Row 1 alone is active: move it to slot 0 first (rows occupy the slots' prefix).
         if i == 0:
             decoder.move(1, 0, embeds.size(0))
-        position = torch.tensor([embeds.size(0) + i])
+        position = torch.tensor([embeds.size(0) + i], device=decoder.device)
         stepped = decoder.step(step_embed, position, embeds.size(0) + i + 1)[0]
         sequence = torch.cat([sequence, step_embed.to(sequence.dtype)])
         torch.testing.assert_close(
@@ -59,8 +59,8 @@ def test_rows_at_different_positions_step_as_they_would_alone(engine: Any) -> No
     prompts = mixed_prompts(chat, 4)
     together = Decoder(chat.gpt.gpt, chat.embed, slots=4, context=256)
     lasts = [together.prefill(i, p) for i, p in enumerate(prompts)]
-    codes = torch.tensor([[1, 2, 3, 4]] * 4)
-    positions = torch.tensor([p.size(0) for p in prompts])
+    codes = torch.tensor([[1, 2, 3, 4]] * 4, device=together.device)
+    positions = torch.tensor([p.size(0) for p in prompts], device=together.device)
     span = int(positions.max()) + 1
     batched = together.step(together.embed_codes(codes), positions, span)
     for i, p in enumerate(prompts):

@@ -207,3 +207,20 @@ def test_bad_rows_are_refused_and_the_others_carry_on(engine: Any) -> None:
     assert results[0].error is None and results[0].tokens > 0
     assert "NaN" in (results[1].error or "")
     assert "exceeds the context" in (results[2].error or "")
+
+
+def test_rows_that_leave_early_keep_their_codes_when_others_move_into_their_slots(
+    endless_chat: Any,
+) -> None:
+    """Rows of different budgets leave at different looks; the last row moves into each freed
+    slot. Every result is still its own row's (what it would be alone)."""
+    chat = endless_chat
+    prompts = mixed_prompts(chat, 5)
+    budgets = [6, 30, 10, 30, 18]
+    samplings = [Sampling(seed=40 + i, max_new_token=b) for i, b in enumerate(budgets)]
+    together = run_rows(chat, prompts, samplings, sync_every=1).results
+    for i, budget in enumerate(budgets):
+        alone = run_rows(chat, [prompts[i]], [samplings[i]]).results[0]
+        assert together[i].tokens == alone.tokens == budget
+        np.testing.assert_array_equal(together[i].codes, alone.codes)
+        np.testing.assert_allclose(together[i].audio, alone.audio, atol=1e-4)

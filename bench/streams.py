@@ -1,0 +1,221 @@
+"""Concurrent streamed speech through the whole service: web, embedded Redis and one chattts
+worker on the full-size random-weight architecture. N OpenAI streamed requests (`stream_format:
+audio`, pcm) with N different voices are sent at once, for N = 1, 2, 4, 8: audio-seconds per
+second of wall time, and time from request to first audio byte (p50, p99), ChatTTS's own loop
+(`CHATTTS_RUNTIME=library`, today's engine) against our runtime, in one run. Writes the figures
+as JSON and a PNG of both curves against N.
+
+    python -m bench.streams [--streams 1,2,4,8] [--tokens 48] [--repeats 2] [--png PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from workers.infra.embedded_redis import EmbeddedRedis, free_port
+from workers.infra.settings import Settings
+
+from .procs import Processes, bench_run
+from .stack import REPO_ROOT
+
+RATE = 24_000
+VOICES = (
+    *("zh_female", "en_male", "zh_male", "en_female"),
+    *("zh_female_2", "zh_male_2", "en_female_2", "en_male_2"),
+)
+TEXT = "今天天气很好，我们去公园散步吧。"  # one segment; random weights speak the whole budget
+READY_TIMEOUT_S = 600.0  # the library path loads, warms up and steps a 1 GB model on a CPU
+
+
+def ensure_checkpoint(tokens: int) -> Path:
+    """A full-size random checkpoint whose rows never end: each runs exactly `tokens`."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from tests.workers.engines.chattts.checkpoint import MANIFEST, build_checkpoint
+
+    root = Path(os.environ.get("TMPDIR", "/tmp")) / f"chattts-online-bench-streams-{tokens}"
+    if not (root / MANIFEST).is_file():
+        print(f"building the full-size random checkpoint in {root} ...", flush=True)
+        build_checkpoint(root, "full", max_new_token=tokens, shape_eos=False)
+    return root
+
+
+async def one_request(
+    session: aiohttp.ClientSession, url: str, voice: str, seed: int
+) -> tuple[float, float]:
+    """(seconds to the first audio byte, seconds of audio) of one streamed request."""
+    body = {
+        "model": "tts-1",
+        "input": TEXT,
+        "voice": voice,
+        "response_format": "pcm",
+        "stream_format": "audio",
+        "seed": seed,
+        "cache": False,
+    }
+    started = time.perf_counter()
+    first: float | None = None
+    size = 0
+    async with session.post(f"{url}/v1/audio/speech", json=body) as response:
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {await response.text()}")
+        async for piece in response.content.iter_any():
+            if first is None and piece:
+                first = time.perf_counter() - started
+            size += len(piece)
+    if first is None or size == 0:
+        raise RuntimeError("a streamed request returned no audio")
+    return first, size / 2 / RATE
+
+
+async def measure(url: str, streams: int, repeats: int, seed: int) -> dict[str, Any]:
+    firsts: list[float] = []
+    rates: list[float] = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None)) as session:
+        for r in range(repeats):
+            started = time.perf_counter()
+            done = await asyncio.gather(
+                *(
+                    one_request(session, url, VOICES[i % len(VOICES)], seed + 100 * r + i)
+                    for i in range(streams)
+                )
+            )
+            wall = time.perf_counter() - started
+            firsts += [f for f, _ in done]
+            rates.append(sum(a for _, a in done) / wall)
+    ordered = sorted(firsts)
+    return {
+        "streams": streams,
+        "audio_s_per_s": statistics.median(rates),
+        "audio_s_per_s_runs": rates,
+        "first_byte_p50_s": statistics.median(ordered),
+        "first_byte_p99_s": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
+    }
+
+
+async def wait_ready(url: str, procs: Processes) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            procs.check_alive()
+            try:
+                async with session.get(f"{url}/readyz") as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.5)
+    raise RuntimeError("the service did not become ready")
+
+
+def run_path(runtime: str, model: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    with bench_run(f"chattts-streams-{runtime}-", args.keep_logs) as (procs, tmp):
+        redis = EmbeddedRedis(tmp / "redis")
+        redis.data_dir.mkdir(parents=True, exist_ok=True)
+        redis.process = procs.start("redis", redis.command(), tier=0).popen
+        redis.wait_ready()
+        port = free_port()
+        settings = Settings(
+            redis_url=redis.url,
+            engine="chattts",
+            device=args.device,
+            model_dir=str(model),
+            runtime=runtime,
+            max_batch=max(args.streams),
+            port=port,
+            data_dir=str(tmp / "data"),
+            log_level="WARNING",
+        )
+        env = {**os.environ, **settings.to_env()}
+        for name in ("web", "worker"):
+            procs.start(name, [sys.executable, "-m", "web.cli", name], env, cwd=REPO_ROOT)
+        url = f"http://127.0.0.1:{port}"
+        asyncio.run(wait_ready(url, procs))
+        rows = []
+        for streams in args.streams:
+            row = asyncio.run(measure(url, streams, args.repeats, seed=streams * 1000))
+            row["runtime"] = runtime
+            rows.append(row)
+            print(
+                f"{runtime:>8} {streams:>2} streams: {row['audio_s_per_s']:.2f} audio-s/s, "
+                f"first byte p50 {row['first_byte_p50_s']:.2f} s, "
+                f"p99 {row['first_byte_p99_s']:.2f} s",
+                flush=True,
+            )
+        return rows
+
+
+def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for runtime, label in (("library", "ChatTTS's loop"), ("ours", "our runtime")):
+        mine = [r for r in rows if r["runtime"] == runtime]
+        if not mine:
+            continue
+        n = [r["streams"] for r in mine]
+        left.plot(n, [r["audio_s_per_s"] for r in mine], marker="o", label=label)
+        right.plot(n, [r["first_byte_p50_s"] for r in mine], marker="o", label=f"{label}, p50")
+        right.plot(
+            n, [r["first_byte_p99_s"] for r in mine], marker="x", ls="--", label=f"{label}, p99"
+        )
+    left.set(xlabel="concurrent streams", ylabel="audio-seconds per second", title="throughput")
+    right.set(xlabel="concurrent streams", ylabel="seconds", title="time to first audio byte")
+    right.set_yscale("log")
+    for axes in (left, right):
+        axes.grid(alpha=0.3)
+        axes.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.streams", description=__doc__.split("\n\n")[0])
+    p.add_argument("--streams", default="1,2,4,8", type=lambda s: [int(x) for x in s.split(",")])
+    p.add_argument("--tokens", type=int, default=48, help="audio tokens per request (48)")
+    p.add_argument("--repeats", type=int, default=2, help="rounds per concurrency (2)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--runtimes", default="library,ours", type=lambda s: s.split(","))
+    p.add_argument("--json", default=str(REPO_ROOT / "bench" / "results" / "streams.json"))
+    p.add_argument("--png", default=str(REPO_ROOT / "bench" / "results" / "streams.png"))
+    p.add_argument("--keep-logs", action="store_true")
+    args = p.parse_args(argv)
+    model = ensure_checkpoint(args.tokens)
+    rows = [row for runtime in args.runtimes for row in run_path(runtime, model, args)]
+    where = (
+        f"{args.device}, {os.cpu_count()} CPUs, full-size random weights, "
+        f"{args.tokens} tokens per request"
+    )
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps({"where": where, "rows": rows}, indent=2))
+    plot(rows, Path(args.png), f"Streamed speech, one chattts worker ({where})")
+    by = {(r["runtime"], r["streams"]): r for r in rows}
+    for n in args.streams:
+        ours, lib = by.get(("ours", n)), by.get(("library", n))
+        if ours and lib:
+            speedup = ours["audio_s_per_s"] / lib["audio_s_per_s"]
+            sooner = lib["first_byte_p50_s"] / ours["first_byte_p50_s"]
+            print(
+                f"{n} streams: ours / library audio-s/s {speedup:.2f}x, "
+                f"first byte p50 {sooner:.1f}x shorter"
+            )
+    print(f"wrote {args.json} and {args.png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
