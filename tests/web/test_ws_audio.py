@@ -102,3 +102,26 @@ async def test_one_segment_job_gets_its_file_after_succeeded(
         await ws.send_json({"op": "subscribe", "job_id": job["id"], "audio": "yes"})
         error = await ws.receive_json()
         assert error["type"] == "error" and error["error"]["param"] == "audio"
+
+
+async def test_a_streaming_job_sends_its_chunks_that_join_into_its_samples(
+    client: Client, worker: WorkerProcess
+) -> None:
+    """ "stream": true: each `audio` event frame is followed by its PCM chunk, never a segment
+    file as well; the chunks are the job's samples (pcm: its very file)."""
+    async with client.ws_connect("/v1/ws") as ws:
+        request = {"text": LONG, "voice": "en_male", "format": "pcm", "stream": True}
+        await ws.send_json({"op": "submit", "audio": True, "request": request})
+        job = (await ws.receive_json())["job"]
+        frames = await _frames(ws, job["id"])
+        pairs = _check_pairs(frames)
+        events = [f["event"] for f in frames if isinstance(f, dict) and f["type"] == "event"]
+        chunks = [e for e in events if e["type"] == "audio"]
+        assert len(chunks) > 1 and len(pairs) == len(chunks)
+        assert [h["chunk"] for h, _ in pairs] == [e["chunk"]["index"] for e in chunks]
+        assert all(h["format"] == "pcm" and h["final"] is False for h, _ in pairs)
+        for header, _ in pairs:  # each chunk right after its own event
+            event = frames[frames.index(header) - 1]["event"]
+            assert event["type"] == "audio" and event["chunk"]["index"] == header["chunk"]
+        final = await (await client.get(job["audio_url"])).read()
+        assert b"".join(data for _, data in pairs) == final

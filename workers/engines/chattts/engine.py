@@ -140,7 +140,7 @@ class ChatTTSEngine:
             slots=self.max_batch,
             context=s.context,
             stream_tokens=s.stream_tokens,
-            first_chunk_tokens=s.stream_tokens,
+            first_chunk_tokens=s.first_chunk_tokens,
             lookahead_tokens=s.lookahead_tokens,
             dtype=s.dtype,
         )

@@ -21,6 +21,15 @@ from .vocoder import Vocoder
 
 log = logging.getLogger(__name__)
 
+# A first chunk of a quarter second: the listener hears something soon, the next chunks follow
+# at CHATTTS_STREAM_TOKENS.
+FIRST_CHUNK_TOKENS = 12
+# Right context decoded with a chunk, per device (python -m bench.lookahead, full-size decoder and
+# Vocos): 16 tokens put a chunk within 95 dB of the one-shot decode (exact, in practice) and cost
+# 27 ms at 600 steps/s; a CPU at 30 steps/s would wait half a second for them, and 8 tokens
+# (45 dB or better) cost a quarter of that.
+LOOKAHEAD_TOKENS = {"cuda": 16, "cpu": 8}
+
 # Positions a prompt may take besides its audio budget: a long segment's text (about 250 tokens)
 # or a reference recording's codes (up to about 950 tokens for 20 s).
 PROMPT_ALLOWANCE = 1024
@@ -31,8 +40,8 @@ class RuntimeConfig:
     slots: int = 8
     context: int = 0  # positions per slot; 0: the budget plus PROMPT_ALLOWANCE
     stream_tokens: int = 24  # tokens per audio chunk: about half a second of speech
-    first_chunk_tokens: int = 24
-    lookahead_tokens: int = -1  # right context before a chunk leaves; -1: exact (see vocoder)
+    first_chunk_tokens: int = 0  # 0: FIRST_CHUNK_TOKENS
+    lookahead_tokens: int = -1  # right context before a chunk leaves; -1: per device (below)
     sync_every: int = 4  # steps between the host's looks at which rows ended
     graphs: bool = True  # on CUDA: capture the step in CUDA graphs at start-up
     dtype: str = "auto"  # of the transformer's weights and cache: auto, float32, bfloat16, float16
@@ -66,14 +75,16 @@ class Runtime:
             llama, chat.embed, config.slots, context, resolve_dtype(config.dtype, device)
         )
         self.vocoder = Vocoder(chat.decoder, chat.vocos)
-        lookahead = None if config.lookahead_tokens < 0 else config.lookahead_tokens
+        lookahead = config.lookahead_tokens
+        if lookahead < 0:
+            lookahead = LOOKAHEAD_TOKENS.get(device.type, LOOKAHEAD_TOKENS["cpu"])
         self.scheduler = Scheduler(
             self.decoder,
             self.vocoder,
             max_new_token,
             stream_tokens=config.stream_tokens,
-            first_chunk_tokens=config.first_chunk_tokens,
-            lookahead_tokens=lookahead,
+            first_chunk_tokens=config.first_chunk_tokens or FIRST_CHUNK_TOKENS,
+            lookahead_tokens=min(lookahead, self.vocoder.exact_tokens),
             sync_every=config.sync_every,
         )
         if device.type == "cuda" and config.graphs:

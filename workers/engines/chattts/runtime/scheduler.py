@@ -323,6 +323,8 @@ class Scheduler:
             self._release(slot)
 
     def _emit(self, slot: int, row: RowRequest, generated: int, finished: bool) -> None:
+        if row.on_chunk is None and not finished:
+            return  # nobody listens: decoded once, whole, when it ends (the one-shot decode)
         hiddens = self.hiddens[slot, :generated]
         while True:
             size = self.first_chunk_tokens if row.cursor.emitted == 0 else self.stream_tokens
