@@ -122,6 +122,7 @@ def main() -> None:
             )
         results["ours_over_library"] = ratios
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(results, indent=2))
 
 

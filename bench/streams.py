@@ -161,16 +161,17 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for runtime, label in (("library", "ChatTTS's loop"), ("ours", "our runtime")):
+    paths = (("library", "ChatTTS's loop", "tab:blue"), ("ours", "our runtime", "tab:orange"))
+    for runtime, label, color in paths:
         mine = [r for r in rows if r["runtime"] == runtime]
         if not mine:
             continue
         n = [r["streams"] for r in mine]
-        left.plot(n, [r["audio_s_per_s"] for r in mine], marker="o", label=label)
-        right.plot(n, [r["first_byte_p50_s"] for r in mine], marker="o", label=f"{label}, p50")
-        right.plot(
-            n, [r["first_byte_p99_s"] for r in mine], marker="x", ls="--", label=f"{label}, p99"
-        )
+        left.plot(n, [r["audio_s_per_s"] for r in mine], marker="o", color=color, label=label)
+        p50 = [r["first_byte_p50_s"] for r in mine]
+        p99 = [r["first_byte_p99_s"] for r in mine]
+        right.plot(n, p50, marker="o", color=color, label=f"{label}, p50")
+        right.plot(n, p99, marker="x", ls="--", color=color, label=f"{label}, p99")
     left.set(xlabel="concurrent streams", ylabel="audio-seconds per second", title="throughput")
     right.set(xlabel="concurrent streams", ylabel="seconds", title="time to first audio byte")
     right.set_yscale("log")

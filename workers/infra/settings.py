@@ -56,7 +56,7 @@ class Settings:
     runtime: str = "ours"
     context: int = 0  # positions per slot; 0: the audio budget plus room for a prompt
     stream_tokens: int = 24  # audio tokens per streamed chunk: about half a second
-    first_chunk_tokens: int = 0  # the first chunk's tokens; 0: 12 (a quarter second)
+    first_chunk_tokens: int = 0  # the first chunk's tokens; 0: 8 (a sixth of a second)
     lookahead_tokens: int = -1  # right context before a chunk leaves; -1: 16 on CUDA, 8 on CPU
     dtype: str = "auto"  # transformer weights and cache: auto (bfloat16 on CUDA), float32, ...
     worker_name: str = field(default_factory=_default_worker_name)

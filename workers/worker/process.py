@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -40,6 +41,8 @@ T = TypeVar("T")
 
 # Back-off while Redis is unreachable: quick first retry, never a busy loop, capped.
 BACKOFF_START_S, BACKOFF_MAX_S = 0.1, 5.0
+# How long a cancelled side task may take to end before it is cancelled again.
+CANCEL_AGAIN_S = 0.5
 
 
 class GraceExpired(Exception):
@@ -162,9 +165,7 @@ class Worker:
                     self.outcomes.completions, timeout=self.settings.shutdown_grace_s
                 )
             await self.chunks.stop()
-            for task in side_tasks:
-                task.cancel()
-            await asyncio.gather(*side_tasks, return_exceptions=True)
+            await _cancel_and_wait(side_tasks)
             with contextlib.suppress(RedisError):
                 await self.redis.delete(self.queue.keys.worker(self.name))
                 await self.redis.zrem(self.queue.keys.workers, self.name)
@@ -189,31 +190,11 @@ class Worker:
     # -- main loop --------------------------------------------------------------------------
 
     async def _main_loop(self) -> None:
-        delay = BACKOFF_START_S
-        while True:
-            if self._stopping.is_set():
-                if not self.in_hand:
-                    return
-                if time.monotonic() > self._grace_deadline:
-                    await self.outcomes.release_all("worker shut down past its grace period")
-                    return
-            try:
-                if not self._stopping.is_set():
-                    await self._fill()
-                if self.in_hand:
-                    await self._run_one_batch()
-                delay = BACKOFF_START_S
-            except GraceExpired:
-                self.engine_stuck = True
-                await self.outcomes.release_all("worker shut down past its grace period")
-                return
-            except REDIS_DOWN as exc:
-                self.metrics.redis_error()
-                log.warning(
-                    "worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, delay
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, BACKOFF_MAX_S)
+        async def one_batch() -> None:
+            if self.in_hand:
+                await self._run_one_batch()
+
+        await self._rounds(one_batch)
 
     async def _continuous_loop(self) -> None:
         """The main loop for an engine that batches continuously: jobs are read while it runs,
@@ -228,36 +209,48 @@ class Worker:
             self.metrics,
             lambda: self._chunk_sink(loop),
         )
+
+        async def one_round() -> None:
+            await self._tidy()
+            run.cancel_dropped()
+            run.feed()
+            await run.collect()
+
         run.start(self._engine_thread)
         self._serving = True
-        delay = BACKOFF_START_S
         try:
-            while True:
-                if self._stopping.is_set():
-                    if not self.in_hand:
-                        return
-                    if time.monotonic() > self._grace_deadline:
-                        await self.outcomes.release_all("worker shut down past its grace period")
-                        return
-                try:
-                    if not self._stopping.is_set():
-                        await self._fill()
-                    await self._tidy()
-                    run.cancel_dropped()
-                    run.feed()
-                    await run.collect()
-                    delay = BACKOFF_START_S
-                except REDIS_DOWN as exc:
-                    self.metrics.redis_error()
-                    log.warning(
-                        "worker %s: Redis unreachable (%s); retrying in %.1fs",
-                        *(self.name, exc, delay),
-                    )
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, BACKOFF_MAX_S)
+            await self._rounds(one_round)
         finally:
             self._serving = False
             self.engine_stuck = not await run.stop(self.settings.shutdown_grace_s)
+
+    async def _rounds(self, one_round: Callable[[], Awaitable[None]]) -> None:
+        """Take jobs and run `one_round` until the worker stops: when its hand is empty, or past
+        its grace period (jobs in hand go back to the queue). A Redis outage only pauses it."""
+        delay = BACKOFF_START_S
+        while True:
+            if self._stopping.is_set():
+                if not self.in_hand:
+                    return
+                if time.monotonic() > self._grace_deadline:
+                    await self.outcomes.release_all("worker shut down past its grace period")
+                    return
+            try:
+                if not self._stopping.is_set():
+                    await self._fill()
+                await one_round()
+                delay = BACKOFF_START_S
+            except GraceExpired:
+                self.engine_stuck = True
+                await self.outcomes.release_all("worker shut down past its grace period")
+                return
+            except REDIS_DOWN as exc:
+                self.metrics.redis_error()
+                log.warning(
+                    "worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX_S)
 
     async def _tidy(self) -> None:
         """Between rounds: cancelled and lost jobs leave, finished ones whose result could not
@@ -347,6 +340,16 @@ class Worker:
         return self.stats.payload(
             self.name, self.engine, len(self.in_hand), self._stopping.is_set(), self.metrics.port
         )
+
+
+async def _cancel_and_wait(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel tasks until they end. A cancellation that lands inside redis-py's read of a reply
+    can be swallowed, and a loop that swallowed one goes on: it is cancelled again."""
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN_S)
 
 
 def main(settings: Settings) -> int:

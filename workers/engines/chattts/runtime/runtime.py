@@ -21,9 +21,10 @@ from .vocoder import Vocoder
 
 log = logging.getLogger(__name__)
 
-# A first chunk of a quarter second: the listener hears something soon, the next chunks follow
-# at CHATTTS_STREAM_TOKENS.
-FIRST_CHUNK_TOKENS = 12
+# A first chunk of a sixth of a second: the listener hears something soon (8 tokens + the
+# lookahead after the prompt), the next chunks follow at CHATTTS_STREAM_TOKENS. The lookahead's
+# accuracy is the same for a first chunk of 8 as of 24 tokens (bench/lookahead.py).
+FIRST_CHUNK_TOKENS = 8
 # Right context decoded with a chunk, per device (python -m bench.lookahead, full-size decoder and
 # Vocos): 16 tokens put a chunk within 95 dB of the one-shot decode (exact, in practice) and cost
 # 27 ms at 600 steps/s; a CPU at 30 steps/s would wait half a second for them, and 8 tokens
