@@ -131,7 +131,7 @@ class ChunkPublisher:
         opens = stream.segment > 0 and stream.sent == 0
         if samples.size or (final and opens):
             await self._send(stream, np.concatenate((self.gap, samples)) if opens else samples)
-            stream.sent += samples.size or 1
+            stream.sent += samples.size
         if final:
             stream.segment += 1
             stream.sent = stream.skip = 0

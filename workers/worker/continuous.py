@@ -117,10 +117,13 @@ class Continuous:
 
     async def collect(self) -> None:
         """Take the segments that finished (waiting a little for the first), in order per job."""
+        first = None
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(RESULT_WAIT_S):  # the wait only: handling is not cut short
-                await self._results.put(await self._results.get())
+                first = await self._results.get()
         self._account()
+        if first is not None:
+            await self._handle(*first)
         while not self._results.empty():
             await self._handle(*self._results.get_nowait())
         if not self.in_flight and self._period:

@@ -11,179 +11,41 @@ from __future__ import annotations
 
 import asyncio
 import io
-import lzma
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import numpy as np
-import orjson
 import pytest
 import soundfile as sf
-from aiohttp.test_utils import TestClient
 
-from tests.conftest import FAST, WorkerProcess
+from tests.conftest import WorkerProcess
 from tests.web.conftest import sse_events, submit, wait_job
 from tests.workers.worker.test_metrics import scrape, value
-from web.app import create_app
-from web.appkeys import QUEUE
 from workers.engines.chattts.voices import validate_voice_data
-from workers.infra.embedded_redis import free_port
-from workers.infra.settings import Settings
 
 from .conftest import requires_chattts
+from .service import (
+    RECEPTIVE_SAMPLES,
+    SENTENCE,
+    TERMINAL,
+    TEXTS,
+    WORKER_ENV,
+    Client,
+    MakeClient,
+    Service,
+    audio_of,
+    decode,
+    encode_embedding,
+    heartbeat,
+    heartbeat_after,
+    run_alone,
+    run_together,
+)
 from .test_loader import link_copy
 
 pytestmark = [pytest.mark.chattts, requires_chattts]
-
-Client = TestClient[Any, Any]
-MakeClient = Callable[[Settings], Awaitable[Client]]
-# OpenMP threads of two worker processes fighting over two cores cost more than they give.
-WORKER_ENV = {"OMP_NUM_THREADS": "1"}
-MAX_BATCH = 4
-# Long enough that jobs submitted together are in the worker's hands at the same time.
-BATCH_WAIT_MS = 300
-# The decoders' reach (in samples) around a frame: a row decoded next to padding differs from
-# its solo decode only this close to its end (see test_engine.py).
-RECEPTIVE_SAMPLES = 16 * 256
-TEXTS = ["你好世界。", "今天天气很好。", "我们欢迎你。", "欢迎使用语音合成。"]
-SENTENCE = "This sentence is one of several that make a long text to speak. "
-TERMINAL = ("succeeded", "failed", "cancelled", "dead")
-
-
-@dataclass
-class Service:
-    settings: Settings  # the main queue, served by `worker`
-    oom_settings: Settings  # a queue of its own, served by `oom_worker`
-    worker: WorkerProcess
-    oom_worker: WorkerProcess
-    metrics_port: int  # `worker`'s Prometheus /metrics
-
-
-def _settings(redis_url: str, model_dir: Path, data_dir: Path) -> Settings:
-    return Settings(
-        redis_url=redis_url,
-        queue=f"c{uuid.uuid4().hex[:10]}",
-        engine="chattts",
-        device="cpu",
-        model_dir=str(model_dir),
-        data_dir=str(data_dir),
-        **{**FAST, "batch_wait_ms": BATCH_WAIT_MS},  # type: ignore[arg-type]
-        max_batch=MAX_BATCH,
-        dtype="float32",  # rows batched and alone are compared sample for sample
-    )
-
-
-@pytest.fixture(scope="module")
-def service(
-    redis_url: str, tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Service]:
-    logs = tmp_path_factory.mktemp("service")
-    settings = _settings(redis_url, tiny_checkpoint, logs)
-    oom_settings = settings.replace(queue=f"o{uuid.uuid4().hex[:10]}")
-    metrics_port = free_port()
-    worker = WorkerProcess(
-        settings,
-        "chattts-main",
-        logs / "main.log",
-        **WORKER_ENV,
-        CHATTTS_WORKER_METRICS_PORT=str(metrics_port),
-    )
-    oom_worker = WorkerProcess(
-        oom_settings,
-        "chattts-oom",
-        logs / "oom.log",
-        **WORKER_ENV,
-        CHATTTS_FAULT_OOM_ABOVE_BATCH="1",
-    )
-    try:  # both start at once: their imports and warm-ups overlap
-        worker.wait_ready(120)
-        oom_worker.wait_ready(120)
-        yield Service(settings, oom_settings, worker, oom_worker, metrics_port)
-    finally:
-        for process in (worker, oom_worker):  # both stop at once, then each is waited for
-            if process.process.poll() is None:
-                process.process.terminate()
-        for process in (worker, oom_worker):
-            process.stop()
-
-
-@pytest.fixture
-async def make_client(aiohttp_client: Any) -> MakeClient:
-    async def make(settings: Settings) -> Client:
-        client: Client = await aiohttp_client(create_app(settings))
-        return client
-
-    return make
-
-
-@pytest.fixture
-async def client(make_client: MakeClient, service: Service) -> Client:
-    return await make_client(service.settings)
-
-
-# -- helpers ------------------------------------------------------------------------------------
-
-
-async def heartbeat(client: Client, worker: WorkerProcess) -> dict[str, Any]:
-    queue = client.app[QUEUE]
-    raw = await queue.redis.get(queue.keys.worker(worker.name))
-    assert raw is not None, f"worker {worker.name} has no heartbeat: {worker.log()}"
-    beat: dict[str, Any] = orjson.loads(raw)
-    return beat
-
-
-async def heartbeat_after(
-    client: Client, worker: WorkerProcess, succeeded: int, timeout: float = 10.0
-) -> dict[str, Any]:
-    """The first heartbeat that counts at least `succeeded` jobs (it lags by a period)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        beat = await heartbeat(client, worker)
-        if beat["jobs_succeeded"] >= succeeded:
-            return beat
-        assert time.monotonic() < deadline, beat
-        await asyncio.sleep(0.05)
-
-
-async def run_together(client: Client, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Submit all at once, wait for all; their final snapshots."""
-    jobs = await asyncio.gather(*(submit(client, **r) for r in requests))
-    return [await wait_job(client, job["id"], TERMINAL, timeout=60) for job in jobs]
-
-
-async def run_alone(client: Client, request: dict[str, Any]) -> dict[str, Any]:
-    job = await submit(client, **request)
-    return await wait_job(client, job["id"], TERMINAL, timeout=60)
-
-
-async def audio_of(client: Client, job: dict[str, Any]) -> bytes:
-    assert job["state"] == "succeeded", job
-    response = await client.get(f"/v1/tts/jobs/{job['id']}/audio")
-    assert response.status == 200
-    return await response.read()
-
-
-def decode(data: bytes) -> np.ndarray:
-    samples, rate = sf.read(io.BytesIO(data), dtype="float32")
-    assert rate == 24_000 and samples.ndim == 1
-    out: np.ndarray = samples
-    return out
-
-
-def encode_embedding(values: np.ndarray) -> str:
-    """A ChatTTS speaker-embedding string, encoded as `Speaker._encode` does."""
-    import pybase16384  # type: ignore[import-untyped]
-
-    filters = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}]
-    raw = lzma.compress(values.astype(np.float16).tobytes(), lzma.FORMAT_RAW, filters=filters)
-    text: str = pybase16384.encode_to_string(raw)
-    return text
-
 
 # -- tests --------------------------------------------------------------------------------------
 
@@ -374,73 +236,3 @@ def test_worker_with_a_missing_checkpoint_file_exits_and_names_it(
     log = worker.log_path.read_text(errors="replace")
     assert code != 0, log
     assert f"missing: {model / missing}" in log, log
-
-
-async def test_a_job_submitted_mid_run_streams_before_the_running_one_ends(
-    client: Client, service: Service
-) -> None:
-    """Continuous batching, asserted: a job that arrives while a long one runs gets its first
-    chunk of audio before the long job's last chunk, and the engine stepped both at once."""
-    before = await heartbeat(client, service.worker)
-    long = await submit(
-        client, text=SENTENCE * 40, voice="en_male", seed=5, stream=True, cache=False
-    )
-    events = await client.get(long["events_url"])
-    long_audio: list[float] = []
-    late: dict[str, Any] | None = None
-    async with asyncio.timeout(90):
-        async for event in sse_events(events):
-            data = event.json()
-            if event.event == "audio":
-                long_audio.append(data["ts"])
-                if late is None:  # the long job is streaming: another arrives
-                    late = await submit(
-                        client, text="Hello there.", voice="zh_male", seed=6, stream=True
-                    )
-            if event.event in TERMINAL:
-                break
-    assert late is not None and data["type"] == "succeeded", data
-    late_events = [e.json() for e in await collect(client, late["events_url"])]
-    late_audio = [e["ts"] for e in late_events if e["type"] == "audio"]
-    assert late_events[-1]["type"] == "succeeded" and late_audio
-    assert late_audio[0] < long_audio[-1], (late_audio, long_audio[-3:])
-    after = await heartbeat_after(client, service.worker, before["jobs_succeeded"] + 2)
-    stats = after["engine_stats"], before["engine_stats"]
-    assert stats[0]["runtime_shared_steps"] > stats[1]["runtime_shared_steps"]
-
-
-async def collect(client: Client, url: str) -> list[Any]:
-    response = await client.get(url)
-    out = []
-    async with asyncio.timeout(60):
-        async for event in sse_events(response):
-            out.append(event)
-            if event.event in TERMINAL:
-                return out
-    return out
-
-
-async def test_openai_streamed_speech_arrives_in_chunks_that_join_into_the_file(
-    client: Client, service: Service
-) -> None:
-    """Through the whole service: `stream_format: audio` answers with PCM as the runtime
-    decodes it, sub-segment chunks included, and the bytes are the job's final file."""
-    body = {
-        "model": "tts-1",
-        "input": SENTENCE * 4,
-        "voice": "en_male",
-        "response_format": "pcm",
-        "stream_format": "audio",
-        "seed": 9,
-    }
-    pieces: list[bytes] = []
-    async with client.post("/v1/audio/speech", json=body) as response:
-        assert response.status == 200, await response.text()
-        job_id = response.headers["X-Job-Id"]
-        async for piece in response.content.iter_any():
-            pieces.append(piece)
-    streamed = b"".join(pieces)
-    job = await wait_job(client, job_id, TERMINAL, timeout=30)
-    assert job["state"] == "succeeded" and job["chunks_done"] >= job["segments_total"], job
-    final = await (await client.get(f"/v1/tts/jobs/{job_id}/audio")).read()
-    assert streamed == final and len(streamed) > 0
