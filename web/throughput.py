@@ -12,10 +12,13 @@ depth / (active x rate). Answers are whole seconds clamped to [MIN_S, MAX_S]. Wi
 (the process has sampled for less than MIN_SPAN_S) the answer is DEFAULT_S; when nothing finished
 over a full window while jobs wait (no worker, or stalled ones) it is MAX_S.
 
-The same sample is the process's health probe of Redis. Two failed probes in a row (errors, or
-no answer within PROBE_TIMEOUT_S: a hung or unreachable server, where each command would wait out
-its socket timeout) mark the store down: API requests then get their 503 at once
-(errors.error_middleware) until a probe succeeds again, a second or so after Redis is back.
+The same sample is the process's health probe of Redis. DOWN_AFTER_FAILURES failed probes in a
+row (errors, or no answer within PROBE_TIMEOUT_S: a hung or unreachable server, where each command
+would wait out its socket timeout) mark the store down: API requests then get their 503 at once
+(errors.error_middleware) until a probe succeeds again, a second or so after Redis is back. A
+refused connection fails in milliseconds, so a dead Redis is seen at once; a silent one only after
+about DOWN_AFTER_FAILURES x PROBE_TIMEOUT_S, because a starved 2-core machine can leave a healthy
+Redis unanswered for half a second and a false verdict refuses good requests.
 """
 
 from __future__ import annotations
@@ -44,11 +47,15 @@ MIN_SPAN_S = 1.0
 MIN_S, MAX_S = 1, 300
 DEFAULT_S = 5
 STOP_TIMEOUT_S = 2.0
-PROBE_TIMEOUT_S = 0.5
-# A probe's timeout that fires this late says our own event loop was stalled (a long synchronous
-# call, a starved CPU), not that Redis hung: no verdict. An on-time timeout fires at 0.5 s.
-LATE_TIMEOUT_S = 1.5 * PROBE_TIMEOUT_S
-DOWN_AFTER_FAILURES = 2
+# Redis answers a probe in well under a millisecond; a second of silence is a hang or a CPU so
+# starved that the request would fail anyway. (0.5 s gave false outages on a busy CI machine.)
+PROBE_TIMEOUT_S = 1.0
+# A probe's timeout that fires this much late says our own event loop was stalled (a long
+# synchronous call, a starved CPU), not that Redis hung: no verdict.
+LATE_FACTOR = 1.5
+# Three silent seconds before answering 503 at once: still well under the 5 s socket timeout each
+# request would otherwise wait out.
+DOWN_AFTER_FAILURES = 3
 # Counters of the stats hash that mean "a job left the queue for good".
 FINISHED = ("succeeded", "failed", "cancelled", "dead")
 
@@ -137,7 +144,8 @@ class ThroughputMeter:
             async with asyncio.timeout(PROBE_TIMEOUT_S):
                 await self.sample(queue)
         except (RedisError, OSError, TimeoutError) as exc:
-            if isinstance(exc, TimeoutError) and loop.time() - started > LATE_TIMEOUT_S:
+            late = loop.time() - started > LATE_FACTOR * PROBE_TIMEOUT_S
+            if isinstance(exc, TimeoutError) and late:
                 return None  # our own event loop was blocked, not Redis
             self.failures += 1
             if self.failures == DOWN_AFTER_FAILURES:

@@ -15,6 +15,7 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.conftest import WorkerProcess
+from web import throughput
 from web.throughput import ThroughputMeter
 from workers.infra.embedded_redis import EmbeddedRedis
 
@@ -123,9 +124,9 @@ async def test_hung_redis_gets_503_at_once_then_recovers(
     ws = await client.ws_connect("/v1/ws")  # open before the freeze
     os.kill(own_redis.process.pid, signal.SIGSTOP)
     try:
-        # A probe a second, two misses of 0.5 s: the store is down. Meanwhile the socket reads
+        # Three misses of a second in a row: the store is down. Meanwhile the socket reads
         # (which answers the server's heartbeat pings).
-        until = time.monotonic() + 2.5
+        until = time.monotonic() + throughput.DOWN_AFTER_FAILURES * throughput.PROBE_TIMEOUT_S + 1.5
         while time.monotonic() < until:
             await ws.send_json({"op": "ping"})
             assert (await ws.receive_json(timeout=2))["type"] == "pong"
@@ -168,6 +169,8 @@ async def test_hung_redis_gets_503_at_once_then_recovers(
 
 async def test_probe_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Errors and timeouts count; a probe late because our own loop was blocked does not."""
+    monkeypatch.setattr(throughput, "PROBE_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(throughput, "DOWN_AFTER_FAILURES", 2)
     meter = ThroughputMeter()
     outcome: list[str] = []
 
