@@ -117,6 +117,7 @@ export const urls = {
   audio: (id) => `/v1/tts/jobs/${encodeURIComponent(id)}/audio`,
   download: (id) => `/v1/tts/jobs/${encodeURIComponent(id)}/audio?download=1`,
   segment: (id, n) => `/v1/tts/jobs/${encodeURIComponent(id)}/segments/${n}`,
+  stream: (id) => `/v1/tts/jobs/${encodeURIComponent(id)}/stream`,
 };
 
 /** Compare two Redis stream ids ("ms-seq"). */

@@ -23,6 +23,13 @@ window.addEventListener("storage", (event) => {
 });
 window.addEventListener("pagehide", saveNow);
 
+// Diagnostics for people and browser tests (read-only): what live playback scheduled for a job,
+// as [{at, duration, late}] on the AudioContext's clock, and the context's state.
+window.chatttsOnline = Object.freeze({
+  liveTimeline: (jobId) => player.timeline(jobId),
+  audioState: () => player.ctx?.state ?? "none",
+});
+
 startFeed();
 loadVoices().then(() => {
   for (const rec of records.values()) renderJob(rec); // voice labels may have changed

@@ -256,12 +256,18 @@ function paintLive(rec, li) {
   const status = rec.liveStatus || "idle";
   const state = stateOf(rec);
   // Waiting is worth showing once the job runs (with a way to stop); playing always.
-  const show = status === "playing" || (status === "waiting" && state === "running");
+  const show = ["playing", "buffering", "blocked"].includes(status)
+    || (status === "waiting" && state === "running");
   row.hidden = !show;
   row.dataset.status = status;
-  let label = "Will play as soon as the first part is ready";
-  if (status === "playing") label = state === "running" ? "Playing as it arrives" : "Playing";
-  li.querySelector("[data-role=live-text]").textContent = label;
+  const labels = {
+    playing: state === "running" ? "Playing as it arrives" : "Playing",
+    buffering: "Buffering — the next part is on its way",
+    blocked: "Ready to play — this browser waits for a tap",
+  };
+  li.querySelector("[data-role=live-text]").textContent =
+    labels[status] || "Will play as soon as the first part is ready";
+  li.querySelector("[data-action=play-live]").hidden = status !== "blocked";
 }
 
 async function loadPcm(rec, audio) {

@@ -5,6 +5,7 @@ import { api, ApiError, curlCommand, urls } from "./api.js";
 import { adoptServerClock, excerpt } from "./format.js";
 import { cardArticle, releaseAudio, renderJob, renderList } from "./job-card.js";
 import { applySnapshot, feedIsOpen, player, refreshJob, replayOrphans } from "./live.js";
+import { canStreamChunks } from "./player.js";
 import { announce } from "./notices.js";
 import { isActive, records, saveNow, scheduleSave, sortedRecords } from "./store.js";
 
@@ -15,6 +16,10 @@ const curlCopy = $("curl-copy");
 
 /** POST a job, add it to the list, start live playback. Throws ApiError. */
 export async function submitJob(params, { autoplay }) {
+  // Heard as it is made: PCM chunks streamed where the browser can read a fetch body as a stream,
+  // else its segments as they finish.
+  const streamed = autoplay && player.ctx && canStreamChunks();
+  if (streamed) params = { ...params, stream: true };
   const res = await api.submit(params);
   const snap = res.job && typeof res.job === "object" ? res.job : { id: res.id, state: res.state };
   const id = res.id || snap.id;
@@ -27,10 +32,12 @@ export async function submitJob(params, { autoplay }) {
   };
   records.set(id, rec);
   applySnapshot(rec, { ...snap, id });
-  if (autoplay) {
+  if (streamed) {
+    player.startStream(id, { url: urls.stream(id) });
+  } else if (autoplay) {
     player.start(id, { format: rest.format, sampleRate: snap.sample_rate || 24000, urlFor: (k) => urls.segment(id, k) });
-    if (player.has(id)) rec.liveStatus = "waiting";
   }
+  if (player.has(id)) rec.liveStatus = "waiting";
   renderList();
   replayOrphans(rec);
   scheduleSave();
@@ -148,6 +155,7 @@ export function initJobActions({ autoplay, afterClear }) {
     else if (action === "retry") retryJob(rec, { autoplay: autoplay() });
     else if (action === "curl") copyCurl(rec, button);
     else if (action === "remove") removeJob(rec);
+    else if (action === "play-live") player.resume(); // a gesture: autoplay was refused
     else if (action === "stop-live") {
       player.stop(rec.id);
       li.querySelector("article").focus();

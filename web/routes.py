@@ -7,7 +7,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .views import audio, events, health, jobs, legacy, metrics, openai, page, voices, ws
+from .views import audio, chunks, events, health, jobs, legacy, metrics, openai, page, voices, ws
 
 log = logging.getLogger("chattts_online.web")
 
@@ -23,6 +23,7 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
     r.add_get("/v1/tts/jobs/{job_id}/audio", audio.job_audio, name="job_audio")
     r.add_get(r"/v1/tts/jobs/{job_id}/segments/{n:\d{1,6}}", audio.job_segment, name="job_segment")
     streaming = {"allow_head": False}
+    r.add_get("/v1/tts/jobs/{job_id}/stream", chunks.job_stream, name="job_stream", **streaming)
     r.add_get("/v1/tts/jobs/{job_id}/events", events.job_events, name="job_events", **streaming)
     r.add_get("/v1/events", events.client_events, name="client_events", **streaming)
     r.add_get("/v1/ws", ws.websocket, name="ws", **streaming)

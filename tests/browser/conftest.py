@@ -13,6 +13,7 @@ import select
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,8 @@ def web(start_web: Callable[..., WebProcess]) -> WebProcess:
 class TcpProxy:
     """A TCP relay between the browser and the web process that a test can cut, to kill the
     live event connection the way a network failure does. It records each request head, so a
-    test can see the resume cursor the browser sent."""
+    test can see the resume cursor the browser sent. With `rate` (bytes per second), what the
+    server sends trickles, as over a slow network."""
 
     def __init__(self, target_port: int) -> None:
         self.target = ("127.0.0.1", target_port)
@@ -69,6 +71,7 @@ class TcpProxy:
         self.port = self.listener.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.refusing = False
+        self.rate: float | None = None
         self.heads: list[str] = []
         self._pairs: set[tuple[socket.socket, socket.socket]] = set()
         self._lock = threading.Lock()
@@ -103,12 +106,14 @@ class TcpProxy:
                 if self._closed or pair not in self._pairs:
                     break
                 for sock in readable:
-                    data = sock.recv(65536)
+                    data = sock.recv(16384 if self.rate else 65536)
                     if not data:
                         return
                     if sock is client and data[:4] in (b"GET ", b"POST", b"DELE", b"HEAD"):
                         self.heads.append(data.split(b"\r\n\r\n", 1)[0].decode("latin-1"))
                     peers[sock].sendall(data)
+                    if sock is upstream and self.rate:
+                        time.sleep(len(data) / self.rate)
         except OSError:
             pass
         finally:

@@ -278,7 +278,7 @@ async def test_client_leaving_leaks_nothing(
     body = {"model": "tts-1", "voice": "alloy", "input": "Nobody will hear this."}
     if stream_format:
         body["stream_format"] = stream_format
-    waiting = {"_terminal", "_Sender.run", "_gone", "speech"}
+    waiting = {"_terminal", "_Sender.run", "gone", "speech"}
 
     def handlers() -> list[asyncio.Task[Any]]:
         names = {t: getattr(t.get_coro(), "__qualname__", "") for t in asyncio.all_tasks()}

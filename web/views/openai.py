@@ -17,8 +17,7 @@ import asyncio
 import base64
 import contextlib
 import math
-from collections.abc import AsyncGenerator, Awaitable
-from typing import Any, TypeVar
+from typing import Any
 
 from aiohttp import web
 
@@ -32,14 +31,12 @@ from workers.audio.stream_encode import StreamEncoder
 from workers.queue.job import SynthesisRequest
 from workers.queue.store import BacklogFull, ClientCapReached, QueueError, Submitted
 
+from .chunks import Closing, closing_error, job_error, pcm_pieces, unless_gone
 from .jobs import retry_after_s
 from .openai_request import Speech, parse
 
-T = TypeVar("T")
-
 DELTA_BYTES = 32 * 1024  # audio bytes per SSE delta, at most
 FRAME_MS = 20  # usage: one output "token" per 20 ms of audio
-GONE_POLL_S = 0.25  # how often a waiting request checks that its client is still there
 
 
 async def _enqueue(app: web.Application, request: SynthesisRequest, client: str) -> Submitted:
@@ -58,43 +55,6 @@ async def _enqueue(app: web.Application, request: SynthesisRequest, client: str)
 # -- waiting ------------------------------------------------------------------------------------
 
 
-class _Closing(Exception):
-    """The server shuts down before the job ended."""
-
-
-def _job_error(event: dict[str, Any]) -> ApiError:
-    kind = str(event.get("type"))
-    job = event.get("job") or {}
-    reason = job.get("error") or kind
-    if kind == "cancelled":
-        return ApiError(409, f"the job was cancelled: {reason}", code="job_cancelled")
-    return ApiError(500, f"synthesis failed: {reason}", code=f"job_{kind}")
-
-
-async def _gone(request: web.Request) -> None:
-    """Returns once the client has closed its connection."""
-    while True:
-        transport = request.transport
-        if transport is None or transport.is_closing():
-            return
-        await asyncio.sleep(GONE_POLL_S)
-
-
-async def _unless_gone(request: web.Request, work: Awaitable[T]) -> tuple[bool, T | None]:
-    """Run `work` until it ends or the client goes away (then it is cancelled): (done, result)."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.create_task(_gone(request))
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for t in (task, watcher):
-            t.cancel()
-        await asyncio.gather(task, watcher, return_exceptions=True)
-    if task.cancelled():
-        return False, None
-    return True, task.result()
-
-
 async def _terminal(app: web.Application, job_id: str, cursor: str | None) -> dict[str, Any]:
     queue = app[QUEUE]
     stream = queue.keys.job_events(job_id)
@@ -102,64 +62,7 @@ async def _terminal(app: web.Application, job_id: str, cursor: str | None) -> di
         async for _, event in ev:
             if event.get("type") in TERMINAL_TYPES:
                 return event
-    raise _Closing
-
-
-async def pcm_pieces(
-    app: web.Application, job_id: str, cursor: str | None
-) -> AsyncGenerator[bytes, None]:
-    """The PCM of a streaming job as it is synthesized: its chunks, in order, as their `audio`
-    events arrive; at `succeeded` those not read yet (its `chunks_done`), or the whole file when
-    it streamed none (a cache hit). Chunks hold the pauses between segments: they join into the
-    final file. Raises ApiError when the job ends otherwise, or when it starts again after audio
-    went out (what was sent cannot be taken back); _Closing at shutdown."""
-    queue = app[QUEUE]
-    sent = 0
-    attempt: int | None = None
-    stream = queue.keys.job_events(job_id)
-    async with contextlib.aclosing(follow(queue, app[HUB], stream, cursor, job_id=job_id)) as ev:
-        async for _, event in ev:
-            kind, job = event.get("type"), event.get("job") or {}
-            if kind == "audio":
-                upto = int((event.get("chunk") or {}).get("index", 0))
-                if attempt is not None and job.get("attempts") != attempt:
-                    raise ApiError(
-                        503,
-                        f"job {job_id} started again after its audio began; retry the request",
-                        code="job_restarted",
-                    )
-                attempt = job.get("attempts")
-            elif kind == "succeeded":
-                upto = int(job.get("chunks_done") or 0)
-                if not upto and not sent:
-                    audio = await queue.audio(job_id)
-                    if audio is None:
-                        raise ApiError(500, "the job's audio expired", code="audio_expired")
-                    yield audio
-                    return
-            elif kind in TERMINAL_TYPES:
-                raise _job_error(event)
-            else:
-                continue
-            if upto > sent:
-                for part in await queue.chunks(job_id, sent, upto - 1):
-                    yield part
-                    sent += 1
-            if kind == "succeeded":
-                return
-    raise _Closing
-
-
-# -- answers ------------------------------------------------------------------------------------
-
-
-def _closing_error(job_id: str) -> ApiError:
-    return ApiError(
-        503,
-        f"the server is shutting down; job {job_id} goes on: GET /v1/tts/jobs/{job_id}/audio",
-        code="server_shutting_down",
-        headers={"Retry-After": "1"},
-    )
+    raise Closing
 
 
 async def speech(request: web.Request) -> web.StreamResponse:
@@ -176,13 +79,13 @@ async def _whole(
     request: web.Request, params: Speech, job_id: str, cursor: str | None
 ) -> web.StreamResponse:
     try:
-        done, event = await _unless_gone(request, _terminal(request.app, job_id, cursor))
-    except _Closing:
-        raise _closing_error(job_id) from None
+        done, event = await unless_gone(request, _terminal(request.app, job_id, cursor))
+    except Closing:
+        raise closing_error(job_id) from None
     if not done or event is None:  # nobody is listening any more
         return web.Response(status=499, headers={"X-Job-Id": job_id})
     if event.get("type") != "succeeded":
-        raise _job_error(event)
+        raise job_error(event)
     data = await request.app[QUEUE].audio(job_id)
     if data is None:
         raise ApiError(500, "the job's audio expired", code="audio_expired")
@@ -259,11 +162,11 @@ async def _streamed(
     sender = _Sender(request, params, job_id)
     failure: ApiError | None = None
     try:
-        await _unless_gone(request, sender.run(cursor))
+        await unless_gone(request, sender.run(cursor))
     except ApiError as exc:
         failure = exc
-    except _Closing:
-        failure = _closing_error(job_id)
+    except Closing:
+        failure = closing_error(job_id)
     except ConnectionError:  # the client left while we wrote
         pass
     if sender.response is None:

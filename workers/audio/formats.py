@@ -7,7 +7,7 @@ import io
 import numpy as np
 import soundfile as sf
 
-from .stream_encode import encode_whole
+from .stream_encode import encode_whole, to_pcm16
 
 # Every engine delivers 24 kHz mono: ChatTTS's native rate, one of Opus's rates, OpenAI's pcm rate.
 SAMPLE_RATE = 24_000
@@ -41,7 +41,9 @@ def encode(audio: np.ndarray, sample_rate: int, fmt: str) -> bytes:
     container, subtype, _, _ = FORMATS[fmt]
     clipped = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
     if fmt == "pcm":
-        return (clipped * 32767.0).astype("<i2").tobytes()
+        # Converted as the WAV would be: a job's PCM (and its streamed chunks) are exactly the
+        # samples of the same job's WAV.
+        return to_pcm16(clipped)
     if fmt == "aac":
         return encode_whole(clipped, sample_rate, fmt)
     buffer = io.BytesIO()

@@ -14,11 +14,13 @@ cannot write. Input is 16-bit little-endian mono PCM; output bytes need no later
 
 from __future__ import annotations
 
+import io
 import struct
 from types import ModuleType
 from typing import Any
 
 import numpy as np
+import soundfile as sf
 
 # Container, codec, bit rate (None: the codec's own choice) of the formats FFmpeg encodes.
 AV_FORMATS: dict[str, tuple[str, str, int | None]] = {
@@ -62,9 +64,13 @@ def wav_stream_header(sample_rate: int) -> bytes:
 
 
 def to_pcm16(samples: np.ndarray) -> bytes:
-    """Float samples in [-1, 1] as 16-bit little-endian PCM (the same scaling as audio.encode)."""
+    """Float samples in [-1, 1] as 16-bit little-endian PCM, converted by libsndfile: the very
+    samples it writes into the same job's WAV or FLAC (its float-to-int rounding is its own)."""
     clipped = np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0)
-    return (clipped * 32767.0).astype("<i2").tobytes()
+    buffer = io.BytesIO()
+    # RAW stores no rate: any will do.
+    sf.write(buffer, clipped, 24_000, format="RAW", subtype="PCM_16", endian="LITTLE")
+    return buffer.getvalue()
 
 
 class _Sink:
