@@ -26,7 +26,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from workers.infra.embedded_redis import EmbeddedRedis
-from workers.infra.settings import Settings
+from workers.infra.settings import LIMITS_OFF, Settings
 from workers.queue.job import SynthesisRequest
 from workers.queue.store import Queue
 
@@ -108,6 +108,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         heartbeat_s=0.5,
         block_ms=500,
         max_active_per_client=args.jobs,
+        **LIMITS_OFF,  # type: ignore[arg-type]
         max_deliveries=args.max_deliveries,
     )
     workers = Workers(settings, data)

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
+from .identities import cookie_header
+
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "dead"})
 JOB_TIMEOUT_S = 120.0
 # Texts: time x subject x action, 16 of each: 4096 different ones before the first repeat, so
@@ -72,8 +74,8 @@ def _session() -> aiohttp.ClientSession:
 
 
 def _bearer() -> dict[str, str]:
-    # API keys are off in the bench: a bearer token names the client (one per simulated user).
-    return {"Authorization": f"Bearer bench-{uuid.uuid4().hex}"}
+    # One identity per simulated user: a cookie signed with the bench web tier's secret.
+    return cookie_header(f"bench-{uuid.uuid4().hex}")
 
 
 async def sse_events(response: aiohttp.ClientResponse) -> AsyncIterator[tuple[str, str, str]]:

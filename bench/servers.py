@@ -14,9 +14,10 @@ from dataclasses import fields
 from pathlib import Path
 
 from workers.infra.embedded_redis import EmbeddedRedis, free_port
-from workers.infra.settings import ENV_PREFIX, Settings
+from workers.infra.settings import ENV_PREFIX, LIMITS_OFF, Settings
 
 from . import baseline_env
+from .identities import COOKIE_SECRET
 from .procs import Proc, Processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +43,9 @@ def raise_nofile(wanted: int) -> int:
 
 def start_redis(procs: Processes, tmp: Path) -> str:
     """An embedded Redis (AOF everysec, as in production), stopped last; its URL."""
-    server = EmbeddedRedis(tmp / "redis")
+    server = EmbeddedRedis(
+        tmp / "redis", maxmemory="0", config_command=True
+    )  # unbounded, CONFIG: as measured before
     server.data_dir.mkdir(parents=True, exist_ok=True)
     server.process = procs.start("redis", server.command(), tier=0).popen
     server.wait_ready()
@@ -50,7 +53,8 @@ def start_redis(procs: Processes, tmp: Path) -> str:
 
 
 def start_ours(procs: Processes, redis_url: str, tmp: Path, **changes: object) -> tuple[str, Proc]:
-    """One `chattts-online web` process (no worker): its URL and process."""
+    """One `chattts-online web` process (no worker), rate limits off unless `changes` set them
+    (a benchmark measures the machinery, not the guard in front of it): its URL and process."""
     port = free_port()
     settings = Settings(
         redis_url=redis_url,
@@ -59,7 +63,8 @@ def start_ours(procs: Processes, redis_url: str, tmp: Path, **changes: object) -
         data_dir=str(tmp / "data"),
         log_level="WARNING",
         worker_name="bench-web",
-    ).replace(**changes)
+        cookie_secret=COOKIE_SECRET,  # the simulated users' cookies are signed with it
+    ).replace(**{**LIMITS_OFF, **changes})
     env = {**os.environ, **settings.to_env()}
     proc = procs.start("ours-web", [sys.executable, "-m", "web.cli", "web"], env, cwd=REPO_ROOT)
     url = f"http://127.0.0.1:{port}"

@@ -19,6 +19,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+from bench.identities import cookie_value
+
 CONNECT_CONCURRENCY = 64
 CONNECT_TIMEOUT_S = 60.0
 _EVENT = b"\r\nevent: "  # every event we send has an id line, then its type
@@ -26,7 +28,7 @@ _EVENT = b"\r\nevent: "  # every event we send has an id line, then its type
 
 def client_token(group: int) -> str:
     """The `tts_client` cookie of simulated browser `group` (what the server uses as its id)."""
-    return f"ssebench{group:012d}"
+    return cookie_value(f"ssebench{group:012d}")
 
 
 class Stream(asyncio.Protocol):

@@ -15,9 +15,10 @@ import aiohttp
 import redis.asyncio as aioredis
 
 from workers.infra.embedded_redis import EmbeddedRedis, free_port
-from workers.infra.settings import Settings
+from workers.infra.settings import LIMITS_OFF, Settings
 
 from . import baseline_env
+from .identities import COOKIE_SECRET
 from .procs import Processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +39,9 @@ class Stack:
 
 def start_stack(args: argparse.Namespace, tmp: Path, procs: Processes) -> Stack:
     """One embedded Redis; ours (web + N espeak workers); the baseline (API + N workers)."""
-    redis_server = EmbeddedRedis(tmp / "redis")
+    redis_server = EmbeddedRedis(
+        tmp / "redis", maxmemory="0", config_command=True
+    )  # unbounded, CONFIG: as measured before
     redis_server.data_dir.mkdir(parents=True, exist_ok=True)
     redis_server.process = procs.start("redis", redis_server.command(), tier=0).popen
     redis_server.wait_ready()
@@ -52,6 +55,8 @@ def start_stack(args: argparse.Namespace, tmp: Path, procs: Processes) -> Stack:
         # The bench's users keep up to `concurrency` jobs each in flight; never refuse them.
         max_active_per_client=1_000_000,
         max_backlog=1_000_000,
+        cookie_secret=COOKIE_SECRET,  # the simulated users' cookies are signed with it
+        **LIMITS_OFF,  # type: ignore[arg-type]
         data_dir=str(tmp / "data"),
         # WARNING: no per-request access log line, as the baseline runs with --no-access-log.
         log_level=args.log_level,

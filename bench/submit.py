@@ -28,6 +28,7 @@ from typing import Any
 import redis
 
 from . import loadgen
+from .identities import cookie_header
 from .loadgen import Load
 from .procs import Processes, bench_run
 from .servers import (
@@ -45,7 +46,7 @@ RESULTS = REPO_ROOT / "bench" / "results" / "submit.json"
 SECTION = "1. submit throughput"
 BODY = {"text": "今天下午我们去公园散步。", "voice": "zh_female"}
 # One script client (API keys are off: the bearer token names the client).
-HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer bench-submit"}
+HEADERS = {"Content-Type": "application/json", **cookie_header("bench-submit-client")}
 # Nothing consumes during the bench: neither cap may refuse a submit (a refusal fails the bench).
 NO_LIMIT = 1_000_000_000
 TARGET_RPS = ">= 3x baseline"

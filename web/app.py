@@ -16,12 +16,23 @@ from workers.queue.keys import Keys
 from workers.queue.store import Queue
 
 from .access_log import JobAccessLogger
-from .appkeys import CONNECTIONS, HUB, KEYS, METRICS, QUEUE, REDIS, SETTINGS, THROUGHPUT
+from .appkeys import (
+    CONNECTIONS,
+    COOKIE_SECRET,
+    HUB,
+    KEYS,
+    METRICS,
+    QUEUE,
+    REDIS,
+    SETTINGS,
+    THROUGHPUT,
+)
 from .backlog import BacklogAlert
 from .error_handling import error_middleware, expect_handler, json_error_bodies
 from .hub import Connections, EventHub
-from .identity import identity_middleware, set_client_cookie
+from .identity import cookie_secret, identity_middleware, set_client_cookie
 from .metrics import Metrics
+from .origin import origin_middleware
 from .routes import setup_routes
 from .throughput import ThroughputMeter
 from .views.metrics import metrics_middleware
@@ -88,11 +99,12 @@ async def _close_connections(app: web.Application) -> None:
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[metrics_middleware, error_middleware, identity_middleware],
+        middlewares=[metrics_middleware, error_middleware, origin_middleware, identity_middleware],
         # Bodies are read as sent; compressed ones are refused with a 415 (schemas.read_body).
         handler_args={"auto_decompress": False},
     )
     app[SETTINGS] = settings
+    app[COOKIE_SECRET] = cookie_secret(settings)
     app[KEYS] = Keys(settings.key_prefix, settings.queue)
     app[METRICS] = Metrics()
     app[CONNECTIONS] = Connections()

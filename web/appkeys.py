@@ -25,6 +25,8 @@ HUB = web.AppKey("hub", EventHub)
 CONNECTIONS = web.AppKey("connections", Connections)
 METRICS = web.AppKey("metrics", Metrics)
 THROUGHPUT = web.AppKey("throughput", ThroughputMeter)
+# The key that signs identity cookies (web/identity.py): a client cannot mint an identity.
+COOKIE_SECRET = web.AppKey("cookie_secret", bytes)
 
 # Per request: the client identity (computed once) and the fresh cookie token to set, if any.
 CLIENT = web.RequestKey("client", str)

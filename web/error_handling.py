@@ -13,6 +13,7 @@ from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestPayloadError
 from aiohttp.web_urldispatcher import _default_expect_handler
+from redis.exceptions import ResponseError
 
 from workers.infra.logs import job_context
 from workers.infra.redis_client import REDIS_DOWN
@@ -30,17 +31,23 @@ _WAITS_FOR_STORE = frozenset({"/v1/events", "/v1/ws"})
 def _from_http(request: web.Request, exc: web.HTTPException) -> ApiError:
     headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after")}
     if exc.status == 404:
-        message = f"there is no endpoint {request.path!r}; see the API table in the README"
+        message = f"there is no endpoint {request.path[:200]!r}; see the API table in the README"
         return ApiError(404, message, code="unknown_endpoint", headers=headers)
     if exc.status == 405:
         allowed = exc.headers.get("Allow", "")
-        message = f"{request.method} is not allowed on {request.path!r}; use {allowed}"
+        message = f"{request.method} is not allowed on {request.path[:200]!r}; use {allowed}"
         return ApiError(405, message, code="method_not_allowed", headers=headers)
     if exc.status == 413:
         limit = request.app[SETTINGS].max_body_bytes
         message = f"the request body is larger than the limit of {limit} bytes"
         return ApiError(413, message, code="body_too_large", headers=headers)
     return ApiError(exc.status, exc.text or exc.reason, code=f"http_{exc.status}", headers=headers)
+
+
+def _where(request: web.Request) -> str:
+    """The path as sent, for a log line: still percent-encoded (a decoded %0A would start a
+    forged line of its own) and cut short."""
+    return request.raw_path[:200]
 
 
 def _store_down(request: web.Request) -> bool:
@@ -55,6 +62,27 @@ def _store_down(request: web.Request) -> bool:
     )
 
 
+def _store_full(request: web.Request) -> bool:
+    """Redis is at its maxmemory (web/throughput.py) and this request would add to it."""
+    meter = request.app.get(THROUGHPUT)
+    return (
+        meter is not None
+        and meter.store_full
+        and request.method == "POST"
+        and request.path.startswith(_NEEDS_STORE)
+    )
+
+
+def _store_full_error() -> ApiError:
+    return ApiError(
+        503,
+        "the job store is full (Redis reached its maxmemory); retry later, once jobs have "
+        "expired, or ask the operator to give Redis more memory",
+        code="store_full",
+        headers={"Retry-After": "30"},
+    )
+
+
 def _missing_static(request: web.Request) -> bool:
     """A static path with no file behind it. aiohttp finds out only while it sends the answer,
     then sends an empty 404 that no middleware sees; we say so before, in our shape."""
@@ -62,7 +90,10 @@ def _missing_static(request: web.Request) -> bool:
     if not isinstance(resource, web.StaticResource):
         return False
     directory = Path(resource.get_info()["directory"])
-    return not (directory / request.match_info.get("filename", "")).is_file()
+    try:
+        return not (directory / request.match_info.get("filename", "")).is_file()
+    except OSError:  # a name too long for the file system, say: nothing is there
+        return True
 
 
 @web.middleware
@@ -79,6 +110,8 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
         if _store_down(request):
             _count_redis_error(request)
             raise redis_unavailable()
+        if _store_full(request):
+            raise _store_full_error()
         return await handler(request)
     except ApiError as exc:
         error = exc
@@ -86,19 +119,27 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
         if exc.status < 400:
             raise
         error = _from_http(request, exc)
+    except ResponseError as exc:
+        if not str(exc).startswith("OOM"):
+            log.exception("%s %s failed", request.method, _where(request))
+            error = ApiError(500, "internal error; it was logged", code="internal_error")
+        else:  # maxmemory with noeviction: Redis keeps what it has and refuses new writes
+            log.warning("%s %s: Redis is full: %s", request.method, _where(request), exc)
+            _count_redis_error(request)
+            error = _store_full_error()
     except REDIS_DOWN as exc:
-        log.warning("%s %s: Redis unreachable: %s", request.method, request.path, exc)
+        log.warning("%s %s: Redis unreachable: %s", request.method, _where(request), exc)
         _count_redis_error(request)
         error = redis_unavailable()
     except ConnectionResetError:
         # The client hung up while we read its request: nobody hears this answer; the status
         # (nginx's "client closed request") keeps it out of the server errors.
-        log.info("%s %s: the client went away", request.method, request.path)
+        log.info("%s %s: the client went away", request.method, _where(request))
         error = ApiError(499, "the client closed the connection", code="client_closed_request")
     except (RequestPayloadError, BadHttpMessage) as exc:
         # The body itself is broken: truncated (the client hung up mid-body), a bad chunk, a
         # Content-Encoding that does not decode. The client's fault, not ours: never a 500.
-        log.info("%s %s: unreadable body: %r", request.method, request.path, exc)
+        log.info("%s %s: unreadable body: %r", request.method, _where(request), exc)
         error = ApiError(
             400,
             "the request body could not be read (truncated, or its Content-Encoding does "
@@ -106,7 +147,7 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
             code="unreadable_body",
         )
     except Exception:
-        log.exception("%s %s failed", request.method, request.path)
+        log.exception("%s %s failed", request.method, _where(request))
         error = ApiError(500, "internal error; it was logged", code="internal_error")
     if request.path.startswith(LEGACY_PREFIX):
         return error.legacy_response()

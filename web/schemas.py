@@ -230,8 +230,9 @@ def job_urls(app: web.Application, job_id: str) -> dict[str, str]:
     }
 
 
-def position(snapshot: dict[str, Any], started_seq: int) -> int | None:
-    """Jobs ahead of a queued job (0 = next); None once it left the queue. As Queue.position."""
+def position(snapshot: dict[str, Any], seq: int, started_seq: int) -> int | None:
+    """Jobs ahead of a queued job (0 = next); None once it left the queue. As Queue.position.
+    (`seq`, the job's place in the queue-wide count, is kept from clients: it tells volume.)"""
     if snapshot.get("state") != "queued":
         return None
-    return queue_position(int(snapshot.get("seq") or 0), started_seq)
+    return queue_position(seq, started_seq)

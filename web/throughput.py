@@ -12,6 +12,8 @@ depth / (active x rate). Answers are whole seconds clamped to [MIN_S, MAX_S]. Wi
 (the process has sampled for less than MIN_SPAN_S) the answer is DEFAULT_S; when nothing finished
 over a full window while jobs wait (no worker, or stalled ones) it is MAX_S.
 
+The sample also reads Redis's memory: at its maxmemory, submissions get 503 at once (store_full).
+
 The same sample is the process's health probe of Redis. DOWN_AFTER_FAILURES failed probes in a
 row (errors, or no answer within PROBE_TIMEOUT_S: a hung or unreachable server, where each command
 would wait out its socket timeout) mark the store down: API requests then get their 503 at once
@@ -77,6 +79,7 @@ class ThroughputMeter:
         self.alert = alert or BacklogAlert(0)
         self._samples: deque[Sample] = deque()
         self.failures = 0  # probes failed in a row
+        self.store_full = False  # Redis is at its maxmemory (noeviction): admit no new work
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -123,14 +126,22 @@ class ThroughputMeter:
             pipe.hmget(queue.keys.stats, list(FINISHED))
             pipe.xlen(queue.keys.jobs)
             pipe.xlen(queue.keys.jobs_high)
+            pipe.info("memory")
             for stream in queue.keys.streams:
                 pipe.xpending(stream, CONSUMER_GROUP)
             # No consumer group yet (no worker ever started) is not an outage: errors of the
             # XPENDINGs count as nothing pending; those of the other commands are raised.
-            counts, depth, depth_high, *pending = await pipe.execute(raise_on_error=False)
-        for result in (counts, depth, depth_high):
+            counts, depth, depth_high, memory, *pending = await pipe.execute(raise_on_error=False)
+        for result in (counts, depth, depth_high, memory):
             if isinstance(result, Exception):
                 raise result
+        # Redis refuses plain writes past maxmemory but lets scripts without flags write on:
+        # the web tier admits no new jobs or voices meanwhile (work in flight still finishes).
+        limit = int(memory.get("maxmemory") or 0)
+        full = bool(limit) and int(memory.get("used_memory") or 0) >= limit
+        if full != self.store_full:
+            log.warning("Redis is %s its maxmemory", "at" if full else "below")
+        self.store_full = full
         self.add(sum(int(float(c)) for c in counts if c is not None), int(depth))
         # Entries leave the streams when their job ends: what is not pending has not started.
         in_hand = sum(int(p["pending"]) if isinstance(p, dict) else 0 for p in pending)

@@ -152,3 +152,20 @@ def test_compose_mounts_files_that_exist_and_prometheus_scrapes_the_real_ports()
         assert ports[name] == DEFAULTS.port
     for name, _ in compose_services_running("worker"):
         assert ports[name] == DEFAULTS.worker_metrics_port
+
+
+def test_compose_publishes_nothing_to_the_network_by_default() -> None:
+    """Web, Prometheus and Grafana listen on the host's loopback unless told otherwise; the web
+    replicas share a cookie secret that must be set; Grafana has no anonymous or default admin."""
+    services = compose()["services"]
+    for name in ("web", "prometheus", "grafana"):
+        for port in services[name]["ports"]:
+            assert str(port).startswith(("127.0.0.1:", "${WEB_BIND:-127.0.0.1}:")), (name, port)
+    assert "ports" not in services["redis"]
+    env = compose_env(services["web"])
+    assert env["CHATTTS_COOKIE_SECRET"].startswith("${CHATTTS_COOKIE_SECRET:?")
+    grafana = services["grafana"]["environment"]
+    assert grafana["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    assert grafana["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")
+    redis_args = services["redis"]["command"]
+    assert redis_args[redis_args.index("--maxmemory") + 1] != "${REDIS_MAXMEMORY:-0}"

@@ -297,3 +297,20 @@ async def test_stream_length_is_lag_plus_pending_and_xinfo_lag_is_unknown(
         assert [g["lag"] for g in groups if g["name"] == CONSUMER_GROUP.encode()] == [None]
     finally:
         await client.aclose()
+
+
+def test_authentication_is_required_and_redis_is_fenced() -> None:
+    """A missing API Secret stops the web pods rather than serving open; the replicas share a
+    cookie secret; only the service's own pods and KEDA reach Redis."""
+    (web,) = [d for d in of_kind("Deployment") if d["metadata"]["name"] == "chattts-web"]
+    env = {e["name"]: e for c in web["spec"]["template"]["spec"]["containers"] for e in c["env"]}
+    for name in ("CHATTTS_API_KEYS", "CHATTTS_COOKIE_SECRET"):
+        ref = env[name]["valueFrom"]["secretKeyRef"]
+        assert ref["name"] == "chattts-api" and not ref.get("optional", False), name
+    (policy,) = of_kind("NetworkPolicy")
+    rules = policy["spec"]["ingress"]
+    sources = [s for rule in rules for s in rule["from"]]
+    own = {"app.kubernetes.io/name": "chattts-online"}
+    assert {"podSelector": {"matchLabels": own}} in sources
+    assert all(p["port"] == 6379 for rule in rules for p in rule["ports"])
+    assert policy["spec"]["policyTypes"] == ["Ingress"]

@@ -14,6 +14,8 @@ from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 
 from web.app import create_app
+from web.appkeys import COOKIE_SECRET
+from web.identity import COOKIE, signed
 from workers.infra.settings import Settings
 
 ClientFactory = Callable[..., Awaitable[TestClient[Any, Any]]]
@@ -88,6 +90,12 @@ async def collect_sse(response: ClientResponse, timeout: float = 20.0) -> list[S
         async for event in sse_events(response):
             out.append(event)
     return out
+
+
+def cookie(client: TestClient[Any, Any], token: str) -> dict[str, str]:
+    """A Cookie header of the identity `token`, signed as this app signs the ones it issues."""
+    assert 16 <= len(token) <= 64, "an identity token is 16-64 url-safe characters"
+    return {"Cookie": f"{COOKIE}={signed(client.app[COOKIE_SECRET], token)}"}
 
 
 async def submit(client: TestClient[Any, Any], **request: Any) -> dict[str, Any]:

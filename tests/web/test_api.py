@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 
@@ -228,12 +230,56 @@ async def test_api_keys_when_configured(make_client: ClientFactory) -> None:
         assert (await client.get(path)).status == 200, path
 
 
-async def test_api_key_identity(client: Client, aredis: Any, keys: Any) -> None:
+async def test_api_key_identity(make_client: ClientFactory, aredis: Any, keys: Any) -> None:
+    client = await make_client(api_keys="my-secret")
     headers = {"Authorization": "Bearer my-secret"}
     response = await client.post("/v1/tts/jobs", json={"text": "hi"}, headers=headers)
     job_id = (await response.json())["id"]
     owner = (await aredis.hget(keys.job(job_id), "client")).decode()
     assert re.fullmatch(r"key-[0-9a-f]{16}", owner)
+    # Keyed with the server's secret: a dictionary of likely keys finds nothing in key names.
+    assert owner != "key-" + hashlib.sha256(b"my-secret").hexdigest()[:16]
+
+
+async def test_without_keys_a_bearer_token_is_no_identity(
+    client: Client, aredis: Any, keys: Any
+) -> None:
+    """Any string would be one: two programs sending the placeholder "unused" would share their
+    jobs and events. Without keys, each is the client its signed cookie says."""
+    headers = {"Authorization": "Bearer unused"}
+    owners = []
+    async with aiohttp.ClientSession() as first, aiohttp.ClientSession() as second:
+        for session in (first, second):
+            url = client.make_url("/v1/tts/jobs")
+            async with session.post(url, json={"text": "hi"}, headers=headers) as response:
+                job_id = (await response.json())["id"]
+            owners.append((await aredis.hget(keys.job(job_id), "client")).decode())
+    assert owners[0] != owners[1]
+    assert not any(o.startswith("key-") for o in owners)
+
+
+async def test_a_made_up_cookie_is_a_new_client(client: Client, aredis: Any, keys: Any) -> None:
+    """Cookies are signed: a well-formed value the server did not issue is not an identity."""
+    url = client.make_url("/v1/tts/jobs")
+
+    async def owner_of(cookie_value: str) -> tuple[str, str | None]:
+        # A session of its own (no cookie jar): exactly this Cookie header is sent.
+        headers = {"Cookie": f"tts_client={cookie_value}"}
+        async with (
+            aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as session,
+            session.post(url, json={"text": "hi"}, headers=headers) as response,
+        ):
+            job_id = (await response.json())["id"]
+            issued = response.cookies.get("tts_client")
+        owner = (await aredis.hget(keys.job(job_id), "client")).decode()
+        return owner, issued.value if issued else None
+
+    owner, issued = await owner_of("victims-cookie-0000001")
+    assert "victims-cookie-0000001" not in owner
+    assert issued == owner and "." in owner
+    assert (await owner_of(owner))[0] == owner  # the cookie it issued is that client
+    tampered = owner[:-2] + ("xx" if not owner.endswith("xx") else "yy")
+    assert (await owner_of(tampered))[0] != owner
 
 
 async def test_voices_without_workers_lists_builtins(client: Client) -> None:

@@ -20,10 +20,10 @@ from web import throughput
 from web.throughput import DEFAULT_S, MAX_S, WINDOW_S, ThroughputMeter
 from workers.queue.keys import Keys
 
-from .conftest import ClientFactory, submit
+from .conftest import ClientFactory, cookie, submit
 
 Client = TestClient[Any, Any]
-COOKIE = {"Cookie": "tts_client=backpressure-client-01"}
+ME = "backpressure-client-01"
 
 
 class FakeClock:
@@ -84,7 +84,8 @@ async def completions(aredis: Redis, keys: Keys, per_s: float) -> Any:
 
 
 async def _refused(client: Client, code: str) -> int:
-    response = await client.post("/v1/tts/jobs", json={"text": "one more"}, headers=COOKIE)
+    headers = cookie(client, ME)
+    response = await client.post("/v1/tts/jobs", json={"text": "one more"}, headers=headers)
     body = await response.json()
     assert response.status == 429, body
     assert body["error"]["code"] == code and body["error"]["type"] == "rate_limit_error"
@@ -122,25 +123,28 @@ async def test_retry_after_follows_measured_throughput(
 async def test_per_client_cap_is_429_and_frees_up(make_client: ClientFactory) -> None:
     client = await make_client(max_active_per_client=2)
     jobs = [
-        await (await client.post("/v1/tts/jobs", json={"text": text}, headers=COOKIE)).json()
+        await (
+            await client.post("/v1/tts/jobs", json={"text": text}, headers=cookie(client, ME))
+        ).json()
         for text in ("first", "second")
     ]
     retry_after = await _refused(client, "too_many_active_jobs")
     assert 1 <= retry_after <= MAX_S
     # Another client is not held back by this one.
     other = await client.post(
-        "/v1/tts/jobs", json={"text": "hi"}, headers={"Cookie": "tts_client=someone-else-0001"}
+        "/v1/tts/jobs", json={"text": "hi"}, headers=cookie(client, "someone-else-0001")
     )
     assert other.status == 202
     # A finished (here: cancelled) job frees a place.
-    assert (await client.delete(f"/v1/tts/jobs/{jobs[0]['id']}")).status == 202
-    response = await client.post("/v1/tts/jobs", json={"text": "third"}, headers=COOKIE)
+    mine = cookie(client, ME)
+    assert (await client.delete(f"/v1/tts/jobs/{jobs[0]['id']}", headers=mine)).status == 202
+    response = await client.post("/v1/tts/jobs", json={"text": "third"}, headers=cookie(client, ME))
     assert response.status == 202, await response.text()
 
 
 async def test_idempotent_retry_is_answered_even_when_full(make_client: ClientFactory) -> None:
     client = await make_client(max_backlog=1)
-    headers = {**COOKIE, "Idempotency-Key": "order-7"}
+    headers = {**cookie(client, ME), "Idempotency-Key": "order-7"}
     response = await client.post("/v1/tts/jobs", json={"text": "mine"}, headers=headers)
     assert response.status == 202
     job = await response.json()
@@ -158,7 +162,7 @@ async def test_fifty_concurrent_submits_with_one_key_make_one_job(
         response = await client.post("/v1/tts/jobs", json={"text": "once"}, headers=headers)
         return response.status, await response.json()
 
-    headers = {**COOKIE, "Idempotency-Key": "retry-storm"}
+    headers = {**cookie(client, ME), "Idempotency-Key": "retry-storm"}
     answers = await asyncio.gather(*(post(headers) for _ in range(50)))
     assert {status for status, _ in answers} == {202}
     ids = {body["id"] for _, body in answers}
@@ -167,8 +171,8 @@ async def test_fifty_concurrent_submits_with_one_key_make_one_job(
     assert await aredis.xlen(keys.jobs) == 1
     assert await aredis.hget(keys.stats, "submitted") == b"1"
     # The key belongs to its client: another client's same key is another job.
-    api_key = {"Authorization": "Bearer another-client", "Idempotency-Key": "retry-storm"}
-    others = await asyncio.gather(*(post(api_key) for _ in range(10)))
+    another = {**cookie(client, "another-client-01"), "Idempotency-Key": "retry-storm"}
+    others = await asyncio.gather(*(post(another) for _ in range(10)))
     other_ids = {body["id"] for _, body in others}
     assert len(other_ids) == 1 and other_ids != ids
     assert await aredis.xlen(keys.jobs) == 2

@@ -285,7 +285,7 @@ def _raw(port: int, data: bytes, hang_up: bool) -> bytes:
 
 def test_protocol_errors(web: WebProcess) -> None:
     """Bodies broken below JSON: truncated, badly chunked, undecodable. 400 or nothing, no 5xx."""
-    json_head = b"Host: x\r\nContent-Type: application/json\r\n"
+    json_head = b"Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
     for path in (b"/v1/tts/jobs", b"/tts/submit"):
         start = b"POST " + path + b" HTTP/1.1\r\n" + json_head
         # A client that dies mid-body, by Content-Length and by chunks: no answer to give.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import time
 from typing import Any
 
@@ -17,7 +16,7 @@ from workers.queue.job import SynthesisRequest
 from workers.queue.keys import Keys
 from workers.queue.store import Queue
 
-from .conftest import sse_events
+from .conftest import cookie, sse_events
 
 
 async def _hub(settings: Settings, keys: Keys) -> EventHub:
@@ -139,8 +138,9 @@ async def test_sse_clients_get_every_event_across_pubsub_kills(
 ) -> None:
     """Real SSE clients while events flow and the hub's pub/sub connection is killed again and
     again: each client gets every event once, in order, and soon after it was written."""
-    auth = {"Authorization": "Bearer pubsub-victim"}
-    stream = keys.client_events("key-" + hashlib.sha256(b"pubsub-victim").hexdigest()[:16])
+    auth = cookie(client, "pubsub-victim-0001")
+    identity = auth["Cookie"].partition("=")[2]
+    stream = keys.client_events(identity)
     responses = [await client.get("/v1/events", headers=auth) for _ in range(5)]
     assert all(r.status == 200 for r in responses)
     got: list[list[str]] = [[] for _ in responses]

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
 from tests.conftest import WorkerProcess
 from web import throughput
@@ -193,3 +195,28 @@ async def test_probe_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
         down.append(meter.store_down)
     assert verdicts == [None, False, True, False, False, True]
     assert down == [False, False, False, False, True, False]
+
+
+async def test_a_full_redis_is_a_clear_503(make_client: ClientFactory, tmp_path: Path) -> None:
+    """maxmemory with noeviction: Redis refuses writes; submitters hear why, nothing is lost."""
+    with EmbeddedRedis(tmp_path / "small", maxmemory="4mb") as server:
+        client = await make_client(redis_url=server.url)
+        job = await submit(client, text="Before it filled up.")
+        filler = Redis.from_url(server.url)
+        try:
+            with contextlib.suppress(ResponseError):
+                for i in range(1000):
+                    await filler.set(f"filler:{i}", b"x" * 65536)
+            # The web's once-a-second sample sees it (Redis itself lets scripts write on).
+            async with asyncio.timeout(10):
+                while (
+                    response := await client.post("/v1/tts/jobs", json={"text": "Too many."})
+                ).status == 202:
+                    await asyncio.sleep(0.2)
+            body = await response.json()
+            assert response.status == 503, body
+            assert body["error"]["code"] == "store_full" and "maxmemory" in body["error"]["message"]
+            assert response.headers["Retry-After"]
+            assert (await client.get(f"/v1/tts/jobs/{job['id']}")).status == 200
+        finally:
+            await filler.aclose()

@@ -9,7 +9,6 @@ WebSocket `after`): together, every event of the stream, in order, exactly once.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,7 @@ import aiohttp
 from aiohttp import WSMsgType
 
 from tests.conftest import WorkerProcess
+from web.identity import key_client
 from workers.infra.settings import Settings
 from workers.queue.job import TERMINAL_STATES
 from workers.queue.keys import Keys
@@ -30,7 +30,8 @@ from .webproc import WebProcess
 start_web = webproc.start_web  # a fixture
 
 AUTH = {"Authorization": "Bearer shutdown-test"}
-CLIENT = "key-" + hashlib.sha256(b"shutdown-test").hexdigest()[:16]
+SECRET = "shutdown-test-cookie-secret"
+CLIENT = key_client(SECRET.encode(), "shutdown-test")
 TERMINAL = {state.value for state in TERMINAL_STATES}
 TEXT = " ".join(f"Sentence {i} keeps the worker busy for a while longer." for i in range(60))
 CLOSE_S = 3.0  # streams end this soon after SIGTERM (the process's shutdown timeout: 5 s)
@@ -120,7 +121,7 @@ async def test_sigterm_mid_job_then_resume_on_a_new_process(
     keys: Keys,
     aredis: Any,
 ) -> None:
-    first = start_web()
+    first = start_web(api_keys="shutdown-test", cookie_secret=SECRET)
     async with aiohttp.ClientSession() as session:
         response = await session.post(
             f"{first.url}/v1/tts/jobs", json={"text": TEXT, "voice": "en_male"}, headers=AUTH
@@ -145,7 +146,7 @@ async def test_sigterm_mid_job_then_resume_on_a_new_process(
         assert all((r.ended_at or 0) >= stopped_at for r in before), "ended before SIGTERM"
         assert not any(t in TERMINAL for r in before for _, t in r.events), "not mid-job"
 
-        second = start_web(port=first.port)
+        second = start_web(port=first.port, api_keys="shutdown-test", cookie_secret=SECRET)
         after = await open_readers(session, second, job_id, [r.cursor for r in before])
         async with asyncio.timeout(60):
             await asyncio.gather(*(r.task for r in after))

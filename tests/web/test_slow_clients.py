@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import hashlib
 import os
 import socket
 import time
@@ -22,6 +21,7 @@ import aiohttp
 import orjson
 from redis.asyncio import Redis
 
+from web.identity import key_client
 from workers.infra.settings import Settings
 from workers.queue.job import SynthesisRequest
 from workers.queue.keys import Keys
@@ -34,7 +34,8 @@ from .webproc import WebProcess
 start_web = webproc.start_web  # a fixture
 
 API_KEY = "slow-and-dead"
-CLIENT = "key-" + hashlib.sha256(API_KEY.encode()).hexdigest()[:16]
+SECRET = "slow-clients-cookie-secret"
+CLIENT = key_client(SECRET.encode(), API_KEY)
 DEAD_SSE, DEAD_WS = 40, 20
 BURSTS, PER_BURST = 4, 150
 PAD = "x" * 4000  # ~4 KB per event: the buffers of a dead client fill after a few dozen
@@ -52,7 +53,7 @@ def dead_socket(port: int, request: bytes) -> socket.socket:
 
 def sse_request(path: str) -> bytes:
     return (
-        f"GET {path} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n"
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
         f"Authorization: Bearer {API_KEY}\r\n\r\n"
     ).encode()
 
@@ -61,7 +62,7 @@ def ws_request(job_id: str) -> bytes:
     """The upgrade request and, without waiting for the answer, one masked subscribe frame."""
     key = base64.b64encode(os.urandom(16)).decode()
     head = (
-        "GET /v1/ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
         f"Authorization: Bearer {API_KEY}\r\n\r\n"
     ).encode()
@@ -108,7 +109,9 @@ def ports(socks: list[socket.socket]) -> set[int]:
 async def test_dead_clients_are_dropped_and_resources_stay_flat(
     start_web: Any, settings: Settings, keys: Keys, aredis: Redis
 ) -> None:
-    web: WebProcess = start_web(redis_url=f"{settings.redis_url}?client_name={NAME}")
+    web: WebProcess = start_web(
+        redis_url=f"{settings.redis_url}?client_name={NAME}", api_keys=API_KEY, cookie_secret=SECRET
+    )
     queue = Queue(aredis, settings)
     job_id = (await queue.enqueue(SynthesisRequest(text="never runs"), CLIENT)).job_id
     rss_idle = web.rss_kb()

@@ -11,7 +11,7 @@ import os
 import socket
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 from redis.exceptions import RedisError
@@ -27,11 +27,19 @@ PROBE_TIMEOUT_S = 3.0
 STALE_PERIODS = 2.0
 
 
+# Query parameters that carry a secret (redis-py reads ?password=; others use the rest).
+_SECRET_PARAMS = frozenset({"password", "pass", "passwd", "secret", "token", "key"})
+
+
 def mask_url(url: str) -> str:
-    """The URL with its password (if any) replaced by ***."""
+    """The URL with its password (in the authority or the query) replaced by ***."""
     parts = urlsplit(url)
+    if parts.query:
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        masked = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs]
+        parts = parts._replace(query=urlencode(masked, safe="*"))
     if parts.password is None:
-        return url
+        return urlunsplit(parts)
     user = parts.username or ""
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port else ""

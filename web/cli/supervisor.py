@@ -19,6 +19,8 @@ from pathlib import Path
 from workers.infra.embedded_redis import EmbeddedRedis, die_with_parent
 from workers.infra.settings import Settings
 
+from .check import mask_url
+
 log = logging.getLogger("chattts_online.run")
 
 # A child that keeps dying is restarted with growing pauses, never in a tight loop.
@@ -71,7 +73,9 @@ class Supervisor:
             self.redis = EmbeddedRedis(Path(settings.data_dir) / "redis").start()
             settings = settings.replace(redis_url=self.redis.url)
             self.settings = settings
-            log.info("embedded Redis on %s, data in %s", self.redis.url, self.redis.data_dir)
+            log.info(
+                "embedded Redis on %s, data in %s", mask_url(self.redis.url), self.redis.data_dir
+            )
         self.children = self.plan()
         for child in self.children:
             child.start()

@@ -15,6 +15,7 @@ from web.appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS
 from web.errors import dumps, not_found
 from web.hub import TERMINAL_TYPES, follow
 from web.identity import client_id
+from web.limits import stream_lease
 from web.schemas import valid_cursor, valid_job_id
 
 log = logging.getLogger("chattts_online.web.sse")
@@ -64,6 +65,13 @@ async def client_events(request: web.Request) -> web.StreamResponse:
 
 
 async def _stream(
+    request: web.Request, stream: str, cursor: str | None, job_id: str | None
+) -> web.StreamResponse:
+    async with stream_lease(request):
+        return await _serve(request, stream, cursor, job_id)
+
+
+async def _serve(
     request: web.Request, stream: str, cursor: str | None, job_id: str | None
 ) -> web.StreamResponse:
     app = request.app

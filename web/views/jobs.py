@@ -9,7 +9,8 @@ from aiohttp import web
 
 from web.appkeys import METRICS, QUEUE, SETTINGS, THROUGHPUT
 from web.errors import ApiError, json_response, not_found
-from web.identity import client_id
+from web.identity import client_id, is_admin
+from web.limits import check_submit
 from web.schemas import (
     idempotency_key,
     job_urls,
@@ -53,6 +54,14 @@ async def submit_job(
     """Validate and enqueue; the body of the 202 (with `"duplicate": true` for a repeat)."""
     queue = app[QUEUE]
     request = await synthesis_request(queue, payload, app[SETTINGS].max_text_chars, **fixed)
+    if request.priority == "high" and not client.startswith("key-"):
+        raise ApiError(
+            403,
+            "'priority': 'high' is for clients with an API key (CHATTTS_API_KEYS); anyone else "
+            "would jump the queue of everyone: leave it out",
+            code="priority_not_allowed",
+            param="priority",
+        )
     try:
         submitted = await queue.enqueue(request, client, idem)
     except QueueError as exc:
@@ -72,6 +81,7 @@ async def submitted_body(app: web.Application, submitted: Submitted) -> dict[str
             job_id,
             submitted.event_id,
             submitted.event["job"],
+            submitted.seq,
             submitted.started_seq,
             submitted.duplicate,
         )
@@ -82,7 +92,8 @@ async def submitted_body(app: web.Application, submitted: Submitted) -> dict[str
         else:  # a duplicate: the latest event says where the job stands
             pipe.xrevrange(stream, max="+", min="-", count=1)
         pipe.hget(queue.keys.stats, "started_seq")
-        entries, started = await pipe.execute()
+        pipe.hget(queue.keys.job(job_id), "seq")
+        entries, started, seq = await pipe.execute()
     cursor: str | None = None
     if entries:
         cursor = entries[0][0].decode()
@@ -90,7 +101,9 @@ async def submitted_body(app: web.Application, submitted: Submitted) -> dict[str
     else:  # events trimmed or expired: the hash alone
         job = await queue.get(job_id)
         snapshot = job.public() if job else {"id": job_id, "state": "expired"}
-    return _body(app, job_id, cursor, snapshot, int(started or 0), submitted.duplicate)
+    return _body(
+        app, job_id, cursor, snapshot, int(seq or 0), int(started or 0), submitted.duplicate
+    )
 
 
 def _body(
@@ -98,6 +111,7 @@ def _body(
     job_id: str,
     cursor: str | None,
     snapshot: dict[str, Any],
+    seq: int,
     started_seq: int,
     duplicate: bool,
 ) -> dict[str, Any]:
@@ -106,7 +120,7 @@ def _body(
         "state": snapshot.get("state"),
         **job_urls(app, job_id),
         "events_cursor": cursor,
-        "position": position(snapshot, started_seq),
+        "position": position(snapshot, seq, started_seq),
         "job": snapshot,
     }
     if duplicate:
@@ -117,6 +131,7 @@ def _body(
 async def create_job(request: web.Request) -> web.Response:
     idem = idempotency_key(request.headers.get("Idempotency-Key"))
     payload = await json_body(request)
+    await check_submit(request)
     body = await submit_job(request.app, client_id(request), payload, idem)
     return json_response(body, status=202, headers={"Location": body["status_url"]})
 
@@ -133,11 +148,20 @@ async def get_job(request: web.Request) -> web.Response:
     return json_response(body)
 
 
-async def cancel(app: web.Application, job_id: str) -> str:
-    """Cancel a job: 'cancelled' (it never ran) or 'cancelling' (it stops at its next boundary)."""
-    verdict, state = await app[QUEUE].cancel(valid_job_id(job_id))
+async def cancel(app: web.Application, job_id: str, client: str) -> str:
+    """Cancel `client`'s job ("": an admin's, any job): 'cancelled' (it never ran) or
+    'cancelling' (it stops at its next boundary). Reading a job by id is open (ids are
+    capability URLs); ending it is its owner's."""
+    verdict, state = await app[QUEUE].cancel(valid_job_id(job_id), client)
     if verdict == "missing":
         raise not_found(f"no job with id {job_id!r} (unknown, or expired)", "job_not_found")
+    if verdict == "forbidden":
+        raise ApiError(
+            403,
+            f"job {job_id} was submitted by another client; only the client that submitted it "
+            "(the same API key, or the same browser's cookie) may cancel it",
+            code="not_job_owner",
+        )
     if verdict == "terminal":
         raise ApiError(
             409,
@@ -150,5 +174,5 @@ async def cancel(app: web.Application, job_id: str) -> str:
 
 async def delete_job(request: web.Request) -> web.Response:
     job_id = request.match_info["job_id"]
-    state = await cancel(request.app, job_id)
+    state = await cancel(request.app, job_id, "" if is_admin(request) else client_id(request))
     return json_response({"id": job_id, "state": state}, status=202)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from web.appkeys import METRICS, QUEUE, SETTINGS
 from web.errors import ApiError, json_response, not_found
 from web.identity import client_id
+from web.limits import check_submit
 from web.schemas import clean, read_body
 from workers.queue.job import JobState, SynthesisRequest, is_job_id, legacy_job_id
 from workers.queue.store import QueueError
@@ -72,7 +73,24 @@ def _detail(errors: list[Any]) -> web.Response:
     return json_response({"detail": detail}, status=422)
 
 
+def _json_only(request: web.Request) -> None:
+    """JSON, or no Content-Type at all (old scripts post JSON without one). Forms and text/plain
+    are what a page elsewhere can post without asking: never a legacy submit."""
+    declared = request.headers.get("Content-Type")
+    if declared is None:
+        return
+    kind = request.content_type
+    if kind != "application/json" and not kind.endswith("+json"):
+        raise ApiError(
+            415,
+            f"send the task as JSON (Content-Type: application/json); got {kind!r}",
+            code="unsupported_media_type",
+        )
+
+
 async def submit(request: web.Request) -> web.Response:
+    _json_only(request)
+    await check_submit(request)
     raw = await read_body(request)
     try:
         payload = orjson.loads(raw) if raw else None

@@ -25,6 +25,7 @@ from web.appkeys import HUB, METRICS, QUEUE
 from web.errors import ApiError, dumps
 from web.hub import TERMINAL_TYPES, follow
 from web.identity import client_id
+from web.limits import check_submit
 from web.schemas import json_body
 from workers.audio.formats import SAMPLE_RATE, mime_type
 from workers.audio.stream_encode import StreamEncoder
@@ -68,6 +69,7 @@ async def _terminal(app: web.Application, job_id: str, cursor: str | None) -> di
 async def speech(request: web.Request) -> web.StreamResponse:
     app = request.app
     params = await parse(app, await json_body(request))
+    await check_submit(request)
     submitted = await _enqueue(app, params.request, client_id(request))
     job_id, cursor = submitted.job_id, submitted.event_id
     if params.stream is None:

@@ -9,14 +9,14 @@ from typing import Any
 
 from aiohttp import web
 
-from web.appkeys import QUEUE
+from web.appkeys import QUEUE, SETTINGS
 from web.errors import ApiError
 from web.schemas import synthesis_request
 from workers.queue.job import SynthesisRequest
 
 FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
 STREAM_FORMATS = ("audio", "sse")
-MAX_INPUT_CHARS = 4096  # OpenAI's limit, whatever CHATTTS_MAX_TEXT_CHARS says
+MAX_INPUT_CHARS = 4096  # OpenAI's limit; a lower CHATTTS_MAX_TEXT_CHARS bounds it further
 MAX_INSTRUCTIONS_CHARS = 4096
 SPEED_RANGE = (0.25, 4.0)  # what OpenAI accepts
 OUR_SPEED = (0.5, 2.0)  # what our engines do: OpenAI's speeds are clamped into it
@@ -141,7 +141,8 @@ async def parse(app: web.Application, payload: Any) -> Speech:
         **{name: payload[name] for name in EXTENSIONS if name in payload},
     }
     try:
-        request = await synthesis_request(app[QUEUE], job, MAX_INPUT_CHARS)
+        limit = min(MAX_INPUT_CHARS, app[SETTINGS].max_text_chars)
+        request = await synthesis_request(app[QUEUE], job, limit)
     except ApiError as exc:  # our field names and 422 -> OpenAI's names and 400
         param = "input" if exc.param == "text" else exc.param
         message = exc.message.replace("'text'", "'input'")

@@ -42,7 +42,9 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from web.appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS, THROUGHPUT
 from web.errors import ApiError, dumps, not_found, redis_unavailable
 from web.hub import follow
-from web.identity import client_id
+from web.identity import client_id, is_admin
+from web.limits import check_submit, stream_lease
+from web.origin import origin_allowed
 from web.schemas import idempotency_key, valid_cursor, valid_job_id
 from workers.infra.redis_client import REDIS_DOWN
 
@@ -53,29 +55,11 @@ log = logging.getLogger("chattts_online.web.ws")
 
 # Ops that need Redis: while the store is known to be down they are refused at once.
 STORE_OPS = frozenset({"submit", "subscribe", "cancel"})
-MAX_SUBSCRIPTIONS = 256
 OPS = ("submit", "subscribe", "unsubscribe", "cancel", "ping")
 
 
 class SlowConsumer(Exception):
     pass
-
-
-def origin_allowed(request: web.Request) -> bool:
-    """No Origin (not a browser), the page's own host, or a configured origin."""
-    origin = request.headers.get("Origin")
-    if origin is None:
-        return True
-    origin = origin.strip().rstrip("/").lower()
-    allowed = {
-        o.strip().rstrip("/").lower()
-        for o in request.app[SETTINGS].allowed_origins.split(",")
-        if o.strip()
-    }
-    if "*" in allowed or origin in allowed:
-        return True
-    _, sep, authority = origin.partition("://")
-    return bool(sep) and authority == request.host.lower()
 
 
 async def websocket(request: web.Request) -> web.StreamResponse:
@@ -87,18 +71,19 @@ async def websocket(request: web.Request) -> web.StreamResponse:
             code="origin_not_allowed",
         )
     settings = request.app[SETTINGS]
-    ws = web.WebSocketResponse(
-        heartbeat=max(1.0, settings.sse_ping_s), max_msg_size=settings.max_body_bytes
-    )
-    await ws.prepare(request)
-    connections, metrics = request.app[CONNECTIONS], request.app[METRICS]
-    connections.ws.add(ws)
-    metrics.ws_open.inc()
-    try:
-        await Session(request, ws).run()
-    finally:
-        connections.ws.discard(ws)
-        metrics.ws_open.dec()
+    async with stream_lease(request):  # refused before the upgrade: a plain 429
+        ws = web.WebSocketResponse(
+            heartbeat=max(1.0, settings.sse_ping_s), max_msg_size=settings.max_body_bytes
+        )
+        await ws.prepare(request)
+        connections, metrics = request.app[CONNECTIONS], request.app[METRICS]
+        connections.ws.add(ws)
+        metrics.ws_open.inc()
+        try:
+            await Session(request, ws).run()
+        finally:
+            connections.ws.discard(ws)
+            metrics.ws_open.dec()
     return ws
 
 
@@ -108,7 +93,9 @@ class Session:
     def __init__(self, request: web.Request, ws: web.WebSocketResponse) -> None:
         self.app = request.app
         self.ws = ws
+        self.request = request
         self.client = client_id(request)
+        self.admin = is_admin(request)
         # Text frames (JSON), and audio: a JSON header and its binary frame, sent back to back.
         self.out: asyncio.Queue[str | bytes | tuple[str, bytes]] = asyncio.Queue(
             self.app[SETTINGS].connection_queue_size
@@ -209,6 +196,7 @@ class Session:
             if request is None:
                 raise ApiError(422, "'request' is required", code="missing_field", param="request")
             audio = _audio_flag(msg)
+            await check_submit(self.request, self.client)
             body = await submit_job(self.app, self.client, request, idempotency_key(idem))
             await self.put({"type": "submitted", "ref": ref, "job": body})
             self._subscribe(body["id"], None, audio)
@@ -229,7 +217,7 @@ class Session:
                 task.cancel()
         elif op == "cancel":
             job_id = _job_id(msg)
-            state = await cancel(self.app, job_id)
+            state = await cancel(self.app, job_id, "" if self.admin else self.client)
             await self.put({"type": "cancel", "ref": ref, "job_id": job_id, "state": state})
         else:
             raise ApiError(
@@ -242,10 +230,11 @@ class Session:
     def _subscribe(self, job_id: str, cursor: str | None, audio: bool = False) -> None:
         if job_id in self.subs:
             return  # already following it: its events keep coming, once each
-        if len(self.subs) >= MAX_SUBSCRIPTIONS:
+        cap = self.app[SETTINGS].ws_subscriptions
+        if len(self.subs) >= cap:
             raise ApiError(
                 429,
-                f"at most {MAX_SUBSCRIPTIONS} subscriptions per socket; unsubscribe some",
+                f"at most {cap} subscriptions per socket; unsubscribe some",
                 code="too_many_subscriptions",
             )
         task = asyncio.create_task(self._follow(job_id, cursor, audio))

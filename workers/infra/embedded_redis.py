@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import secrets
 import shutil
 import signal
 import socket
@@ -49,18 +50,35 @@ def free_port() -> int:
         return port
 
 
-class EmbeddedRedis:
-    """A redis-server child process with its data and append-only file in `data_dir`."""
+# A laptop's embedded Redis stops accepting writes here rather than swapping the machine away
+# (noeviction: no job is ever dropped to make room; the web tier answers 503 meanwhile).
+DEFAULT_MAXMEMORY = "1gb"
 
-    def __init__(self, data_dir: str | Path, port: int | None = None, appendonly: bool = True):
+
+class EmbeddedRedis:
+    """A redis-server child process with its data and append-only file in `data_dir`, locked
+    down as if the machine were shared: loopback only, a generated password, a private data
+    directory (0700), no CONFIG command (nobody can point its `dir` elsewhere), maxmemory."""
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        port: int | None = None,
+        appendonly: bool = True,
+        maxmemory: str = DEFAULT_MAXMEMORY,
+        config_command: bool = False,  # benchmarks turn on keyspace notifications with it
+    ):
         self.data_dir = Path(data_dir).resolve()
         self.port = port or free_port()
         self.appendonly = appendonly
+        self.maxmemory = maxmemory
+        self.config_command = config_command
+        self.password = secrets.token_urlsafe(24)
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
 
     def command(self) -> list[str]:
         return [
@@ -77,8 +95,15 @@ class EmbeddedRedis:
             "everysec",
             "--save",
             "",
+            "--maxmemory",
+            self.maxmemory,
             "--maxmemory-policy",
             "noeviction",
+            "--requirepass",
+            self.password,
+            "--protected-mode",
+            "yes",
+            *([] if self.config_command else ["--rename-command", "CONFIG", ""]),
             "--logfile",
             str(self.data_dir / "redis.log"),
             "--daemonize",
@@ -87,6 +112,7 @@ class EmbeddedRedis:
 
     def start(self) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.chmod(0o700)  # the AOF holds every job's text and audio
         self.process = subprocess.Popen(
             self.command(),
             stdin=subprocess.DEVNULL,

@@ -17,6 +17,15 @@ def _default_worker_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+# What benchmarks and load tests set: they measure the machinery, not the limits that guard it.
+LIMITS_OFF: dict[str, float] = {
+    "submit_rate_per_client": 0,
+    "submit_rate_per_address": 0,
+    "streams_per_client": 0,
+    "streams_per_address": 0,
+}
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every knob of the service. Each field is read from `CHATTTS_<FIELD NAME IN CAPITALS>`."""
@@ -27,6 +36,9 @@ class Settings:
     key_prefix: str = "tts"
     # A day: long enough to download a result the next morning, short enough to bound memory.
     job_ttl_s: int = 86_400
+    # A job cancelled before it ran has no audio to fetch: its record and events go soon, so
+    # that submit-then-cancel cannot fill Redis for a day.
+    unstarted_ttl_s: int = 600
 
     # Submission limits.
     max_text_chars: int = 4_000
@@ -34,6 +46,21 @@ class Settings:
     max_body_bytes: int = 2 * 1024 * 1024
     max_backlog: int = 10_000
     max_active_per_client: int = 200
+    # Rate limits and caps, per client (cookie or key) and per source address (0: off). A person
+    # clicking is far below; a script pacing itself too; a flood is refused with 429.
+    submit_rate_per_client: float = 5.0  # submissions per second, on average...
+    submit_burst_per_client: int = 30  # ... and at once
+    submit_rate_per_address: float = 20.0  # an address mints identities by dropping cookies
+    submit_burst_per_address: int = 100
+    streams_per_client: int = 16  # SSE streams and WebSockets open at once (tabs, scripts)
+    streams_per_address: int = 128
+    ws_subscriptions: int = 32  # job subscriptions per WebSocket (each one follows a stream)
+    # "client": a result answers only the client that asked for it first (an instant answer
+    # would tell another client what someone submitted); "global": any client (clients that
+    # trust each other, e.g. one application behind one key, share more hits).
+    cache_scope: str = "client"
+    voices_per_owner: int = 20
+    voice_bytes_per_owner: int = 32 * 1024 * 1024
 
     # Worker timings. block_ms stays well below redis-py's 5 s default socket timeout.
     block_ms: int = 1_000
@@ -72,7 +99,18 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     api_keys: str = ""
-    allowed_origins: str = ""
+    # With keys set, /metrics and /readyz need one too (Prometheus sends it: `authorization`);
+    # off by default, for probes and scrapers that cannot send a header.
+    private_metrics: bool = False
+    # Keys of operators: accepted as API keys, and their holder may cancel any job, delete any
+    # voice and sees every voice listed.
+    admin_keys: str = ""
+    # Signs identity cookies; empty: a secret generated into data_dir. Replicas must share one.
+    cookie_secret: str = ""
+    allowed_origins: str = ""  # extra origins whose pages may change state (comma-separated)
+    # Host names answered (comma-separated, or *); empty: loopback names only when bound to
+    # loopback (no DNS rebinding), any when bound to a public address.
+    allowed_hosts: str = ""
     data_dir: str = "./data"
     log_level: str = "INFO"
     # "text" for people at a terminal, "json" (one object per line) for log collectors.
@@ -116,8 +154,14 @@ class Settings:
         return out
 
     @functools.cached_property  # read on every request
+    def admin_key_set(self) -> frozenset[str]:
+        return frozenset(k.strip() for k in self.admin_keys.split(",") if k.strip())
+
+    @functools.cached_property  # read on every request
     def api_key_set(self) -> frozenset[str]:
-        return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
+        """Every accepted key: the API keys and the admin keys."""
+        keys = frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
+        return keys | self.admin_key_set
 
 
 def _convert(name: str, raw: str, hint: Any) -> Any:

@@ -19,11 +19,14 @@ def cache_digest(
     segments: list[str],
     voice_data: str | None,
     deterministic: bool,
+    scope: str = "",
 ) -> str | None:
     """A digest naming the result of this request, or None when it must not be cached.
 
     A sampling engine's output is only reproducible with a seed: without one, each request asks
-    for a fresh sample and is never answered from the cache.
+    for a fresh sample and is never answered from the cache. `scope` (a client) keeps a result
+    to whoever asked first: an instant answer would tell another client that someone already
+    submitted that text.
     """
     if not request.cache or (not deterministic and request.seed is None):
         return None
@@ -33,5 +36,6 @@ def cache_digest(
         "params": {name: getattr(request, name) for name in _AUDIO_FIELDS},
         "voice_data": hashlib.sha256(voice_data.encode()).hexdigest() if voice_data else None,
         "segments": segments,  # the text as the engine will speak it (normalized, split)
+        "scope": scope,
     }
     return hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()

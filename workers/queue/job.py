@@ -138,7 +138,6 @@ class Job:
             "format": self.request.format,
             "attempts": self.attempts,
             "created_at": self.created_at,
-            "seq": self.seq,
         }
         optional = {
             "started_at": self.started_at,

@@ -82,6 +82,24 @@ class Keys:
         """Set of a client's unfinished job ids (the per-client cap)."""
         return f"{self.base}:active:{client}"
 
+    def rate(self, scope: str, who: str) -> str:
+        """A rate limit's bucket (web/limits.py): one timestamp."""
+        return f"{self.base}:rate:{scope}:{who}"
+
+    def leases(self, kind: str, who: str) -> str:
+        """Live connections of a client or an address: a sorted set of expiring leases."""
+        return f"{self.base}:conns:{kind}:{who}"
+
+    @property
+    def voice_data(self) -> str:
+        """Hash of registered voices' data (name -> embedding or recording), apart from their
+        metadata in `voices`: listing voices reads no voice data."""
+        return f"{self.base}:voices:data"
+
+    def owned_voices(self, owner: str) -> str:
+        """Names and sizes of the voices one client registered (quota accounting)."""
+        return f"{self.base}:voices:owner:{owner}"
+
     def worker(self, name: str) -> str:
         return f"{self.base}:worker:{name}"
 

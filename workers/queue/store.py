@@ -65,6 +65,7 @@ class Submitted:
     event: dict[str, Any] | None = None  # the queued event (new jobs only)
     started_seq: int = 0  # the queue's started watermark at submit (for the position)
     depth: int = 0  # jobs in the queue (both streams) right after this one joined (new jobs only)
+    seq: int = 0  # its place in the queue-wide count of submissions (for the position)
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,7 @@ class Queue:
                 event=orjson.loads(result[3]),
                 started_seq=int(result[4]),
                 depth=int(result[5]),
+                seq=int(result[6]),
             )
         if status == "dup":
             return Submitted(_s(result[1]), None, duplicate=True)
@@ -193,7 +195,8 @@ class Queue:
         return data
 
     async def cancel(self, job_id: str, client: str | None = None) -> tuple[str, str | None]:
-        """Returns ('cancelled'|'cancelling'|'terminal'|'missing', terminal state if any)."""
+        """('cancelled'|'cancelling'|'terminal'|'missing'|'forbidden', terminal state if any);
+        with `client`, only that client's job is cancelled (others are 'forbidden')."""
         k = self.keys
         client_field, stream_field = await self.redis.hmget(k.job(job_id), ["client", "stream"])
         owner = _s(client_field) if client_field is not None else ""
@@ -207,7 +210,13 @@ class Queue:
                 k.stats,
                 k.active(owner),
             ],
-            [time.time(), *self._maxlens, self._ttl, client or ""],
+            [
+                time.time(),
+                *self._maxlens,
+                self._ttl,
+                client or "",
+                min(self._ttl, self.settings.unstarted_ttl_s),
+            ],
         )
         return _s(result[0]), (_s(result[1]) if len(result) > 1 else None)
 

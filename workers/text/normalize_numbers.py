@@ -14,9 +14,17 @@ def ungroup(num: str) -> str:
     return num.replace(",", "")
 
 
+# Past this, a numeral is a string of digits (an account number, a digit bomb): read one by one.
+# num2words raises beyond 10^306 anyway, and nobody says "a quadrillion and ..." aloud.
+MAX_WORDS_DIGITS = 15
+
+
 def num2words_en(value: int, to: str = "cardinal") -> str:
     """num2words (imported on first use: the web tier may never need it), hyphens as spaces."""
     from num2words import num2words  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    if len(str(abs(value))) > MAX_WORDS_DIGITS:
+        return en_digits(str(abs(value)))
 
     return _tidy_en(str(num2words(value, to=to)))
 
@@ -45,6 +53,8 @@ def zh_number(num: str, sign: str | None = None) -> str:
     import cn2an  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
     plain = ungroup(num)
+    if len(plain.partition(".")[0]) > MAX_WORDS_DIGITS:
+        return ("负" if sign else "") + zh_digits(plain)
     try:
         words = str(cn2an.an2cn(plain))
     except (ValueError, KeyError):
@@ -56,8 +66,11 @@ def zh_digits(digits: str) -> str:
     return "".join("零一二三四五六七八九"[int(d)] if d.isdigit() else "点" for d in digits)
 
 
+_EN_DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
 def en_digits(digits: str) -> str:
-    return " ".join(en_words(d) for d in digits if d.isdigit())
+    return " ".join(_EN_DIGITS[int(d)] for d in digits if d.isdigit())
 
 
 def en_year(year: str) -> str:

@@ -18,7 +18,10 @@ from .normalize_numbers import (
     zh_number,
 )
 
-_NUM = r"\d+(?:,\d{3})*(?:\.\d+)?"
+# Every pattern that starts with a number starts it where a run of digits starts ((?<!\d)):
+# otherwise each of a run's n digits is a start that scans the rest of the run, O(n^2) in the
+# length of a digit run (4,000 digits took 2.7 s), and the earliest start matches the same text.
+_NUM = r"(?<!\d)\d+(?:,\d{3})*(?:\.\d+)?"
 # A minus sign, unless a Latin word or number precedes it ("COVID-19" is not negative).
 _SIGN = r"(?P<sign>(?<![A-Za-z0-9-])-)?"
 _CURRENCY = re.compile(

@@ -148,6 +148,7 @@ class Intake:
             segments,
             voice_data,
             getattr(self.engine, "deterministic", False),
+            started.client if self.settings.cache_scope == "client" else "",
         )
         job = ActiveJob(job_id, entry, started, segments, voice_data, digest)
         job.solo = int(started.token) > 1  # an earlier attempt never finished
@@ -160,9 +161,14 @@ class Intake:
         self.chunks.open(job)
 
     async def _voice_data(self, name: str) -> tuple[str | None, str | None]:
-        """A registered voice's embedding and language tag (None, None: not registered)."""
-        raw = await self.redis.hget(self.queue.keys.voices, name)
+        """A registered voice's data and language tag (None, None: not registered). Voices
+        registered before data and metadata were kept apart carry their data in the metadata."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(self.queue.keys.voices, name)
+            pipe.hget(self.queue.keys.voice_data, name)
+            raw, data = await pipe.execute()
         if raw is None:
             return None, None
         stored = orjson.loads(raw)
-        return stored.get("embedding"), stored.get("language")
+        embedding = data.decode() if data is not None else stored.get("embedding")
+        return embedding, stored.get("language")

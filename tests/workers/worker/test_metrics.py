@@ -149,7 +149,8 @@ async def test_every_metric_is_served_and_moves_with_real_jobs(
         os.kill(worker.process.pid, signal.SIGCONT)
     for job_id in synthesized:
         await wait_terminal(queue, job_id)
-    repeat = await queue.enqueue(SynthesisRequest(text=texts[0], voice="en_male"), "c2")
+    # The same client again: the result cache answers a client with its own results.
+    repeat = await queue.enqueue(SynthesisRequest(text=texts[0], voice="en_male"), "c1")
     await wait_terminal(queue, repeat.job_id)
     ghost = await queue.enqueue(SynthesisRequest(text="Who speaks?", voice="ghost"), "c3")
     assert (await wait_terminal(queue, ghost.job_id))[-1]["type"] == "failed"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -102,19 +103,41 @@ async def test_sigterm_finishes_job_in_hand_and_exits_zero(
 async def test_identical_request_is_answered_from_the_cache(
     settings: Settings, aredis: Redis, worker: WorkerProcess
 ) -> None:
+    """Per client by default: another client's identical request is synthesized afresh (an
+    instant answer would tell it what someone else submitted)."""
     queue = Queue(aredis, settings)
     request = SynthesisRequest(text="Cache me if you can.", voice="en_female", format="mp3")
-    first = await queue.enqueue(request, client="c1")
-    await wait_terminal(queue, first.job_id)
-    second = await queue.enqueue(request, client="c2")
-    await wait_terminal(queue, second.job_id)
-    fresh = await queue.enqueue(request.model_copy(update={"cache": False}), client="c3")
-    await wait_terminal(queue, fresh.job_id)
-    jobs = [await queue.get(s.job_id) for s in (first, second, fresh)]
-    assert [j.cached for j in jobs if j] == [False, True, False]
-    assert await queue.audio(first.job_id) == await queue.audio(second.job_id)
+    ids = []
+    for client, req in [
+        ("c1", request),
+        ("c1", request),
+        ("c2", request),
+        ("c1", request.model_copy(update={"cache": False})),
+    ]:
+        submitted = await queue.enqueue(req, client=client)
+        await wait_terminal(queue, submitted.job_id)
+        ids.append(submitted.job_id)
+    jobs = [await queue.get(job_id) for job_id in ids]
+    assert [j.cached for j in jobs if j] == [False, True, False, False]
+    assert await queue.audio(ids[0]) == await queue.audio(ids[1])
     stats = await queue.stats()
-    assert stats["cache_hits"] == 1 and stats["cache_misses"] == 1
+    assert stats["cache_hits"] == 1 and stats["cache_misses"] == 2
+
+
+async def test_a_global_cache_answers_every_client(
+    settings: Settings, aredis: Redis, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    start_worker(CHATTTS_CACHE_SCOPE="global")
+    queue = Queue(aredis, settings)
+    request = SynthesisRequest(text="Shared by all.", voice="en_female")
+    cached = []
+    for client in ("c1", "c2"):
+        submitted = await queue.enqueue(request, client=client)
+        await wait_terminal(queue, submitted.job_id)
+        job = await queue.get(submitted.job_id)
+        assert job is not None
+        cached.append(job.cached)
+    assert cached == [False, True]
 
 
 async def test_high_priority_jobs_run_before_the_bulk_backlog(

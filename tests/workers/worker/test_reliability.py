@@ -75,9 +75,11 @@ async def test_poison_job_goes_to_dead_letters_while_others_flow(
         workers[f"w{crash + 1}"] = start_worker(f"w{crash + 1}")
     events = await wait_terminal(queue, poison.job_id, timeout=30)
     assert events[-1]["type"] == "dead"
-    assert "deliveries" in events[-1]["job"]["error"]
+    error = events[-1]["job"]["error"]
+    assert "deliveries" in error and owner not in error  # a worker's name: host and pid
     dlq = await aredis.xrange(queue.keys.dlq)
     assert [fields[b"id"].decode() for _, fields in dlq] == [poison.job_id]
+    assert owner in dlq[0][1][b"reason"].decode()  # the operator's entry names it
     for other in others:
         assert (await wait_terminal(queue, other.job_id))[-1]["type"] == "succeeded"
 

@@ -31,6 +31,13 @@ MAX_RECORDING_S = 20.0
 MAX_PROMPT_FRAMES = int(MAX_RECORDING_S * 47) + 1
 MAX_VOICE_CHARS = 1_400_000  # a 20 s, 24 kHz, 16-bit recording in base64 (1.28 M) + transcript
 RECORDING_RATE = 24_000
+# Strings of ChatTTS's own formats are short: an embedding is about 900 characters and the
+# prompt of the longest recording about 4,300. Longer ones are refused before any decoding.
+MAX_B14_CHARS = 16_384
+# What their LZMA streams may expand to: a generous embedding width, the longest prompt's codes.
+# A stream that goes past is a decompression bomb (65 KB of it once expanded to 668 MB).
+MAX_EMBEDDING_BYTES = 64 * 1024
+MAX_PROMPT_BYTES = MAX_PROMPT_FRAMES * NUM_VQ * 2
 # ChatTTS compresses both embeddings and prompts as raw LZMA2 streams with these filters.
 _LZMA_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}]
 _B14_BASE = 0x4E00  # base16384 maps each 14 bits to U+4E00..U+8DFF
@@ -49,34 +56,48 @@ class VoiceData:
 
 
 def b14_decode(text: str) -> bytes:
-    """Decode base16384 (the encoding of pybase16384, which ChatTTS uses), in pure Python."""
+    """Decode base16384 (the encoding of pybase16384, which ChatTTS uses), in numpy: linear in
+    the input (a big-integer decoder is quadratic), without the C extension in the web tier."""
     tail = 0
     if text and _B14_TAIL < ord(text[-1]) <= _B14_TAIL + 6:
         tail, text = ord(text[-1]) - _B14_TAIL, text[:-1]
-    value = 0
-    for ch in text:
-        code = ord(ch) - _B14_BASE
-        if not 0 <= code < 1 << 14:
-            raise ValueError(f"not base16384: character U+{ord(ch):04X}")
-        value = (value << 14) | code
-    nbits = 14 * len(text)
-    raw = value.to_bytes((nbits + 7) // 8, "big") if nbits else b""
-    # Bits are left-aligned: shift out the padding of the last character.
-    if nbits % 8:
-        raw = (value << (8 - nbits % 8)).to_bytes((nbits + 7) // 8, "big")
-    full_groups, partial = divmod(len(text), 4)
+    # UTF-16: a character outside the BMP becomes two surrogates, both out of range below.
+    codes = np.frombuffer(text.encode("utf-16-be", "surrogatepass"), dtype=">u2").astype(np.int32)
+    codes -= _B14_BASE
+    bad = np.flatnonzero((codes < 0) | (codes >= 1 << 14))
+    if bad.size:
+        raise ValueError(f"not base16384: character U+{codes[bad[0]] + _B14_BASE:04X}")
+    # Each character holds 14 bits, left-aligned: the last byte is padded with zero bits.
+    bits = np.unpackbits(codes.astype(">u2").view(np.uint8)).reshape(-1, 16)[:, 2:]
+    raw = np.packbits(bits.ravel()).tobytes()
+    full_groups, partial = divmod(len(codes), 4)
     length = full_groups * 7 + (tail if tail else partial * 14 // 8)
     if tail and partial == 0:  # a tail marker after a complete group of four
         length = (full_groups - 1) * 7 + tail
     return raw[:length]
 
 
+def _b14(text: str, what: str) -> bytes:
+    if len(text) > MAX_B14_CHARS:
+        raise ValueError(f"not a ChatTTS {what} (longer than {MAX_B14_CHARS} characters)")
+    return b14_decode(text)
+
+
+def _inflate(data: bytes, limit: int, what: str) -> bytes:
+    """ChatTTS's raw LZMA2 stream, expanded to at most `limit` bytes (never more in memory)."""
+    decompressor = lzma.LZMADecompressor(format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)
+    try:
+        raw = decompressor.decompress(data, max_length=limit + 1)
+    except lzma.LZMAError as exc:
+        raise ValueError(f"not a ChatTTS {what} (bad compressed data: {exc})") from exc
+    if len(raw) > limit:
+        raise ValueError(f"not a ChatTTS {what} (it expands past {limit} bytes)")
+    return raw
+
+
 def decode_embedding(spk_emb: str) -> np.ndarray:
     """The float16 values of a ChatTTS speaker embedding string; ValueError if malformed."""
-    try:
-        raw = lzma.decompress(b14_decode(spk_emb), format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)
-    except lzma.LZMAError as exc:
-        raise ValueError(f"not a ChatTTS speaker embedding (bad compressed data: {exc})") from exc
+    raw = _inflate(_b14(spk_emb, "speaker embedding"), MAX_EMBEDDING_BYTES, "speaker embedding")
     if len(raw) % 2:
         raise ValueError("not a ChatTTS speaker embedding (odd byte count)")
     return np.frombuffer(raw, dtype=np.float16).copy()
@@ -84,14 +105,11 @@ def decode_embedding(spk_emb: str) -> np.ndarray:
 
 def decode_prompt(spk_smp: str) -> np.ndarray:
     """The (num_vq, frames) codes of a ChatTTS sample prompt string; ValueError if malformed."""
-    data = b14_decode(spk_smp)
+    data = _b14(spk_smp, "sample prompt")
     if len(data) < 4:
         raise ValueError("not a ChatTTS sample prompt (too short)")
     shape = tuple(int(v) for v in np.frombuffer(data[:4], dtype="<u2"))
-    try:
-        raw = lzma.decompress(data[4:], format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)
-    except lzma.LZMAError as exc:
-        raise ValueError(f"not a ChatTTS sample prompt (bad compressed data: {exc})") from exc
+    raw = _inflate(data[4:], MAX_PROMPT_BYTES, "sample prompt")
     codes = np.frombuffer(raw, dtype="<u2")
     if codes.size != shape[0] * shape[1]:
         raise ValueError(f"sample prompt holds {codes.size} codes, its header says {shape}")

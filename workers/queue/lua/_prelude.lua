@@ -5,9 +5,10 @@
 local NUMERIC = {attempts=true, created_at=true, started_at=true, finished_at=true,
   segments_total=true, segments_done=true, duration_s=true, audio_size=true, seq=true,
   sample_rate=true, chunks_done=true}
+-- No `seq`: the queue-wide count of submissions would tell every client the traffic volume.
 local SNAPSHOT_FIELDS = {'id', 'state', 'voice', 'format', 'attempts', 'created_at',
   'started_at', 'finished_at', 'error', 'segments_total', 'segments_done', 'duration_s',
-  'audio_size', 'seq', 'sample_rate', 'cancel_requested', 'cached', 'chunks_done'}
+  'audio_size', 'sample_rate', 'cancel_requested', 'cached', 'chunks_done'}
 
 local function snapshot(job_key)
   local values = redis.call('HMGET', job_key, unpack(SNAPSHOT_FIELDS))

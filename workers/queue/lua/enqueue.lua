@@ -28,4 +28,5 @@ if ARGV[12] == '1' then redis.call('SET', idem, id, 'EX', ttl) end
 local event_id, event = emit(job, ev_job, ev_client, 'queued', now, ARGV[8], ARGV[9], ttl)
 -- The queued event, the started watermark and the depth: the web tier answers the submit
 -- without reading anything else.
-return {'ok', id, event_id, event, redis.call('HGET', stats, 'started_seq') or '0', depth + 1}
+return {'ok', id, event_id, event, redis.call('HGET', stats, 'started_seq') or '0', depth + 1,
+  seq}

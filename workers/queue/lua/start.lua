@@ -23,12 +23,15 @@ if state == 'running' then redis.call('HINCRBY', stats, 'reclaimed', 1) end
 local attempts = redis.call('HINCRBY', job, 'attempts', 1)
 if attempts > tonumber(ARGV[5]) then
   local reason = 'gave up after ' .. (attempts - 1) .. ' deliveries'
+  -- The client sees the reason; the operator's dead-letter entry also names the last worker
+  -- (its name carries a host and a pid, nothing to tell a client).
+  local detail = reason
   if previous_owner and previous_owner ~= '' then
-    reason = reason .. ' (last worker: ' .. previous_owner .. ')'
+    detail = reason .. ' (last worker: ' .. previous_owner .. ')'
   end
   redis.call('HINCRBY', job, 'attempts', -1)
   redis.call('HSET', job, 'state', 'dead', 'error', reason, 'finished_at', now, 'owner', '')
-  redis.call('XADD', dlq, 'MAXLEN', '~', 10000, '*', 'id', id, 'reason', reason, 'ts', now)
+  redis.call('XADD', dlq, 'MAXLEN', '~', 10000, '*', 'id', id, 'reason', detail, 'ts', now)
   redis.call('HINCRBY', stats, 'dead', 1)
   retire(jobs, job, active, entry, ttl)
   emit(job, ev_job, ev_client, 'dead', now, ARGV[6], ARGV[7], ttl)

@@ -202,6 +202,7 @@ async def test_out_of_memory_splits_the_batch_and_every_job_succeeds(
 
 
 async def test_cancel_a_running_job_others_complete(client: Client) -> None:
+    await client.get("/healthz")  # the identity cookie first: both jobs are this client's
     long, other = await asyncio.gather(
         submit(client, text=SENTENCE * 60, voice="en_male", seed=1, cache=False),
         submit(client, text=SENTENCE * 24, voice="en_male", seed=2, cache=False),

@@ -1,0 +1,20 @@
+"""Identities of simulated users: identity cookies signed with the secret the benchmarks give
+their web tier (stdlib only: the SSE client processes import nothing else). As web.identity."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+
+COOKIE_SECRET = "chattts-bench-cookie-secret"
+
+
+def cookie_value(token: str) -> str:
+    """The `tts_client` cookie of `token` (16-64 url-safe characters), as web.identity.signed."""
+    mac = hmac.new(COOKIE_SECRET.encode(), token.encode(), hashlib.sha256).digest()[:16]
+    return f"{token}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+
+
+def cookie_header(token: str) -> dict[str, str]:
+    return {"Cookie": f"tts_client={cookie_value(token)}"}

@@ -1,0 +1,39 @@
+"""bench/hostile.py runs for real (quick): the guards hold, nothing answers 5xx, the web process
+stays far under its memory limit, refused requests cost Redis nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(300)
+def test_quick_hostile_run(tmp_path: Path) -> None:
+    out = tmp_path / "hostile.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.hostile", "--quick", "--output", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stdout.decode()[-3000:] + done.stderr.decode()[-3000:]
+    report = json.loads(out.read_text())
+    assert report["server_errors"] == 0
+    assert report["web_peak_rss_mb"] < report["web_rss_limit_mb"] / 4
+    assert report["redis_bytes_per_refused_request"] < 100
+    assert report["cancelled_job_kept_s"] <= 600
+    requests = report["requests"]
+    for refused in (
+        "cross-site form -> 403",
+        "voice: lzma -> 422",
+        "voice: long -> 422",
+        "voice: 8-channel flac -> 422",
+    ):
+        assert requests.get(refused), (refused, requests)
+    assert report["honest_jobs_succeeded"] == 24

@@ -1,0 +1,116 @@
+"""Rate limits and caps per client and per address, held in Redis across web replicas."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+from aiohttp.test_utils import TestClient
+
+from .conftest import ClientFactory, cookie
+from .test_voices import EMBEDDING
+
+Client = TestClient[Any, Any]
+
+
+async def _refusal(response: aiohttp.ClientResponse) -> dict[str, Any]:
+    body: dict[str, Any] = await response.json()
+    assert response.status == 429, body
+    assert int(response.headers["Retry-After"]) >= 1
+    assert body["error"]["code"] == "rate_limited", body
+    return body["error"]
+
+
+async def test_submissions_per_client(make_client: ClientFactory) -> None:
+    client = await make_client(submit_rate_per_client=0.5, submit_burst_per_client=3)
+    for i in range(3):
+        assert (await client.post("/v1/tts/jobs", json={"text": f"t{i}"})).status == 202
+    error = await _refusal(await client.post("/v1/tts/jobs", json={"text": "one more"}))
+    assert error["limit"] == "submissions from this client"
+    assert "0.5 per second" in error["message"]
+    # Every API counts: legacy, OpenAI's, the WebSocket's submit.
+    assert (await client.post("/tts/submit", json={"text": "x"})).status == 429
+    speech = {"model": "tts-1", "input": "x", "voice": "alloy"}
+    assert (await client.post("/v1/audio/speech", json=speech)).status == 429
+    async with client.ws_connect("/v1/ws") as ws:
+        await ws.send_json({"op": "submit", "ref": 1, "request": {"text": "x"}})
+        frame = await ws.receive_json(timeout=5)
+        assert frame["type"] == "error" and frame["error"]["code"] == "rate_limited", frame
+    # Another client is not held back.
+    async with (
+        aiohttp.ClientSession() as another,
+        another.post(client.make_url("/v1/tts/jobs"), json={"text": "x"}) as other,
+    ):
+        assert other.status == 202
+
+
+async def test_submissions_per_address(make_client: ClientFactory) -> None:
+    """Dropping the cookie mints a new client, not a new budget."""
+    client = await make_client(submit_rate_per_address=0.5, submit_burst_per_address=2)
+    statuses = []
+    for _ in range(3):
+        async with (
+            aiohttp.ClientSession() as fresh,  # a new identity each time
+            fresh.post(client.make_url("/v1/tts/jobs"), json={"text": "x"}) as r,
+        ):
+            statuses.append(r.status)
+            if r.status == 429:
+                assert (await _refusal(r))["limit"] == "submissions from this address"
+    assert statuses == [202, 202, 429]
+
+
+async def test_open_streams_per_client_across_replicas(make_client: ClientFactory) -> None:
+    """Two web processes of one deployment (one Redis) share the count."""
+    first = await make_client(streams_per_client=2)
+    second = await make_client(streams_per_client=2)
+    me = cookie(first, "stream-reader-01")
+    one = await first.get("/v1/events", headers=me)
+    two = await second.get("/v1/events", headers=me)
+    assert one.status == two.status == 200
+    third = await first.get("/v1/events", headers=me)
+    error = await _refusal(third)
+    assert error["limit"] == "event streams and WebSockets open for this client"
+    refused_ws = await second.get("/v1/ws", headers=me)  # the WebSocket counts too
+    assert refused_ws.status == 429
+    one.close()
+    async with asyncio.timeout(10):
+        while (again := await second.get("/v1/events", headers=me)).status != 200:
+            again.close()
+            await asyncio.sleep(0.1)
+    again.close()
+    two.close()
+
+
+async def test_subscriptions_per_socket(make_client: ClientFactory) -> None:
+    client = await make_client(ws_subscriptions=2)
+    async with client.ws_connect("/v1/ws") as ws:
+        for i in range(3):
+            await ws.send_json({"op": "submit", "ref": i, "request": {"text": f"s{i}"}})
+        frames = []
+        while not any(f["type"] == "error" for f in frames):
+            frames.append(await ws.receive_json(timeout=5))
+        errors = [f for f in frames if f["type"] == "error"]
+        assert len(errors) == 1 and errors[0]["error"]["code"] == "too_many_subscriptions"
+
+
+async def test_voices_per_owner(make_client: ClientFactory) -> None:
+    client = await make_client(voices_per_owner=2)
+    for name in ("one", "two"):
+        response = await client.post("/v1/voices", json={"name": name, "embedding": EMBEDDING})
+        assert response.status == 201, await response.text()
+    response = await client.post("/v1/voices", json={"name": "three", "embedding": EMBEDDING})
+    error = await _refusal(response)
+    assert error["limit"] == "voices registered by this client"
+    assert (await client.delete("/v1/voices/one")).status == 200
+    response = await client.post("/v1/voices", json={"name": "three", "embedding": EMBEDDING})
+    assert response.status == 201
+
+
+async def test_voice_bytes_per_owner(make_client: ClientFactory) -> None:
+    client = await make_client(voice_bytes_per_owner=len(EMBEDDING) * 4)
+    assert (
+        await client.post("/v1/voices", json={"name": "big", "embedding": EMBEDDING})
+    ).status == 201
+    response = await client.post("/v1/voices", json={"name": "bigger", "embedding": EMBEDDING})
+    assert (await _refusal(response))["limit"] == "bytes of voice data registered by this client"

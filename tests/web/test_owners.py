@@ -1,0 +1,100 @@
+"""Jobs and voices have owners: reading by id stays open, ending or deleting is the owner's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+from aiohttp.test_utils import TestClient
+
+from .conftest import ClientFactory, submit
+from .test_voices import EMBEDDING
+
+Client = TestClient[Any, Any]
+
+
+async def test_only_the_owner_cancels_a_job(client: Client) -> None:
+    job = await submit(client, text="Mine to cancel.", voice="en_male")
+    url = client.make_url(f"/v1/tts/jobs/{job['id']}")
+    async with aiohttp.ClientSession() as stranger:  # no cookie: another client
+        async with stranger.get(url) as response:
+            assert response.status == 200  # the id is a capability to read
+        async with stranger.delete(url) as response:
+            body = await response.json()
+            assert response.status == 403 and body["error"]["code"] == "not_job_owner", body
+        async with stranger.ws_connect(client.make_url("/v1/ws")) as ws:
+            await ws.send_json({"op": "cancel", "job_id": job["id"], "ref": 1})
+            frame = await ws.receive_json(timeout=5)
+            assert frame["type"] == "error" and frame["error"]["code"] == "not_job_owner", frame
+    assert (await (await client.get(f"/v1/tts/jobs/{job['id']}")).json())["state"] == "queued"
+    response = await client.delete(f"/v1/tts/jobs/{job['id']}")
+    assert response.status == 202 and (await response.json())["state"] == "cancelled"
+
+
+async def test_with_api_keys_each_key_owns_its_jobs(make_client: ClientFactory) -> None:
+    client = await make_client(api_keys="alpha, beta")
+    alpha, beta = ({"Authorization": f"Bearer {k}"} for k in ("alpha", "beta"))
+    response = await client.post("/v1/tts/jobs", json={"text": "Alpha's."}, headers=alpha)
+    job = await response.json()
+    response = await client.delete(f"/v1/tts/jobs/{job['id']}", headers=beta)
+    assert response.status == 403, await response.text()
+    response = await client.delete(f"/v1/tts/jobs/{job['id']}", headers=alpha)
+    assert response.status == 202
+
+
+async def test_only_the_owner_deletes_a_voice(client: Client) -> None:
+    response = await client.post("/v1/voices", json={"name": "owned", "embedding": EMBEDDING})
+    assert response.status == 201, await response.text()
+    assert "owner" not in await response.json()
+    assert "owner" not in await (await client.get("/v1/voices/owned")).json()
+    async with (
+        aiohttp.ClientSession() as stranger,
+        stranger.delete(client.make_url("/v1/voices/owned")) as response,
+    ):
+        body = await response.json()
+        assert response.status == 403 and body["error"]["code"] == "not_voice_owner", body
+    assert (await client.get("/v1/voices/owned")).status == 200
+    assert (await client.delete("/v1/voices/owned")).status == 200
+    assert (await client.get("/v1/voices/owned")).status == 404
+
+
+async def test_a_job_cancelled_before_it_ran_expires_soon(
+    make_client: ClientFactory, aredis: Any, keys: Any
+) -> None:
+    """Submit-then-cancel never reaches a worker: its record goes in minutes, not a day."""
+    client = await make_client(unstarted_ttl_s=30, job_ttl_s=86_400)
+    job = await submit(client, text="Never mind.")
+    assert (await client.delete(f"/v1/tts/jobs/{job['id']}")).status == 202
+    assert 0 < await aredis.ttl(keys.job(job["id"])) <= 30
+    assert 0 < await aredis.ttl(keys.job_events(job["id"])) <= 30
+
+
+async def test_each_client_lists_its_own_voices(client: Client) -> None:
+    assert (
+        await client.post("/v1/voices", json={"name": "mine", "embedding": EMBEDDING})
+    ).status == 201
+    names = [v["name"] for v in (await (await client.get("/v1/voices")).json())["voices"]]
+    assert "mine" in names and "zh_female" in names
+    async with (
+        aiohttp.ClientSession() as stranger,
+        stranger.get(client.make_url("/v1/voices")) as response,
+    ):
+        theirs = [v["name"] for v in (await response.json())["voices"]]
+    assert "mine" not in theirs and "zh_female" in theirs
+
+
+async def test_an_admin_key_ends_and_sees_anything(make_client: ClientFactory) -> None:
+    client = await make_client(api_keys="alice-key, bob-key", admin_keys="ops-key")
+    alice, bob, ops = (
+        {"Authorization": f"Bearer {k}"} for k in ("alice-key", "bob-key", "ops-key")
+    )
+    job = await (await client.post("/v1/tts/jobs", json={"text": "A."}, headers=alice)).json()
+    voice = {"name": "alices", "embedding": EMBEDDING}
+    assert (await client.post("/v1/voices", json=voice, headers=alice)).status == 201
+    assert (await client.delete(f"/v1/tts/jobs/{job['id']}", headers=bob)).status == 403
+    listed = await (await client.get("/v1/voices", headers=bob)).json()
+    assert "alices" not in [v["name"] for v in listed["voices"]]
+    listed = await (await client.get("/v1/voices", headers=ops)).json()
+    assert "alices" in [v["name"] for v in listed["voices"]]
+    assert (await client.delete(f"/v1/tts/jobs/{job['id']}", headers=ops)).status == 202
+    assert (await client.delete("/v1/voices/alices", headers=ops)).status == 200

@@ -1,0 +1,158 @@
+"""Hostile voice registrations cost bounded memory and time: decompression bombs, huge
+embedding strings, recordings whose headers promise gigabytes, forms that never end."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import lzma
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+import pytest
+import soundfile as sf
+from aiohttp.test_utils import TestClient
+
+from tests.web.webproc import WebProcess
+from web.views import voice_uploads as voice_views
+from workers.engines.chattts.voices import MAX_B14_CHARS
+from workers.infra.settings import Settings
+
+from .test_voices import recording_form, wav_bytes
+
+Client = TestClient[Any, Any]
+
+
+def b14_encode(data: bytes) -> str:
+    """base16384, as pybase16384 writes it (14 bits per character, a tail for a short group)."""
+    bits = np.unpackbits(np.frombuffer(data, np.uint8))
+    bits = np.concatenate([bits, np.zeros(-len(bits) % 14, np.uint8)]).reshape(-1, 14)
+    codes = np.packbits(np.pad(bits, ((0, 0), (2, 0))).ravel()).view(">u2") + 0x4E00
+    text = "".join(map(chr, codes.tolist()))
+    rest = len(data) % 7
+    return text + (chr(0x3D00 + rest) if rest else "")
+
+
+def lzma_bomb(expanded_bytes: int) -> bytes:
+    """A raw LZMA2 stream of zeros: kilobytes that expand to `expanded_bytes`."""
+    compressor = lzma.LZMACompressor(
+        format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA2, "preset": 1}]
+    )
+    block = bytes(1 << 20)
+    out = [compressor.compress(block) for _ in range(expanded_bytes >> 20)]
+    return b"".join(out) + compressor.flush()
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[WebProcess]:
+    path = tmp_path_factory.mktemp("bombs")
+    settings = Settings(redis_url=redis_url, queue="bombs", data_dir=str(path))
+    process = WebProcess(settings, path / "web.log").wait_ready()
+    yield process
+    process.stop()
+
+
+def post_json(web: WebProcess, body: dict[str, Any]) -> tuple[int, dict[str, Any], float]:
+    request = urllib.request.Request(
+        f"{web.url}/v1/voices",
+        data=json.dumps(body, ensure_ascii=False).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            status, answer = response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        status, answer = error.code, json.loads(error.read())
+    return status, answer, time.monotonic() - started
+
+
+def peak_rss_kb(web: WebProcess) -> int:
+    status = Path(f"/proc/{web.pid}/status").read_text()
+    match = re.search(r"^VmHWM:\s+(\d+) kB$", status, re.M)
+    assert match, status
+    return int(match[1])
+
+
+def test_a_decompression_bomb_is_refused_within_bounded_memory(web: WebProcess) -> None:
+    """Kilobytes that would expand to 128 MB: refused after at most the cap is inflated."""
+    stream = lzma_bomb(128 << 20)
+    embedding = b14_encode(stream)
+    assert len(embedding) < MAX_B14_CHARS  # what refuses it is the inflation cap
+    before = peak_rss_kb(web)
+    status, answer, _ = post_json(web, {"name": "bomb", "embedding": embedding})
+    assert status == 422, answer
+    assert "expands past" in answer["error"]["message"], answer
+    grown_mb = (peak_rss_kb(web) - before) / 1024
+    assert grown_mb < 64, f"peak RSS grew {grown_mb:.0f} MB"
+
+
+def test_a_huge_embedding_string_is_refused_before_decoding(web: WebProcess) -> None:
+    """1.3 M characters of valid base16384: its decoding used to be quadratic (minutes of CPU)."""
+    embedding = b14_encode(bytes(range(256)) * 2_600)  # 665 KB of data, 380 K characters
+    assert len(embedding) > MAX_B14_CHARS
+    status, answer, elapsed = post_json(web, {"name": "long", "embedding": embedding})
+    assert status == 422 and "longer than" in answer["error"]["message"], answer
+    assert elapsed < 5, elapsed
+
+
+def flac(channels: int, rate: int, seconds: float) -> bytes:
+    buffer = io.BytesIO()
+    samples = np.zeros((int(rate * seconds), channels), np.int16)
+    sf.write(buffer, samples, rate, format="FLAC")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("audio", "words"),
+    [
+        (flac(8, 48_000, 2), "8 channels"),
+        (flac(1, 655_350, 2), "sample rate of 655350 Hz"),
+        (wav_bytes(2, rate=4_000), "sample rate of 4000 Hz"),
+    ],
+    ids=["eight-channels", "655-kHz", "4-kHz"],
+)
+async def test_recordings_are_probed_before_decoding(
+    client: Client, audio: bytes, words: str
+) -> None:
+    response = await client.post("/v1/voices", data=recording_form("probe", audio, "Hello."))
+    body = await response.json()
+    assert response.status == 422, body
+    assert body["error"]["code"] == "invalid_voice_data" and words in body["error"]["message"]
+
+
+async def test_a_form_of_many_parts_is_refused(client: Client) -> None:
+    form = aiohttp.FormData()
+    for i in range(50):
+        form.add_field("name", f"n{i}")
+    response = await client.post("/v1/voices", data=form)
+    assert response.status == 422, await response.text()
+
+
+async def test_a_stalled_upload_is_cut_off(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A form that stops arriving gets 408 at the deadline, not a connection held forever."""
+    monkeypatch.setattr(voice_views, "FORM_DEADLINE_S", 1.0)
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    body_start = (
+        b'--zz\r\nContent-Disposition: form-data; name="audio"; filename="a.wav"\r\n\r\nRIFF'
+    )
+    writer.write(
+        b"POST /v1/voices HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: multipart/form-data; boundary=zz\r\n"
+        b"Content-Length: 100000\r\n\r\n" + body_start
+    )
+    await writer.drain()
+    started = time.monotonic()
+    async with asyncio.timeout(10):
+        head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408"), head
+    assert time.monotonic() - started < 5
+    writer.close()

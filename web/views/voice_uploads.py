@@ -1,0 +1,273 @@
+"""Reading a voice registration: JSON with a speaker embedding, or a form with a reference
+recording and its transcript; every field checked, every upload bounded in bytes, parts, time
+and, for recordings, in what the decoder is asked to do."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import re
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+from aiohttp import BodyPartReader, web
+
+from web.errors import ApiError
+from web.schemas import json_body
+from workers.engines.chattts.voices import (
+    MAX_RECORDING_S,
+    MIN_RECORDING_S,
+    recording_voice_data,
+    validate_voice_data,
+)
+from workers.queue.voices import BUILTIN_BY_NAME
+
+NAME = re.compile(r"[a-z0-9][a-z0-9_-]{1,40}")
+_MAX_FIELD_CHARS = 256
+_LANGUAGE = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8}){0,3}")
+# A 20 s recording as 48 kHz stereo 32-bit WAV is 7.7 MB; compressed formats are far smaller.
+MAX_RECORDING_BYTES = 10 * 1024 * 1024
+_MAX_FORM_FIELD_BYTES = 8 * 1024
+# What a recording may be before any sample is decoded (libsndfile reads the header): a decoded
+# 8-channel, 655 kHz, 19 s FLAC of 1.45 MB once took 1.1 GB. Mono or stereo, 8-192 kHz.
+MAX_RECORDING_CHANNELS = 2
+RECORDING_RATES = (8_000, 192_000)
+# A form is a handful of fields; a body that trickles in is cut off after this long.
+MAX_FORM_PARTS = len(("name", "transcript", "audio", "language", "gender", "description"))
+FORM_DEADLINE_S = 30.0
+MAX_TRANSCRIPT_CHARS = 500
+_LIMITS = {"language": 35, "gender": 32, "description": _MAX_FIELD_CHARS}
+JSON_FIELDS = ("name", "embedding", "language", "gender", "description")
+FORM_FIELDS = ("name", "transcript", "audio", "language", "gender", "description")
+
+
+def _new_name(name: Any) -> str:
+    """A valid name for a voice to register (409 for a built-in voice's name)."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise ApiError(
+            422,
+            "'name' must be 2 to 41 characters: lowercase letters, digits, '_' and '-', "
+            "starting with a letter or digit",
+            code="invalid_voice_name",
+            param="name",
+        )
+    if name in BUILTIN_BY_NAME:
+        raise ApiError(
+            409, f"{name!r} is a built-in voice; choose another name", code="voice_exists"
+        )
+    return name
+
+
+def _metadata(values: dict[str, Any]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for field, limit in _LIMITS.items():
+        value = values.get(field)
+        if value is not None and (not isinstance(value, str) or len(value) > limit):
+            raise ApiError(
+                422,
+                f"{field!r} must be a string of at most {limit} characters",
+                code=f"invalid_{field}",
+                param=field,
+            )
+        out[field] = (value.strip() or None) if isinstance(value, str) else None
+    language = out["language"]
+    if language is not None and not _LANGUAGE.fullmatch(language):
+        raise ApiError(
+            422,
+            "'language' must be a language tag such as 'zh-CN' or 'en'",
+            code="invalid_language",
+            param="language",
+        )
+    return out
+
+
+def _unknown(values: dict[str, Any], allowed: tuple[str, ...]) -> None:
+    extra = sorted(set(values) - set(allowed))
+    if extra:
+        raise ApiError(
+            422,
+            f"unknown field {extra[0]!r} (the fields are {', '.join(allowed)})",
+            code="unknown_field",
+            param=extra[0],
+        )
+
+
+async def _check_data(data: str, param: str) -> str:
+    """The voice data's kind; 422 with validate_voice_data's reason when it is not usable."""
+    try:
+        return await asyncio.to_thread(validate_voice_data, data)
+    except ValueError as exc:
+        raise ApiError(
+            422, f"invalid {param!r}: {exc}", code="invalid_voice_data", param=param
+        ) from None
+    except ImportError as exc:  # cn2an/num2words: the transcript has numbers to spell out
+        raise _extra_missing(exc) from None
+
+
+def _extra_missing(exc: ImportError) -> ApiError:
+    return ApiError(
+        500,
+        f"this server cannot check voice transcripts ({exc}); install the chattts extra "
+        "(pip install '.[chattts]') on the web tier",
+        code="chattts_extra_missing",
+    )
+
+
+async def _from_json(request: web.Request) -> dict[str, Any]:
+    payload = await json_body(request)
+    if not isinstance(payload, dict):
+        raise ApiError(422, "the body must be a JSON object", code="invalid_body")
+    _unknown(payload, JSON_FIELDS)
+    name = _new_name(payload.get("name"))
+    embedding = payload.get("embedding")
+    if not isinstance(embedding, str) or not embedding.strip():
+        raise ApiError(
+            422,
+            "'embedding' is required: a ChatTTS speaker embedding string (or send a reference "
+            "recording as multipart/form-data with 'name', 'transcript' and 'audio')",
+            code="missing_field",
+            param="embedding",
+        )
+    embedding = embedding.strip()
+    kind = await _check_data(embedding, "embedding")
+    return {"name": name, "embedding": embedding, "kind": kind, **_metadata(payload)}
+
+
+async def _read_part(part: BodyPartReader, limit: int, what: str) -> bytes:
+    data = bytearray()
+    while chunk := await part.read_chunk(64 * 1024):
+        data += chunk
+        if len(data) > limit:
+            raise ApiError(
+                413, f"{what} is larger than the limit of {limit} bytes", code="body_too_large"
+            )
+    return bytes(data)
+
+
+async def _from_form(request: web.Request) -> dict[str, Any]:
+    if request.content_length is not None and request.content_length > MAX_RECORDING_BYTES * 1.1:
+        raise ApiError(
+            413,
+            f"the request body is larger than the limit of {MAX_RECORDING_BYTES} bytes",
+            code="body_too_large",
+        )
+    values: dict[str, Any] = {}
+    audio: bytes | None = None
+    if request.content_type == "application/x-www-form-urlencoded":  # a form without its file
+        posted = await request.post()
+        _unknown(dict(posted), FORM_FIELDS)
+        values = {k: v for k, v in posted.items() if isinstance(v, str)}
+    else:
+        try:
+            async with asyncio.timeout(FORM_DEADLINE_S):
+                audio = await _read_multipart(request, values)
+        except TimeoutError:
+            raise ApiError(
+                408,
+                f"the form took longer than {FORM_DEADLINE_S:g} s to arrive; send it again",
+                code="body_timeout",
+            ) from None
+        except ValueError as exc:  # no boundary, or a body that does not follow it
+            message = f"the multipart/form-data body could not be read: {exc}"
+            raise ApiError(400, message, code="invalid_multipart") from None
+    name = _new_name(values.get("name"))
+    transcript = (values.get("transcript") or "").strip()
+    if not transcript or len(transcript) > MAX_TRANSCRIPT_CHARS:
+        raise ApiError(
+            422,
+            f"'transcript' is required: what is said in the recording (at most "
+            f"{MAX_TRANSCRIPT_CHARS} characters)",
+            code="invalid_transcript",
+            param="transcript",
+        )
+    if not audio:
+        raise ApiError(
+            422,
+            f"'audio' is required: a {MIN_RECORDING_S:g}-{MAX_RECORDING_S:g} s recording "
+            "(WAV, FLAC or Ogg) of the voice saying the transcript",
+            code="missing_field",
+            param="audio",
+        )
+    meta = _metadata(values)
+    if meta["language"] is None:
+        meta["language"] = "zh-CN" if re.search(r"[\u4e00-\u9fff]", transcript) else "en"
+    try:
+        data = await asyncio.to_thread(_pack_recording, audio, transcript)
+    except ValueError as exc:
+        raise ApiError(
+            422, f"invalid 'audio': {exc}", code="invalid_voice_data", param="audio"
+        ) from None
+    except ImportError as exc:
+        raise _extra_missing(exc) from None
+    return {"name": name, "embedding": data, "kind": "recording", **meta}
+
+
+async def _read_multipart(request: web.Request, values: dict[str, Any]) -> bytes | None:
+    """Read the form's text fields into `values`; return the `audio` file's bytes, if sent."""
+    audio: bytes | None = None
+    reader = await request.multipart()
+    parts = 0
+    while (part := await reader.next()) is not None:
+        parts += 1
+        if parts > MAX_FORM_PARTS:
+            raise ApiError(422, f"a form of more than {MAX_FORM_PARTS} parts", code="invalid_body")
+        if not isinstance(part, BodyPartReader):
+            raise ApiError(422, "nested multipart bodies are not accepted", code="invalid_body")
+        _unknown({part.name or "(unnamed)": None}, FORM_FIELDS)
+        if part.name == "audio":
+            audio = await _read_part(part, MAX_RECORDING_BYTES, "the 'audio' file")
+        else:
+            raw = await _read_part(part, _MAX_FORM_FIELD_BYTES, f"field {part.name!r}")
+            values[str(part.name)] = raw.decode(part.get_charset("utf-8"), errors="replace")
+    return audio
+
+
+def _pack_recording(audio: bytes, transcript: str) -> str:
+    """Decode a recording (any format libsndfile reads) and pack it as ChatTTS voice data. Its
+    header is checked before any sample is decoded, and samples are read a second at a time into
+    mono, so memory stays bounded whatever the file claims."""
+    try:
+        with sf.SoundFile(io.BytesIO(audio)) as f:
+            rate, channels = f.samplerate, f.channels
+            if channels > MAX_RECORDING_CHANNELS:
+                raise ValueError(f"{channels} channels: send mono or stereo")
+            if not RECORDING_RATES[0] <= rate <= RECORDING_RATES[1]:
+                raise ValueError(
+                    f"a sample rate of {rate} Hz: {RECORDING_RATES[0]}-{RECORDING_RATES[1]} Hz "
+                    "needed"
+                )
+            seconds = f.frames / rate
+            if not MIN_RECORDING_S <= seconds <= MAX_RECORDING_S:
+                raise ValueError(
+                    f"the recording lasts {seconds:.1f} s: "
+                    f"{MIN_RECORDING_S:g}-{MAX_RECORDING_S:g} s needed"
+                )
+            limit = int(MAX_RECORDING_S * rate)
+            pieces: list[np.ndarray] = []
+            read = 0
+            for block in f.blocks(blocksize=rate, dtype="float32", always_2d=True):
+                read += len(block)
+                if read > limit:  # more samples than its header said
+                    raise ValueError(f"the recording lasts over {MAX_RECORDING_S:g} s")
+                pieces.append(block.mean(axis=1))
+    except (sf.LibsndfileError, RuntimeError, TypeError) as exc:
+        raise ValueError(
+            f"it could not be decoded as audio (send WAV, FLAC or Ogg): {exc}"
+        ) from None
+    mono = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+    return recording_voice_data(mono, rate, transcript)
+
+
+async def read_registration(request: web.Request) -> dict[str, Any]:
+    """The fields of a registration: JSON with `embedding`, or a recording as a form."""
+    if request.content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        return await _from_form(request)
+    if request.content_type == "application/json" or request.content_type.endswith("+json"):
+        return await _from_json(request)
+    raise ApiError(
+        415,
+        "send JSON ({'name', 'embedding'}) or multipart/form-data ('name', 'transcript' "
+        f"and an 'audio' file); got {request.content_type!r}",
+        code="unsupported_media_type",
+    )
