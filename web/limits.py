@@ -5,8 +5,9 @@ Two small Lua scripts, written here rather than taken from a library: the well-k
 process memory, and we need our own client (its timeouts, Sentinel and Cluster later) and one
 slot per queue.
 
-- `allow` is GCRA (a token bucket kept as one timestamp per key): `rate` requests per second on
-  average, `burst` at once. It answers how long to wait when refused.
+- `check_rate` is GCRA (a token bucket kept as one timestamp per key): `rate` requests per second
+  on average, `burst` at once, for every bucket of a request in one script. It answers how long
+  to wait when refused.
 - `lease` counts live connections as a sorted set of leases that expire: a web process that dies
   holding connections frees them after LEASE_S without anyone cleaning up.
 
@@ -34,16 +35,23 @@ from .identity import client_id
 # A connection's lease: renewed every LEASE_S / 3 while it lives, gone LEASE_S after a crash.
 LEASE_S = 60.0
 
+# All of a request's buckets at once: it is admitted by every one or charged to none.
 _ALLOW = """
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local interval, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or now)
-if tat < now then tat = now end
-local wait = tat + interval - now - interval * burst
-if wait > 0 then return wait end
-redis.call('SET', KEYS[1], tat + interval, 'PX', math.ceil(tat + interval - now))
-return 0
+local next_tat = {}
+for i, key in ipairs(KEYS) do
+  local interval, burst = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
+  local tat = tonumber(redis.call('GET', key) or now)
+  if tat < now then tat = now end
+  local wait = tat + interval - now - interval * burst
+  if wait > 0 then return {i, math.ceil(wait)} end
+  next_tat[i] = tat + interval
+end
+for i, key in ipairs(KEYS) do
+  redis.call('SET', key, next_tat[i], 'PX', math.ceil(next_tat[i] - now))
+end
+return {0, 0}
 """
 
 _LEASE = """
@@ -75,24 +83,24 @@ class RateLimited(ApiError):
         return {**super().error(), "limit": self.limit}
 
 
-async def allow(redis: Redis, key: str, per_s: float, burst: int) -> float:
-    """Take one request from `key`'s bucket: 0 when allowed, else the seconds to wait."""
-    if per_s <= 0:
-        return 0.0
-    interval_ms = 1000.0 / per_s
-    wait_ms: Any = await redis.eval(_ALLOW, 1, key, interval_ms, max(1, burst))
-    return float(wait_ms) / 1000.0
-
-
 async def check_rate(
     redis: Redis, keys: Keys, scope: str, who: dict[str, tuple[str, float, int]], fix: str = ""
 ) -> None:
-    """Raise RateLimited when any of `who` ({kind: (identity, per second, burst)}) is over."""
-    for kind, (identity, per_s, burst) in who.items():
-        wait = await allow(redis, keys.rate(f"{scope}:{kind}", identity), per_s, burst)
-        if wait > 0:
-            what = f"{scope} from this {kind}"
-            raise RateLimited(what, f"{per_s:g} per second (bursts of {burst})", wait, fix)
+    """Raise RateLimited when any of `who` ({kind: (identity, per second, burst)}) is over; one
+    round trip for all of them (a rate of 0 is no limit)."""
+    kinds = [(kind, spec) for kind, spec in who.items() if spec[1] > 0]
+    if not kinds:
+        return
+    buckets = [keys.rate(f"{scope}:{kind}", identity) for kind, (identity, _, _) in kinds]
+    args: list[float] = []
+    for _, (_, per_s, burst) in kinds:
+        args += [1000.0 / per_s, max(1, burst)]
+    refused, wait_ms = await redis.eval(_ALLOW, len(buckets), *buckets, *args)
+    if int(refused):
+        kind, (_, per_s, burst) = kinds[int(refused) - 1]
+        what = f"{scope} from this {kind}"
+        limit = f"{per_s:g} per second (bursts of {burst})"
+        raise RateLimited(what, limit, int(wait_ms) / 1000.0, fix)
 
 
 @contextlib.asynccontextmanager

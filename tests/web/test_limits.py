@@ -114,3 +114,23 @@ async def test_voice_bytes_per_owner(make_client: ClientFactory) -> None:
     ).status == 201
     response = await client.post("/v1/voices", json={"name": "bigger", "embedding": EMBEDDING})
     assert (await _refusal(response))["limit"] == "bytes of voice data registered by this client"
+
+
+async def test_a_refused_request_is_charged_to_no_bucket(make_client: ClientFactory) -> None:
+    """Refused for its address, a request leaves its client's budget untouched."""
+    client = await make_client(
+        submit_rate_per_client=0.1,  # one token, and the next in 10 s
+        submit_burst_per_client=1,
+        submit_rate_per_address=0.5,
+        submit_burst_per_address=3,
+    )
+    async with aiohttp.ClientSession() as other:  # another client, same address
+        url = client.make_url("/v1/tts/jobs")
+        for _ in range(3):
+            async with other.post(url, json={"text": "x"}) as response:
+                assert response.status == 202  # the address's 3 are used up here
+    refused = await client.post("/v1/tts/jobs", json={"text": "mine"})
+    assert (await _refusal(refused))["limit"] == "submissions from this address"
+    # The address's budget comes back (2 s per token); this client's one token was never taken.
+    await asyncio.sleep(2.1)
+    assert (await client.post("/v1/tts/jobs", json={"text": "mine"})).status == 202
