@@ -158,8 +158,11 @@ async def identity_middleware(request: web.Request, handler: Handler) -> web.Str
 
 async def set_client_cookie(request: web.Request, response: web.StreamResponse) -> None:
     """on_response_prepare: give every response to a cookie-less client its identity cookie."""
+    cookie = request.cookies.get(COOKIE)
+    if cookie is not None and request.get(CLIENT) == cookie:
+        return  # client_id verified this very cookie: no second HMAC on every answer
     secret = request.app[COOKIE_SECRET]
-    if _valid_cookie(secret, request.cookies.get(COOKIE)):
+    if _valid_cookie(secret, cookie):
         return
     token = request.get(NEW_COOKIE) or _new_token(secret)
     request[NEW_COOKIE] = token
