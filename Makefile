@@ -48,8 +48,10 @@ pytest: install-dev
 bench: install-dev
 	$(PY) -m bench.suite $(BENCH_ARGS)
 
+## Workers killed and Redis restarted mid-run, then a Sentinel failover under load (bench/failover.py).
 chaos: install-dev
 	$(PY) -m bench.chaos
+	$(PY) -m bench.failover
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache data

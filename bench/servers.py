@@ -72,6 +72,19 @@ def start_ours(procs: Processes, redis_url: str, tmp: Path, **changes: object) -
     return url, proc
 
 
+def start_service(procs: Processes, settings: Settings, workers: int) -> str:
+    """One web process and `workers` workers of `settings`, ready (a worker alive): its URL."""
+    port = free_port()
+    env = {**os.environ, **settings.replace(port=port).to_env()}
+    procs.start("web", [sys.executable, "-m", "web.cli", "web"], env, cwd=REPO_ROOT)
+    for n in range(workers):
+        worker_env = {**env, "CHATTTS_WORKER_NAME": f"w{n}", "CHATTTS_WORKER_METRICS_PORT": "0"}
+        procs.start(f"worker{n}", [sys.executable, "-m", "web.cli", "worker"], worker_env)
+    url = f"http://127.0.0.1:{port}"
+    wait_http(procs, f"{url}/readyz")
+    return url
+
+
 def start_baseline(procs: Processes, redis_url: str, args: argparse.Namespace) -> str:
     """The baseline's submit API (uvicorn, one process, as its README runs it) on Redis db 1."""
     baseline_dir = baseline_env.find_baseline(args.baseline_dir)

@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from redis.asyncio import Redis as AsyncRedis
 
 from workers.infra.embedded_redis import EmbeddedRedis
+from workers.infra.redis_client import connect_sync
 from workers.infra.settings import LIMITS_OFF, Settings
 from workers.queue.keys import Keys
 
@@ -103,7 +103,7 @@ class WorkerProcess:
         self.redis_url = environment["CHATTTS_REDIS_URL"]
 
     def wait_ready(self, timeout: float = 60.0) -> WorkerProcess:
-        client = redis.Redis.from_url(self.redis_url)
+        client = connect_sync(self.redis_url)
         deadline = time.monotonic() + timeout
         try:
             while not client.exists(self.keys.worker(self.name)):

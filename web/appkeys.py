@@ -7,8 +7,8 @@ throughput meter, the metrics registry), which therefore never import it.
 from __future__ import annotations
 
 from aiohttp import web
-from redis.asyncio import Redis
 
+from workers.infra.redis_client import RedisClient
 from workers.infra.settings import Settings
 from workers.queue.keys import Keys
 from workers.queue.store import Queue
@@ -19,7 +19,7 @@ from .throughput import ThroughputMeter
 
 SETTINGS = web.AppKey("settings", Settings)
 KEYS = web.AppKey("keys", Keys)
-REDIS = web.AppKey("redis", Redis)
+REDIS: web.AppKey[RedisClient] = web.AppKey("redis")
 QUEUE = web.AppKey("queue", Queue)
 HUB = web.AppKey("hub", EventHub)
 CONNECTIONS = web.AppKey("connections", Connections)

@@ -17,6 +17,7 @@ from redis.exceptions import ResponseError
 
 from workers.infra.logs import job_context
 from workers.infra.redis_client import REDIS_DOWN
+from workers.queue.store import QueueError
 
 from .access_log import request_job_id
 from .appkeys import METRICS, SETTINGS, THROUGHPUT
@@ -83,6 +84,30 @@ def _store_full_error() -> ApiError:
     )
 
 
+def _replicas_short(request: web.Request) -> int | None:
+    """Replicas in sync, when fewer than CHATTTS_REDIS_MIN_REPLICAS and this request writes."""
+    wanted = request.app[SETTINGS].redis_min_replicas
+    meter = request.app.get(THROUGHPUT)
+    if wanted <= 0 or meter is None or request.method not in ("POST", "DELETE"):
+        return None
+    in_sync = meter.replicas_in_sync
+    if in_sync is None or in_sync >= wanted or not request.path.startswith(_NEEDS_STORE):
+        return None
+    return in_sync
+
+
+def _replicas_short_error(in_sync: int, wanted: int) -> ApiError:
+    return ApiError(
+        503,
+        f"Redis's primary has {in_sync} replica(s) in sync and this service requires {wanted} "
+        "before it accepts a change (CHATTTS_REDIS_MIN_REPLICAS), so that it survives the loss "
+        "of the primary. Nothing was written; retry in a few seconds (a failover or a "
+        "replica's resync is under way)",
+        code="not_enough_replicas",
+        headers={"Retry-After": "2"},
+    )
+
+
 def _missing_static(request: web.Request) -> bool:
     """A static path with no file behind it. aiohttp finds out only while it sends the answer,
     then sends an empty 404 that no middleware sees; we say so before, in our shape."""
@@ -112,9 +137,13 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
             raise redis_unavailable()
         if _store_full(request):
             raise _store_full_error()
+        if (in_sync := _replicas_short(request)) is not None:
+            raise _replicas_short_error(in_sync, request.app[SETTINGS].redis_min_replicas)
         return await handler(request)
     except ApiError as exc:
         error = exc
+    except QueueError as exc:  # views that refine the answer (Retry-After) catch it themselves
+        error = ApiError(exc.status, str(exc), code=exc.code, headers={"Retry-After": "1"})
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -15,12 +15,10 @@ from typing import Any
 
 import orjson
 from aiohttp import WSCloseCode, web
-from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
-from workers.infra.redis_client import REDIS_DOWN
+from workers.infra.redis_client import REDIS_DOWN, RedisClient, connect
 from workers.infra.settings import Settings
 from workers.queue.job import TERMINAL_STATES
 from workers.queue.keys import Keys
@@ -237,10 +235,12 @@ class EventHub:
     def subscriber_count(self) -> int:
         return sum(len(s) for s in self._subs.values())
 
-    def _dispatch(self, channel: bytes | str) -> None:
-        name = channel.decode() if isinstance(channel, bytes) else channel
-        for sub in self._subs.get(self.keys.stream_for_channel(name), ()):
-            sub.ring()
+    def _dispatch(self, data: bytes | str) -> None:
+        """A doorbell's payload: the names of the event streams that grew, one per line."""
+        text = data.decode() if isinstance(data, bytes) else data
+        for stream in text.split("\n"):
+            for sub in self._subs.get(stream, ()):
+                sub.ring()
 
     def _wake_all(self) -> None:
         for subs in self._subs.values():
@@ -249,17 +249,9 @@ class EventHub:
 
     # -- the connection -----------------------------------------------------------------------
 
-    def _client(self) -> Redis:
+    def _client(self) -> RedisClient:
         # Own connection, no hidden retries: we must notice every reconnect to wake subscribers.
-        client: Redis = Redis.from_url(
-            self.settings.redis_url or "",
-            socket_connect_timeout=2.0,
-            socket_timeout=5.0,
-            socket_keepalive=True,
-            health_check_interval=5,
-            retry=Retry(NoBackoff(), 0),
-        )
-        return client
+        return connect(self.settings, retries=0, socket_keepalive=True, health_check_interval=5)
 
     def _connected(self) -> None:
         self.connects += 1
@@ -275,27 +267,39 @@ class EventHub:
         delay = BACKOFF_START_S
         while not self._stopped:
             client = self._client()
-            pubsub = client.pubsub()
+            pubsub: Any = client.pubsub()
+            # In a cluster the doorbell is a sharded channel: only the queue's shard carries it.
+            sharded = isinstance(client, RedisCluster)
             try:
-                await pubsub.psubscribe(self.keys.channel_pattern)
+                if sharded:
+                    await pubsub.ssubscribe(self.keys.doorbell)
+                else:
+                    await pubsub.subscribe(self.keys.doorbell)
                 while not self._stopped:
                     # A bounded wait (not get_message()'s busy default) that also runs the
                     # connection's health check now and then.
-                    message: Any = await pubsub.get_message(timeout=1.0)
+                    if sharded:
+                        message = await pubsub.get_sharded_message(timeout=1.0)
+                    else:
+                        message = await pubsub.get_message(timeout=1.0)
                     if message is None:
                         continue
-                    if message["type"] == "pmessage":
-                        self._dispatch(message["channel"])
-                    elif message["type"] == "psubscribe":
+                    if message["type"] in ("message", "smessage"):
+                        self._dispatch(message["data"])
+                    elif message["type"] in ("subscribe", "ssubscribe"):
                         self._connected()
                         delay = BACKOFF_START_S
+                    elif message["type"] == "sunsubscribe":
+                        # The slot moved to another node (resharding, failover): subscribe
+                        # again, where the cluster now keeps it.
+                        raise ConnectionError("the doorbell's shard moved")
             except (RedisError, OSError) as exc:
                 if self.connected.is_set():
                     log.warning("event hub: pub/sub connection lost: %s", exc)
                 self.connected.clear()
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()
                 with contextlib.suppress(Exception):
                     await client.aclose()
             await asyncio.sleep(delay)

@@ -24,8 +24,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
-from redis.asyncio import Redis
 
+from workers.infra.redis_client import RedisClient
 from workers.queue.keys import Keys
 
 from .appkeys import QUEUE, SETTINGS
@@ -84,7 +84,11 @@ class RateLimited(ApiError):
 
 
 async def check_rate(
-    redis: Redis, keys: Keys, scope: str, who: dict[str, tuple[str, float, int]], fix: str = ""
+    redis: RedisClient,
+    keys: Keys,
+    scope: str,
+    who: dict[str, tuple[str, float, int]],
+    fix: str = "",
 ) -> None:
     """Raise RateLimited when any of `who` ({kind: (identity, per second, burst)}) is over; one
     round trip for all of them (a rate of 0 is no limit)."""
@@ -104,7 +108,9 @@ async def check_rate(
 
 
 @contextlib.asynccontextmanager
-async def connection_lease(redis: Redis, caps: dict[str, tuple[str, int]]) -> AsyncIterator[None]:
+async def connection_lease(
+    redis: RedisClient, caps: dict[str, tuple[str, int]]
+) -> AsyncIterator[None]:
     """Hold a live-connection lease under each of `caps` ({key: (what, cap)}) while the block
     runs; RateLimited when any is full (leases taken so far are given back)."""
     member = secrets.token_hex(8)
@@ -174,7 +180,7 @@ def stream_lease(request: web.Request, client: str | None = None) -> Any:
     return connection_lease(queue.redis, caps)
 
 
-async def _renew(redis: Redis, keys: list[str], member: str) -> None:
+async def _renew(redis: RedisClient, keys: list[str], member: str) -> None:
     while True:
         await asyncio.sleep(LEASE_S / 3)
         with contextlib.suppress(Exception):  # a Redis outage: the lease may lapse, no harm

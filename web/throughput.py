@@ -12,7 +12,9 @@ depth / (active x rate). Answers are whole seconds clamped to [MIN_S, MAX_S]. Wi
 (the process has sampled for less than MIN_SPAN_S) the answer is DEFAULT_S; when nothing finished
 over a full window while jobs wait (no worker, or stalled ones) it is MAX_S.
 
-The sample also reads Redis's memory: at its maxmemory, submissions get 503 at once (store_full).
+The sample also reads Redis's memory: at its maxmemory, submissions get 503 at once (store_full);
+and its replication: with fewer replicas in sync than CHATTTS_REDIS_MIN_REPLICAS (a failover, a
+replica resyncing), submissions get 503 at once, before anything is written (replicas_short).
 
 The same sample is the process's health probe of Redis. DOWN_AFTER_FAILURES failed probes in a
 row (errors, or no answer within PROBE_TIMEOUT_S: a hung or unreachable server, where each command
@@ -36,6 +38,8 @@ from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
+from workers.infra.redis_client import target_of
+from workers.infra.topology import replicas_in_sync
 from workers.queue.keys import CONSUMER_GROUP
 from workers.queue.store import Queue
 
@@ -80,6 +84,7 @@ class ThroughputMeter:
         self._samples: deque[Sample] = deque()
         self.failures = 0  # probes failed in a row
         self.store_full = False  # Redis is at its maxmemory (noeviction): admit no new work
+        self.replication: dict[str, object] = {}  # the queue's primary's INFO replication
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -87,6 +92,11 @@ class ThroughputMeter:
     def store_down(self) -> bool:
         """Redis failed the last probes: answer 503 at once rather than wait on it."""
         return self.failures >= DOWN_AFTER_FAILURES
+
+    @property
+    def replicas_in_sync(self) -> int | None:
+        """Replicas streaming from the queue's primary at the last sample (None: not known)."""
+        return replicas_in_sync(self.replication) if self.replication else None
 
     def add(self, finished: int, depth: int) -> None:
         now = self._clock()
@@ -122,19 +132,29 @@ class ThroughputMeter:
         return max(MIN_S, min(MAX_S, math.ceil(depth / max(1, share) / rate)))
 
     async def sample(self, queue: Queue) -> None:
+        node = await target_of(queue.redis, queue.keys.jobs)  # in a cluster: the queue's shard
         async with queue.redis.pipeline(transaction=False) as pipe:
             pipe.hmget(queue.keys.stats, list(FINISHED))
             pipe.xlen(queue.keys.jobs)
             pipe.xlen(queue.keys.jobs_high)
-            pipe.info("memory")
+            if not node:  # a cluster pipeline carries no INFO: asked apart below
+                pipe.info("memory")
+                pipe.info("replication")
             for stream in queue.keys.streams:
                 pipe.xpending(stream, CONSUMER_GROUP)
             # No consumer group yet (no worker ever started) is not an outage: errors of the
             # XPENDINGs count as nothing pending; those of the other commands are raised.
-            counts, depth, depth_high, memory, *pending = await pipe.execute(raise_on_error=False)
-        for result in (counts, depth, depth_high, memory):
+            results = await pipe.execute(raise_on_error=False)
+        if node:
+            results[3:3] = [
+                await queue.redis.info("memory", **node),
+                await queue.redis.info("replication", **node),
+            ]
+        counts, depth, depth_high, memory, replication, *pending = results
+        for result in (counts, depth, depth_high, memory, replication):
             if isinstance(result, Exception):
                 raise result
+        self.replication = dict(replication)
         # Redis refuses plain writes past maxmemory but lets scripts without flags write on:
         # the web tier admits no new jobs or voices meanwhile (work in flight still finishes).
         limit = int(memory.get("maxmemory") or 0)

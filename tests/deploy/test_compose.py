@@ -4,6 +4,7 @@ mounts and health checks."""
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,6 +18,7 @@ from tests.deploy.helpers import (
     DOCKERFILE,
     ENV_ALIASES,
     PROMETHEUS,
+    ROOT,
     check_env_name,
     compose,
     dockerfile_stages,
@@ -26,8 +28,12 @@ from tests.deploy.helpers import (
     route_paths,
 )
 from web.app import SHUTDOWN_TIMEOUT_S
+from workers.infra.redis_client import DEFAULT_SENTINEL_PORT, parse_url
 
 REDIS_PORT = 6379  # the port of redis-server unless told otherwise (no --port anywhere here)
+# What a user must export before `docker compose up` (the file's ${VAR:?...}).
+USER_ENV = {"CHATTTS_COOKIE_SECRET": "0" * 64}
+HA_PROFILE = "ha"
 
 
 def duration_s(text: str) -> float:
@@ -42,6 +48,54 @@ def compose_env(service: Mapping[str, Any]) -> dict[str, str]:
     if isinstance(env, list):
         env = dict(item.split("=", 1) for item in env)
     return {str(k): str(v) for k, v in env.items()}
+
+
+_VARIABLE = re.compile(r"\$(?:(\$)|\{(\w+)(?:(:?[-?+])([^}]*))?\}|(\w+))")
+
+
+def interpolate(text: str, environ: Mapping[str, str]) -> str:
+    """What Compose makes of a value given this environment: $$, $VAR, ${VAR}, ${VAR:-default},
+    ${VAR-default}, ${VAR:?error}, ${VAR?error}, ${VAR:+other}, ${VAR+other}."""
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(1):
+            return "$"
+        name = match.group(2) or match.group(5)
+        op, arg = match.group(3) or "", match.group(4) or ""
+        value = environ.get(name)
+        unset = value is None or (op.startswith(":") and value == "")
+        if op.endswith("-"):
+            return arg if unset else str(value)
+        if op.endswith("?"):
+            assert not unset, f"compose refuses to start: {name} is unset ({arg})"
+            return str(value)
+        if op.endswith("+"):
+            return "" if unset else arg
+        return value or ""
+
+    return _VARIABLE.sub(substitute, text)
+
+
+def resolved_env(service: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    return {k: interpolate(v, environ) for k, v in compose_env(service).items()}
+
+
+def redis_options(argv: list[str]) -> dict[str, list[str]]:
+    """`redis-server --option value... --option value...` as {"--option": [value, ...]}."""
+    assert argv[0] == "redis-server" and (len(argv) == 1 or argv[1].startswith("--")), argv
+    options: dict[str, list[str]] = {}
+    values: list[str] = []
+    for arg in argv[1:]:
+        if arg.startswith("--"):
+            values = options.setdefault(arg, [])
+        else:
+            values.append(arg)
+    return options
+
+
+def redis_password(options: Mapping[str, list[str]], option: str = "--requirepass") -> str | None:
+    value = options.get(option)
+    return value[0] if value else None
 
 
 def compose_services_running(command: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -83,7 +137,7 @@ def test_compose_services_run_real_commands_with_real_settings() -> None:
         assert (COMPOSE.parent / build["context"] / build["dockerfile"]).resolve() == DOCKERFILE
         target = build["target"]
         assert target in stages and service["image"].endswith(f":{target}"), name
-        env = compose_env(service)
+        env = resolved_env(service, USER_ENV)
         for var in env:
             if var not in ENV_ALIASES:
                 check_env_name(var, f"compose {name}")
@@ -120,7 +174,9 @@ def test_compose_gpu_worker_reserves_a_gpu_and_reads_the_model_read_only() -> No
         devices = service["deploy"]["resources"]["reservations"]["devices"]
         assert any("gpu" in d["capabilities"] for d in devices), name
         settings = effective_settings(
-            {**image_env(stages["gpu"]), **compose_env(service)}, service["command"], name
+            {**image_env(stages["gpu"]), **resolved_env(service, USER_ENV)},
+            service["command"],
+            name,
         )
         assert settings.engine == "chattts" and settings.model_dir, name
         read_only = {
@@ -169,3 +225,134 @@ def test_compose_publishes_nothing_to_the_network_by_default() -> None:
     assert grafana["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")
     redis_args = services["redis"]["command"]
     assert redis_args[redis_args.index("--maxmemory") + 1] != "${REDIS_MAXMEMORY:-0}"
+
+
+def documented_ha_command() -> tuple[dict[str, str], list[str]]:
+    """The command the comments of compose.yaml give for profile "ha": its environment
+    assignments and its arguments (a trailing backslash continues a comment line)."""
+    comments = [
+        line.split("#", 1)[1].strip() for line in COMPOSE.read_text().splitlines() if "#" in line
+    ]
+    text = "\n".join(comments).replace("\\\n", " ")
+    commands = [c for c in text.splitlines() if f"--profile {HA_PROFILE} up" in c]
+    assert len(commands) == 1, f"compose.yaml documents {len(commands)} ha commands"
+    words = shlex.split(commands[0])
+    environ: dict[str, str] = {}
+    while "=" in words[0]:
+        name, _, value = words.pop(0).partition("=")
+        environ[name] = value
+    assert words[:3] == ["docker", "compose", "-f"], words
+    assert (ROOT / words[3]).resolve() == COMPOSE, words
+    return environ, words
+
+
+def sentinel_config(name: str, service: Mapping[str, Any]) -> list[list[str]]:
+    """The configuration file a sentinel writes at start (its lines as words, with the shell's
+    variables substituted from the service's environment), and the command it then runs."""
+    command = service["command"]
+    assert command[:2] == ["sh", "-c"], f"{name}: {command}"
+    script = interpolate(command[2], {})  # Compose: $$ to $
+    written = re.fullmatch(
+        r"\[ -f (\S+) \] \|\| cat > (\S+) <<EOF\n(.*?)\nEOF\n(.*)\n?", script, re.DOTALL
+    )
+    assert written, f"{name}: not `[ -f CONF ] || cat > CONF <<EOF ... EOF` then a command"
+    path, target, body, rest = written.groups()
+    assert path == target, f"{name}: tests {path} but writes {target}"
+    assert path.startswith("/data/"), f"{name}: the config lives in the image's /data volume"
+    env = compose_env(service)
+    lines = [shlex.split(interpolate(line, env)) for line in body.splitlines() if line.strip()]
+    run = shlex.split(rest)
+    # The image's entrypoint starts redis-server as the redis user; --sentinel makes it one.
+    assert run == ["exec", "docker-entrypoint.sh", "redis-server", path, "--sentinel"], run
+    return lines
+
+
+def test_compose_ha_profile_is_a_primary_a_replica_and_three_sentinels() -> None:
+    services = compose()["services"]
+    ha = {name for name, s in services.items() if HA_PROFILE in (s.get("profiles") or [])}
+    sentinels = sorted(name for name in ha if name.startswith("sentinel-"))
+    assert ha == {"redis-replica", *sentinels} and len(sentinels) == 3, ha
+    for name in ha:
+        service = services[name]
+        assert service["profiles"] == [HA_PROFILE], f"{name} runs outside profile ha"
+        assert service["image"] == services["redis"]["image"], name
+        assert "ports" not in service, f"{name}: Redis is published to no network"
+        assert service["depends_on"]["redis"]["condition"] == "service_healthy", name
+        assert service["restart"] == "unless-stopped", name
+        assert service["healthcheck"]["test"][0] == "CMD-SHELL", name
+    assert "profiles" not in services["redis"], "the primary runs in every profile"
+
+    primary = redis_options(services["redis"]["command"])
+    password = redis_password(primary)
+    assert "--replicaof" not in primary
+    assert primary["--replica-announce-ip"] == ["redis"]
+
+    # The replica: the primary's durability and memory settings, replicating from it.
+    replica = redis_options(services["redis-replica"]["command"])
+    for option in ("--appendonly", "--appendfsync", "--maxmemory", "--maxmemory-policy", "--save"):
+        assert replica.get(option) == primary[option], option
+    assert replica["--replicaof"] == ["redis", str(REDIS_PORT)]
+    assert "--port" not in replica and "--port" not in primary
+    assert replica["--replica-announce-ip"] == ["redis-replica"]
+    assert redis_password(replica) == password, "the replica is the primary after a failover"
+    assert redis_password(replica, "--masterauth") == password
+    assert any(v.endswith(":/data") for v in services["redis-replica"]["volumes"])
+    assert "info replication" in services["redis-replica"]["healthcheck"]["test"][1]
+
+    # The sentinels: each watches the primary under one name, with the same quorum and password.
+    monitored: set[str] = set()
+    for name in sentinels:
+        lines = sentinel_config(name, services[name])
+        assert ["port", str(DEFAULT_SENTINEL_PORT)] in lines, name
+        assert f"-p {DEFAULT_SENTINEL_PORT} ping" in services[name]["healthcheck"]["test"][1]
+        assert ["sentinel", "announce-ip", name] in lines, f"{name} announces another name"
+        monitors = [words for words in lines if words[:2] == ["sentinel", "monitor"]]
+        assert len(monitors) == 1, name
+        _, _, master, host, port, quorum = monitors[0]
+        assert host == "redis" and int(port) == REDIS_PORT, name
+        assert int(quorum) == 2 and int(quorum) > len(sentinels) // 2, name
+        # Host names are read only once this is on: it must come before the monitor line.
+        assert ["sentinel", "resolve-hostnames", "yes"] in lines, name
+        resolve = lines.index(["sentinel", "resolve-hostnames", "yes"])
+        assert resolve < lines.index(monitors[0]), name
+        assert ["sentinel", "announce-hostnames", "yes"] in lines, name
+        for words in lines:
+            if words[0] == "sentinel" and words[1] not in (
+                "monitor",
+                "resolve-hostnames",
+                "announce-hostnames",
+                "announce-ip",
+            ):
+                assert words[2] == master, f"{name}: {words} is not about {master}"
+        settings = {words[1]: words[3:] for words in lines if len(words) > 3}
+        assert settings["down-after-milliseconds"] == ["5000"], name
+        assert settings["failover-timeout"] == ["60000"], name
+        assert settings["parallel-syncs"] == ["1"], name
+        auth = settings.get("auth-pass")
+        assert (auth[0] if auth else None) == password, f"{name}: not the primary's password"
+        monitored.add(master)
+    assert monitored == {"chattts"}
+
+    # The documented command: its URL names these sentinels and that master, and the services
+    # started with it connect there and wait for the replica.
+    environ, words = documented_ha_command()
+    assert words[4:] == ["--profile", HA_PROFILE, "up", "-d", "--build"], words
+    topology = parse_url(environ["CHATTTS_REDIS_URL"])
+    assert topology.shape == "sentinel" and topology.master == "chattts"
+    assert set(topology.nodes) == {(name, DEFAULT_SENTINEL_PORT) for name in sentinels}
+    assert topology.password == password
+    replicas = [name for name, s in services.items() if "--replicaof" in s.get("command", [])]
+    stages = dockerfile_stages()
+    for name, service in services.items():
+        if "build" in service:
+            env = {**image_env(stages[service["build"]["target"]])}
+            env.update(resolved_env(service, {**USER_ENV, **environ}))
+            settings_ = effective_settings(env, service["command"], name)
+            assert settings_.redis_url == environ["CHATTTS_REDIS_URL"], name
+            # 1 or more: the profile is for surviving the primary; no more than it has.
+            assert 1 <= settings_.redis_min_replicas <= len(replicas), name
+            default = effective_settings(
+                {**env, **resolved_env(service, USER_ENV)}, service["command"], name
+            )
+            assert default.redis_min_replicas == 0 and default.redis_url, name
+            assert parse_url(default.redis_url).shape == "single", name

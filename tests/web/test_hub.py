@@ -31,7 +31,7 @@ async def _append(aredis: Redis, stream: str, kind: str) -> str:
     """An event as the Lua scripts write it: stream entry, then the doorbell."""
     data = orjson.dumps({"type": kind, "ts": time.time(), "job": {"state": kind}})
     entry: Any = await aredis.xadd(stream, {"data": data})
-    await aredis.publish(stream.replace(":ev:", ":n:", 1), entry)
+    await aredis.publish(stream.split(":ev:", 1)[0] + ":n", stream)
     return str(entry.decode())
 
 

@@ -88,8 +88,8 @@ async def flood(aredis: Redis, keys: Keys, job_id: str, count: int) -> list[str]
             for stream in streams:
                 pipe.xadd(stream, {"data": data})
         ids = await pipe.execute()
-        for i, stream in enumerate(streams * count):
-            pipe.publish(stream.replace(":ev:", ":n:", 1), ids[i])
+        for _ in range(count):
+            pipe.publish(keys.doorbell, "\n".join(streams))
         await pipe.execute()
     client_ids = [i.decode() for i in ids[1::2]]
     return client_ids

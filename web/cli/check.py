@@ -11,13 +11,13 @@ import os
 import socket
 import time
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 from redis.exceptions import RedisError
 
-from workers.infra.redis_client import connect
+from workers.infra.redis_client import connect, mask_url, target_of
 from workers.infra.settings import ENV_PREFIX, Settings
+from workers.infra.topology import report
 from workers.queue.store import Queue
 
 # A probe answers within this, whatever state Redis is in (kubelet's default timeout is 1 s;
@@ -27,33 +27,16 @@ PROBE_TIMEOUT_S = 3.0
 STALE_PERIODS = 2.0
 
 
-# Query parameters that carry a secret (redis-py reads ?password=; others use the rest).
-_SECRET_PARAMS = frozenset({"password", "pass", "passwd", "secret", "token", "key"})
-
-
-def mask_url(url: str) -> str:
-    """The URL with its password (in the authority or the query) replaced by ***."""
-    parts = urlsplit(url)
-    if parts.query:
-        pairs = parse_qsl(parts.query, keep_blank_values=True)
-        masked = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs]
-        parts = parts._replace(query=urlencode(masked, safe="*"))
-    if parts.password is None:
-        return urlunsplit(parts)
-    user = parts.username or ""
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
-
-
 def masked_settings(settings: Settings) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for field in dataclasses.fields(settings):
         value = getattr(settings, field.name)
-        if field.name == "api_keys":
-            value = f"*** ({len(settings.api_key_set)} keys)" if settings.api_key_set else ""
+        if field.name in ("api_keys", "admin_keys") and value:
+            value = f"*** ({len([k for k in value.split(',') if k.strip()])} keys)"
         elif field.name == "redis_url" and value:
             value = mask_url(value)
+        elif ("secret" in field.name or "password" in field.name) and value:
+            value = "***"
         out[field.name] = value
     return out
 
@@ -74,9 +57,10 @@ async def _probe(settings: Settings) -> bool:
         start = time.perf_counter()
         await client.ping()
         latency_ms = (time.perf_counter() - start) * 1000
-        info: Any = await client.info("server")
-        print(f"redis: ok, version {info.get('redis_version')}, ping {latency_ms:.1f} ms")
         queue = Queue(client, settings)
+        info: Any = await client.info("server", **await target_of(client, queue.keys.jobs))
+        print(f"redis: ok, version {info.get('redis_version')}, ping {latency_ms:.1f} ms")
+        print(f"redis topology: {_topology_line(await report(client, queue.keys.jobs), settings)}")
         print(f"queue {settings.queue!r}: {await queue.depth()} entries in {queue.keys.jobs}")
         names: Any = await client.zrange(queue.keys.workers, 0, -1)
         beats: Any = (
@@ -99,6 +83,18 @@ async def _probe(settings: Settings) -> bool:
         await client.aclose()
 
 
+def _topology_line(topology: dict[str, Any], settings: Settings) -> str:
+    """One line: shape, the queue's primary, replicas in sync (and required), slot coverage."""
+    line = f"{topology['shape']}, the queue's primary {topology['primary']}"
+    line += f", {topology['replicas_in_sync']} replica(s) in sync"
+    if settings.redis_min_replicas:
+        line += f" ({settings.redis_min_replicas} required)"
+    if topology["shape"] == "cluster":
+        line += f", {topology['masters']} masters, {topology['slots_ok']}/16384 slots served"
+        line += f" (cluster_state {topology['cluster_state']})"
+    return line
+
+
 async def _heartbeats(client: Any, queue: Queue, name: str | None) -> list[dict[str, Any]]:
     """The heartbeat of worker `name`, or of every worker on this host when `name` is None."""
     if name is not None:
@@ -117,9 +113,15 @@ async def _probe_quietly(settings: Settings, live: bool, name: str | None) -> tu
     client = connect(settings)
     try:
         async with asyncio.timeout(PROBE_TIMEOUT_S):
-            await client.ping()
             if not live:
-                return True, "ready: Redis answers"
+                topology = await report(client, Queue(client, settings).keys.jobs)
+                line = _topology_line(topology, settings)
+                if topology["replicas_in_sync"] < settings.redis_min_replicas:
+                    return False, f"not ready: too few replicas in sync: {line}"
+                if topology["shape"] == "cluster" and not topology["slots_covered"]:
+                    return False, f"not ready: the cluster does not serve every slot: {line}"
+                return True, f"ready: Redis answers ({line})"
+            await client.ping()
             beats = await _heartbeats(client, Queue(client, settings), name)
     except (RedisError, OSError, TimeoutError) as exc:
         where = mask_url(settings.redis_url or "")

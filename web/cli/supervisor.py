@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workers.infra.embedded_redis import EmbeddedRedis, die_with_parent
+from workers.infra.redis_client import mask_url
 from workers.infra.settings import Settings
-
-from .check import mask_url
 
 log = logging.getLogger("chattts_online.run")
 

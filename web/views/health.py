@@ -1,4 +1,5 @@
-"""Probes: `/healthz` (the process answers) and `/readyz` (Redis answers and a worker is alive)."""
+"""Probes: `/healthz` (the process answers) and `/readyz` (Redis answers and a worker is alive;
+with the topology: the queue's primary, its replicas in sync, a cluster's slot coverage)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from web.appkeys import HUB, QUEUE, THROUGHPUT
+from web.appkeys import HUB, QUEUE, SETTINGS, THROUGHPUT
 from web.errors import json_response
+from workers.infra.topology import report
 
 from .voices import live_workers
 
@@ -22,22 +24,29 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     redis_ok, workers = False, 0
+    topology: dict[str, Any] | None = None
     meter = request.app.get(THROUGHPUT)
+    queue = request.app[QUEUE]
     try:
         if meter is not None and meter.store_down:
             raise TimeoutError  # known down: say so at once
         async with asyncio.timeout(READY_TIMEOUT_S):
-            await request.app[QUEUE].redis.ping()
+            topology = await report(queue.redis, queue.keys.jobs)
             redis_ok = True
             workers = len(await live_workers(request))
     except (RedisError, TimeoutError, OSError):
         pass
-    ready = redis_ok and workers > 0
+    wanted = request.app[SETTINGS].redis_min_replicas
+    durable = topology is None or topology["replicas_in_sync"] >= wanted
+    if topology is not None:
+        topology["replicas_required"] = wanted
+    ready = redis_ok and workers > 0 and durable
     body: dict[str, Any] = {
         "status": "ready" if ready else "not_ready",
         "redis": redis_ok,
         "workers": workers,
         "events": request.app[HUB].connected.is_set(),
+        "topology": topology,
     }
     if meter is not None:
         body["backlog"] = meter.alert.detail()

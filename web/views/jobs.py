@@ -37,11 +37,8 @@ def retry_after_s(exc: QueueError, app: web.Application | None = None) -> int:
 
 
 def _refusal(app: web.Application, exc: QueueError) -> ApiError:
-    code = {BacklogFull: "backlog_full", ClientCapReached: "too_many_active_jobs"}.get(
-        type(exc), "queue_refused"
-    )
     headers = {"Retry-After": str(retry_after_s(exc, app))}
-    return ApiError(exc.status, str(exc), code=code, headers=headers)
+    return ApiError(exc.status, str(exc), code=exc.code, headers=headers)
 
 
 async def submit_job(

@@ -135,7 +135,7 @@ async def submit(request: web.Request) -> web.Response:
         raise ApiError(
             exc.status,
             str(exc),
-            code="queue_refused",
+            code=exc.code,
             headers={"Retry-After": str(retry_after_s(exc, request.app))},
         ) from None
     request.app[METRICS].jobs_submitted.inc()

@@ -30,7 +30,7 @@ from web.schemas import json_body
 from workers.audio.formats import SAMPLE_RATE, mime_type
 from workers.audio.stream_encode import StreamEncoder
 from workers.queue.job import SynthesisRequest
-from workers.queue.store import BacklogFull, ClientCapReached, QueueError, Submitted
+from workers.queue.store import QueueError, Submitted
 
 from .chunks import Closing, closing_error, job_error, pcm_pieces, unless_gone
 from .jobs import retry_after_s
@@ -44,11 +44,8 @@ async def _enqueue(app: web.Application, request: SynthesisRequest, client: str)
     try:
         submitted = await app[QUEUE].enqueue(request, client)
     except QueueError as exc:
-        code = {BacklogFull: "backlog_full", ClientCapReached: "too_many_active_jobs"}.get(
-            type(exc), "queue_refused"
-        )
         headers = {"Retry-After": str(retry_after_s(exc, app))}
-        raise ApiError(exc.status, str(exc), code=code, headers=headers) from None
+        raise ApiError(exc.status, str(exc), code=exc.code, headers=headers) from None
     app[METRICS].jobs_submitted.inc()
     return submitted
 

@@ -22,6 +22,8 @@ from web.errors import ApiError, json_response, not_found
 from web.fleet import live_heartbeats
 from web.identity import client_id, is_admin
 from web.limits import RateLimited
+from workers.queue.durable import NotReplicated, run_replicated
+from workers.queue.store import Unreplicated
 from workers.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, DEFAULT_VOICE
 
 from .voice_uploads import NAME, read_registration
@@ -197,7 +199,24 @@ async def register_voice(request: web.Request) -> web.Response:
     size = len(record) + len(data.encode())
     await _within_quota(request, owner, size)
     keys = [queue.keys.voices, queue.keys.voice_data, queue.keys.owned_voices(owner)]
-    if not await queue.redis.eval(_REGISTER, 3, *keys, name, record, data, size):
+    settings = request.app[SETTINGS]
+    try:
+        registered = await run_replicated(
+            queue.redis,
+            queue.redis.register_script(_REGISTER),
+            keys,
+            [name, record, data, size],
+            settings.redis_min_replicas,
+            settings.redis_replica_wait_ms,
+        )
+    except NotReplicated as exc:
+        raise ApiError(
+            503,
+            f"the voice {name!r} reached Redis's primary, but {exc}. Check GET /v1/voices/{name} "
+            "before registering it again",
+            code=Unreplicated.code,
+        ) from None
+    if not registered:
         raise ApiError(
             409,
             f"a voice named {name!r} is already registered; delete it first "

@@ -31,7 +31,13 @@ class Settings:
     """Every knob of the service. Each field is read from `CHATTTS_<FIELD NAME IN CAPITALS>`."""
 
     # Redis. None means "start an embedded server" (only `chattts-online run` does that).
-    redis_url: str | None = None
+    redis_url: str | None = None  # redis://, rediss://, redis+sentinel://, redis+cluster://
+    redis_sentinel_password: str = ""  # the sentinels' own, when they have one
+    # Replicas that must hold a job before its submission is answered 202 (Redis WAIT): with 1,
+    # an accepted job survives the loss of the primary. 0: answer once the primary has it.
+    redis_min_replicas: int = 0
+    # How long a submission waits for them; a replica on the same network acks in a millisecond.
+    redis_replica_wait_ms: int = 500
     queue: str = "main"
     key_prefix: str = "tts"
     # A day: long enough to download a result the next morning, short enough to bound memory.

@@ -109,17 +109,12 @@ class Keys:
     def client_events(self, client: str) -> str:
         return f"{self.base}:ev:client:{client}"
 
-    def job_channel(self, job_id: str) -> str:
-        return f"{self.base}:n:job:{job_id}"
-
-    def client_channel(self, client: str) -> str:
-        return f"{self.base}:n:client:{client}"
-
     @property
-    def channel_pattern(self) -> str:
-        """One pattern subscription per web process receives every doorbell of the queue."""
-        return f"{self.base}:n:*"
+    def doorbell(self) -> str:
+        """The queue's one doorbell channel: each message names the event streams that grew.
 
-    def stream_for_channel(self, channel: str) -> str:
-        """The event stream a doorbell channel rings for."""
-        return channel.replace(":n:", ":ev:", 1)
+        One channel in the queue's slot, not one per stream: in a cluster it is a sharded
+        channel (SPUBLISH), carried by the queue's shard alone; every web process subscribes
+        to it once. The Lua scripts derive it from a stream's name (lua/_prelude.lua).
+        """
+        return f"{self.base}:n"

@@ -8,12 +8,13 @@ from importlib import resources
 from typing import Any
 
 import orjson
-from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import ResponseError
 
+from workers.infra.redis_client import RedisClient, parse_url
 from workers.infra.settings import Settings
 
+from .durable import NotReplicated, run_replicated
 from .job import Job, SynthesisRequest, new_job_id, queue_position
 from .keys import CONSUMER_GROUP, Keys
 
@@ -33,13 +34,15 @@ CHUNKS_LINGER_S = 600
 
 
 class QueueError(Exception):
-    """A submission the queue refused; `status` is the HTTP status that says so."""
+    """A submission the queue refused; `status` and `code` are the HTTP answer that says so."""
 
     status = 400
+    code = "queue_refused"
 
 
 class BacklogFull(QueueError):
     status = 429
+    code = "backlog_full"
 
     def __init__(self, depth: int) -> None:
         super().__init__(f"the queue holds {depth} jobs, its limit; retry later")
@@ -48,6 +51,7 @@ class BacklogFull(QueueError):
 
 class ClientCapReached(QueueError):
     status = 429
+    code = "too_many_active_jobs"
 
     def __init__(self, active: int) -> None:
         super().__init__(
@@ -55,6 +59,22 @@ class ClientCapReached(QueueError):
             "wait for some to finish"
         )
         self.active = active
+
+
+class Unreplicated(QueueError):
+    """The primary holds the change but too few replicas acknowledged it (durable.py)."""
+
+    status = 503
+    code = "not_replicated"
+
+    def __init__(self, cause: NotReplicated, job_id: str | None = None) -> None:
+        what = f"job {job_id}" if job_id else "change"
+        super().__init__(
+            f"the {what} reached Redis's primary, but {cause}, so it is not confirmed. Retry "
+            "(with the same Idempotency-Key for a submission: the retry finds this job instead "
+            "of adding another)"
+        )
+        self.job_id = job_id
 
 
 @dataclass(frozen=True)
@@ -76,13 +96,15 @@ class Started:
     stream: str  # the job stream its entry lives in
 
 
-def _load_scripts() -> dict[str, str]:
+def _load_scripts(sharded: bool) -> dict[str, str]:
+    """The scripts' sources; `sharded`: doorbells by SPUBLISH, for a Redis Cluster."""
     folder = resources.files("workers.queue") / "lua"
-    prelude = (folder / "_prelude.lua").read_text()
+    doorbell = f"local DOORBELL = '{'SPUBLISH' if sharded else 'PUBLISH'}'\n"
+    prelude = doorbell + (folder / "_prelude.lua").read_text()
     return {name: prelude + "\n" + (folder / f"{name}.lua").read_text() for name in SCRIPT_NAMES}
 
 
-_SOURCES = _load_scripts()
+_SOURCES = {sharded: _load_scripts(sharded) for sharded in (False, True)}
 
 
 def _s(value: Any) -> str:
@@ -92,12 +114,13 @@ def _s(value: Any) -> str:
 class Queue:
     """One queue (`settings.queue`) on one Redis client. Cheap to create; holds no connection."""
 
-    def __init__(self, redis: Redis, settings: Settings) -> None:
+    def __init__(self, redis: RedisClient, settings: Settings) -> None:
         self.redis = redis
         self.settings = settings
         self.keys = Keys(settings.key_prefix, settings.queue)
+        sharded = parse_url(settings.redis_url).sharded if settings.redis_url else False
         self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(source) for name, source in _SOURCES.items()
+            name: redis.register_script(source) for name, source in _SOURCES[sharded].items()
         }
 
     # -- shared helpers ---------------------------------------------------------------------
@@ -112,6 +135,22 @@ class Queue:
 
     async def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
         return await self._scripts[name](keys=keys, args=args)
+
+    async def _run_acknowledged(
+        self, name: str, keys: list[str], args: list[Any], *changed: str
+    ) -> Any:
+        """A change that a client is told has happened (a submission, a cancel): confirmed by
+        CHATTTS_REDIS_MIN_REPLICAS replicas first (NotReplicated otherwise) when the script's
+        verdict is one of `changed`."""
+        return await run_replicated(
+            self.redis,
+            self._scripts[name],
+            keys,
+            args,
+            self.settings.redis_min_replicas,
+            self.settings.redis_replica_wait_ms,
+            changed=lambda result: _s(result[0]) in changed,
+        )
 
     async def ensure_group(self) -> None:
         """Create the consumer group (and stream) if missing; safe to call from every process."""
@@ -136,32 +175,15 @@ class Queue:
         idem = k.idem(client, idempotency_key) if idempotency_key else k.job(job_id)
         stream = k.stream(request.priority)
         other = k.jobs if stream == k.jobs_high else k.jobs_high
-        result = await self._run(
-            "enqueue",
-            [
-                stream,
-                k.job(job_id),
-                k.job_events(job_id),
-                k.client_events(client),
-                idem,
-                k.active(client),
-                k.stats,
-                other,
-            ],
-            [
-                job_id,
-                client,
-                request.model_dump_json(),
-                time.time(),
-                self._ttl,
-                self.settings.max_backlog,
-                self.settings.max_active_per_client,
-                *self._maxlens,
-                request.voice,
-                request.format,
-                "1" if idempotency_key else "0",
-            ],
-        )
+        keys = [stream, k.job(job_id), k.job_events(job_id), k.client_events(client), idem]
+        keys += [k.active(client), k.stats, other]
+        args = [job_id, client, request.model_dump_json(), time.time(), self._ttl]
+        args += [self.settings.max_backlog, self.settings.max_active_per_client, *self._maxlens]
+        args += [request.voice, request.format, "1" if idempotency_key else "0"]
+        try:
+            result = await self._run_acknowledged("enqueue", keys, args, "ok", "dup")
+        except NotReplicated as exc:
+            raise Unreplicated(exc, job_id) from None
         status = _s(result[0])
         if status == "ok":
             return Submitted(
@@ -200,24 +222,14 @@ class Queue:
         k = self.keys
         client_field, stream_field = await self.redis.hmget(k.job(job_id), ["client", "stream"])
         owner = _s(client_field) if client_field is not None else ""
-        result = await self._run(
-            "cancel",
-            [
-                _s(stream_field) if stream_field else k.jobs,
-                k.job(job_id),
-                k.job_events(job_id),
-                k.client_events(owner),
-                k.stats,
-                k.active(owner),
-            ],
-            [
-                time.time(),
-                *self._maxlens,
-                self._ttl,
-                client or "",
-                min(self._ttl, self.settings.unstarted_ttl_s),
-            ],
-        )
+        keys = [_s(stream_field) if stream_field else k.jobs, k.job(job_id)]
+        keys += [k.job_events(job_id), k.client_events(owner), k.stats, k.active(owner)]
+        args = [time.time(), *self._maxlens, self._ttl, client or ""]
+        args += [min(self._ttl, self.settings.unstarted_ttl_s)]
+        try:
+            result = await self._run_acknowledged("cancel", keys, args, "cancelled", "cancelling")
+        except NotReplicated as exc:
+            raise Unreplicated(exc, job_id) from None
         return _s(result[0]), (_s(result[1]) if len(result) > 1 else None)
 
     async def position(self, job: Job) -> int:

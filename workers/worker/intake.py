@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from redis.asyncio import Redis
 
 from workers.engines import Engine, EngineError
 from workers.infra.logs import job_log
+from workers.infra.redis_client import RedisClient
 from workers.infra.settings import Settings
 from workers.queue.cache import cache_digest
 from workers.queue.keys import CONSUMER_GROUP
@@ -33,7 +33,7 @@ class Intake:
         self,
         name: str,
         settings: Settings,
-        redis: Redis,
+        redis: RedisClient,
         queue: Queue,
         reclaimer: Reclaimer,
         engine: Engine,

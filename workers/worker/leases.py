@@ -7,10 +7,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from workers.infra.logs import job_log
+from workers.infra.redis_client import RedisClient
 from workers.queue.keys import CONSUMER_GROUP, Keys
 from workers.queue.store import Queue
 
@@ -32,7 +32,7 @@ class Reclaimer:
     with many healthy running jobs ahead, expired ones further on are still found.
     """
 
-    def __init__(self, redis: Redis, keys: Keys, consumer: str, lease_ms: int) -> None:
+    def __init__(self, redis: RedisClient, keys: Keys, consumer: str, lease_ms: int) -> None:
         self.redis = redis
         self.keys = keys
         self.consumer = consumer

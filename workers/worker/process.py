@@ -18,12 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from workers.engines import Engine, EngineError, create_engine
 from workers.engines.base import ChunkSink, Segment
-from workers.infra.redis_client import REDIS_DOWN, connect
+from workers.infra.redis_client import REDIS_DOWN, RedisClient, connect
 from workers.infra.settings import Settings
 from workers.queue.store import Queue
 
@@ -62,7 +61,7 @@ class Worker:
         self._grace_deadline = float("inf")
         self.engine_stuck = False
         self._serving = False  # the engine thread runs a continuously batching engine's loop
-        self.redis: Redis | None = None
+        self.redis: RedisClient | None = None
         self.queue: Queue | None = None
         self.reclaimer: Reclaimer
         self.intake: Intake

@@ -38,7 +38,11 @@ def check(settings: Settings, *flags: str, **env: str) -> subprocess.CompletedPr
 def test_ready_follows_redis(settings: Settings) -> None:
     ok = check(settings, "--ready")
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "ready" in ok.stdout
+    assert "ready" in ok.stdout and "single, the queue's primary 127.0.0.1:" in ok.stdout
+    # A replica required and none there (the test Redis has none): not ready, and why.
+    short = check(settings.replace(redis_min_replicas=1), "--ready")
+    assert short.returncode == 1, short.stdout
+    assert "too few replicas in sync" in short.stdout and "(1 required)" in short.stdout
     down = check(settings.replace(redis_url="redis://127.0.0.1:1/0"), "--ready")
     assert down.returncode == 1
     assert "unreachable" in down.stdout

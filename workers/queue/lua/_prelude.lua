@@ -1,7 +1,8 @@
 -- Shared by every script (prepended at load time): job snapshots and event emission.
--- An event is appended to the job's and the client's event streams, then the doorbell channels
--- (the stream names with ':ev:' replaced by ':n:') are told the new stream id. Atomic with the
--- state change that calls it. `emit` returns the job stream's new id and the event JSON.
+-- An event is appended to the job's and the client's event streams, then the queue's doorbell
+-- channel (keys.py: the queue's base name and ':n') is told both stream names. `DOORBELL` is
+-- PUBLISH, or SPUBLISH in a Redis Cluster (store.py prepends it). Atomic with the state change
+-- that calls it. `emit` returns the job stream's new id and the event JSON.
 local NUMERIC = {attempts=true, created_at=true, started_at=true, finished_at=true,
   segments_total=true, segments_done=true, duration_s=true, audio_size=true, seq=true,
   sample_rate=true, chunks_done=true}
@@ -22,6 +23,11 @@ local function snapshot(job_key)
   return snap
 end
 
+-- The doorbell channel of the queue that an event stream belongs to.
+local function doorbell_of(stream)
+  return (string.gsub(stream, ':ev:.*$', ':n', 1))
+end
+
 local function emit(job_key, ev_job, ev_client, kind, now, maxlen_job, maxlen_client, ttl, extra)
   local event = {type = kind, ts = tonumber(now), job = snapshot(job_key)}
   if extra then for k, v in pairs(extra) do event[k] = v end end
@@ -30,8 +36,7 @@ local function emit(job_key, ev_job, ev_client, kind, now, maxlen_job, maxlen_cl
   redis.call('EXPIRE', ev_job, ttl)
   local client_id = redis.call('XADD', ev_client, 'MAXLEN', '~', maxlen_client, '*', 'data', data)
   redis.call('EXPIRE', ev_client, ttl)
-  redis.call('PUBLISH', string.gsub(ev_job, ':ev:', ':n:', 1), job_id)
-  redis.call('PUBLISH', string.gsub(ev_client, ':ev:', ':n:', 1), client_id)
+  redis.call(DOORBELL, doorbell_of(ev_job), ev_job .. '\n' .. ev_client)
   return job_id, data
 end
 

@@ -18,7 +18,7 @@ redis.call('EXPIRE', chunks, tonumber(ARGV[8]))
 redis.call('HSET', job, 'chunks_done', index)
 local event = {type = 'audio', ts = tonumber(ARGV[6]), job = snapshot(job),
   chunk = {index = index, segment = tonumber(ARGV[3]), duration_s = tonumber(ARGV[5])}}
-local id = redis.call('XADD', ev_job, 'MAXLEN', '~', ARGV[7], '*', 'data', cjson.encode(event))
-redis.call('PUBLISH', string.gsub(ev_job, ':ev:', ':n:', 1), id)
+redis.call('XADD', ev_job, 'MAXLEN', '~', ARGV[7], '*', 'data', cjson.encode(event))
+redis.call(DOORBELL, doorbell_of(ev_job), ev_job)
 if values[3] == '1' then return 'cancel' end
 return 'ok'

@@ -9,7 +9,12 @@ local jobs, job, ev_job, ev_client, idem, active, stats =
 local id, client, request, now, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 if ARGV[12] == '1' then
   local existing = redis.call('GET', idem)
-  if existing then return {'dup', existing} end
+  if existing then
+    -- A write (the key's TTL refreshed) even here: a WAIT after this script then confirms
+    -- that replicas hold everything before it, the earlier submission's job included.
+    redis.call('EXPIRE', idem, ttl)
+    return {'dup', existing}
+  end
 end
 local depth = redis.call('XLEN', jobs) + redis.call('XLEN', KEYS[8])
 if depth >= tonumber(ARGV[6]) then return {'backlog', depth} end

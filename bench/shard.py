@@ -1,0 +1,154 @@
+"""What one job costs Redis: commands, bytes on the wire, main-thread CPU and memory kept, so that
+a deployment can size its shards. `python -m bench.shard [--jobs 400] [--concurrency 16]`
+
+One embedded Redis (AOF everysec, as in production), one web process, `--workers` espeak
+workers. Each job is submitted over HTTP and followed over SSE to its end (a script's path: the
+doorbell, the event replays); then every result's audio is fetched once. Figures are Redis's own
+counters (INFO commandstats, stats, cpu, memory) before and after, divided by the jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import redis
+
+from workers.infra.settings import LIMITS_OFF, Settings
+
+from .procs import bench_run
+from .servers import start_redis, start_service
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS = REPO_ROOT / "bench" / "results" / "shard.json"
+API_KEY = "shard-bench-key"
+TEXT = "A sentence of ordinary length, as most jobs carry. And a second one after it."
+
+
+def counters(client: redis.Redis) -> dict[str, float]:
+    stats: Any = client.info("all")
+    calls = sum(
+        int(v.get("calls", 0))
+        for k, v in stats.items()
+        if k.startswith("cmdstat_") and k not in ("cmdstat_info",)
+    )
+    return {
+        "calls": calls,
+        "net_in": int(stats["total_net_input_bytes"]),
+        "net_out": int(stats["total_net_output_bytes"]),
+        "cpu_main_s": float(stats.get("used_cpu_sys_main_thread", stats["used_cpu_sys"]))
+        + float(stats.get("used_cpu_user_main_thread", stats["used_cpu_user"])),
+        "memory": int(stats["used_memory"]),
+    }
+
+
+async def one_job(session: aiohttp.ClientSession, url: str, i: int) -> float:
+    """Submit, follow to the end, fetch the audio; the job's audio seconds."""
+    body = {"text": f"{TEXT} Number {i}.", "voice": "en_male", "cache": False}
+    async with session.post(f"{url}/v1/tts/jobs", json=body) as response:
+        job = await response.json()
+        if response.status != 202:
+            raise RuntimeError(f"submit refused: {job}")
+    kind = b""
+    async with session.get(f"{url}/v1/tts/jobs/{job['id']}/events") as events:
+        async for line in events.content:
+            if line.startswith(b"event:"):
+                kind = line[6:].strip()
+            elif line.startswith(b"data:") and kind == b"succeeded":
+                duration = float(json.loads(line[5:])["job"]["duration_s"])
+                break
+            elif kind in (b"failed", b"dead"):
+                raise RuntimeError(f"job {job['id']} did not succeed")
+    async with session.get(f"{url}/v1/tts/jobs/{job['id']}/audio") as audio:
+        await audio.read()
+    return duration
+
+
+async def load(url: str, jobs: int, concurrency: int) -> tuple[float, float]:
+    """Seconds the jobs took, and their mean audio seconds."""
+    gate = asyncio.Semaphore(concurrency)
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+
+    async def bounded(i: int) -> float:
+        async with gate:
+            return await one_job(session, url, i)
+
+    async with aiohttp.ClientSession(headers=headers) as session:
+        started = time.monotonic()
+        durations = await asyncio.gather(*(bounded(i) for i in range(jobs)))
+        return time.monotonic() - started, sum(durations) / len(durations)
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    with bench_run("shard-", args.keep_logs) as (procs, tmp):
+        redis_url = start_redis(procs, tmp)
+        settings = Settings(
+            redis_url=redis_url,
+            engine="espeak",
+            api_keys=API_KEY,
+            data_dir=str(tmp / "data"),
+            log_level="WARNING",
+            max_active_per_client=100_000,
+        ).replace(**LIMITS_OFF)
+        url = start_service(procs, settings, args.workers)
+        asyncio.run(load(url, 20, args.concurrency))  # warm: scripts loaded, connections open
+        client = redis.Redis.from_url(redis_url)
+        try:
+            before = counters(client)
+            elapsed, audio_s = asyncio.run(load(url, args.jobs, args.concurrency))
+            time.sleep(1.5)  # the workers' heartbeats and the web's samples of the window
+            after = counters(client)
+        finally:
+            client.close()
+    per_job = {k: (after[k] - before[k]) / args.jobs for k in before}
+    # Idle traffic (heartbeats, web samples, blocking reads) is in these figures too: it is part
+    # of what a shard carries, and small beside the jobs at this rate.
+    return {
+        "jobs": args.jobs,
+        "workers": args.workers,
+        "jobs_per_s": round(args.jobs / elapsed, 1),
+        "audio_s_per_job": round(audio_s, 2),
+        "commands_per_job": round(per_job["calls"], 1),
+        "bytes_in_per_job": round(per_job["net_in"]),
+        "bytes_out_per_job": round(per_job["net_out"]),
+        "redis_cpu_ms_per_job": round(per_job["cpu_main_s"] * 1000, 3),
+        "memory_kept_per_job": round(per_job["memory"]),
+        "jobs_per_s_per_core": round(1 / per_job["cpu_main_s"]) if per_job["cpu_main_s"] else None,
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.shard", description=__doc__)
+    p.add_argument("--jobs", type=int, default=400)
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3, help="runs; medians and ranges are printed")
+    p.add_argument("--keep-logs", action="store_true")
+    p.add_argument("--output", type=Path, default=RESULTS)
+    args = p.parse_args()
+    runs = [measure(args) for _ in range(args.repeats)]
+    summary = {
+        key: {
+            "median": statistics.median(r[key] for r in runs),
+            "min": min(r[key] for r in runs),
+            "max": max(r[key] for r in runs),
+        }
+        for key in runs[0]
+        if key not in ("jobs", "workers")
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps({"runs": runs, "summary": summary}, indent=2))
+    for key, figure in summary.items():
+        print(f"{key:24} {figure['median']:>12}  ({figure['min']} to {figure['max']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
