@@ -116,6 +116,7 @@ export const api = {
 export const urls = {
   audio: (id) => `/v1/tts/jobs/${encodeURIComponent(id)}/audio`,
   download: (id) => `/v1/tts/jobs/${encodeURIComponent(id)}/audio?download=1`,
+  subtitles: (id) => `/v1/tts/jobs/${encodeURIComponent(id)}/subtitles?format=srt&download=1`,
   segment: (id, n) => `/v1/tts/jobs/${encodeURIComponent(id)}/segments/${n}`,
   stream: (id) => `/v1/tts/jobs/${encodeURIComponent(id)}/stream`,
 };

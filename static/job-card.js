@@ -134,6 +134,12 @@ export function renderJob(rec) {
     download.href = urls.download(rec.id);
     download.setAttribute("download", downloadName(rec));
   }
+  const subtitles = q("[data-role=subtitles]");
+  subtitles.hidden = state !== "succeeded";
+  if (state === "succeeded") {
+    subtitles.href = urls.subtitles(rec.id);
+    subtitles.setAttribute("download", downloadName(rec).replace(/\.[a-z0-9]+$/, ".srt"));
+  }
   const cancel = q("[data-action=cancel]");
   cancel.hidden = !active;
   const cancelling = Boolean(s.cancel_requested || rec.cancelPending);

@@ -12,11 +12,13 @@ from aiohttp import web
 
 from workers.infra.redis_client import connect
 from workers.infra.settings import Settings
+from workers.queue.callbacks import Outbox
 from workers.queue.keys import Keys
 from workers.queue.store import Queue
 
 from .access_log import JobAccessLogger
 from .appkeys import (
+    CALLBACK_SECRET,
     CONNECTIONS,
     COOKIE_SECRET,
     HUB,
@@ -28,6 +30,9 @@ from .appkeys import (
     THROUGHPUT,
 )
 from .backlog import BacklogAlert
+from .callbacks.sender import CallbackSender, parse_schedule
+from .callbacks.signing import service_secret
+from .callbacks.targets import parse_allow
 from .error_handling import error_middleware, expect_handler, json_error_bodies
 from .hub import Connections, EventHub
 from .identity import cookie_secret, identity_middleware, set_client_cookie
@@ -92,6 +97,25 @@ async def _throughput_ctx(app: web.Application) -> AsyncIterator[None]:
     await meter.stop()
 
 
+async def _callbacks_ctx(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    sender = None
+    if settings.callbacks:
+        sender = CallbackSender(
+            Outbox(app[REDIS], app[KEYS]),
+            app[CALLBACK_SECRET],
+            allow=parse_allow(settings.callback_allow),
+            schedule=parse_schedule(settings.callback_schedule_s),
+            timeout_s=settings.callback_timeout_s,
+            public_url=settings.public_url or f"http://{settings.host}:{settings.port}",
+            on_outcome=lambda outcome: app[METRICS].callbacks.labels(outcome).inc(),
+        )
+        await sender.start()
+    yield
+    if sender is not None:
+        await sender.stop()
+
+
 async def _close_connections(app: web.Application) -> None:
     await app[CONNECTIONS].close_all(app[HUB])
 
@@ -105,6 +129,7 @@ def create_app(settings: Settings) -> web.Application:
     )
     app[SETTINGS] = settings
     app[COOKIE_SECRET] = cookie_secret(settings)
+    app[CALLBACK_SECRET] = service_secret(settings.callback_secret, app[COOKIE_SECRET])
     app[KEYS] = Keys(settings.key_prefix, settings.queue)
     app[METRICS] = Metrics()
     app[CONNECTIONS] = Connections()
@@ -118,6 +143,7 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(_redis_ctx)
     app.cleanup_ctx.append(_hub_ctx)
     app.cleanup_ctx.append(_throughput_ctx)
+    app.cleanup_ctx.append(_callbacks_ctx)
     app.on_shutdown.append(_close_connections)
     app.on_response_prepare.append(set_client_cookie)
     app.on_response_prepare.append(_security_headers)

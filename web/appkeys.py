@@ -27,6 +27,8 @@ METRICS = web.AppKey("metrics", Metrics)
 THROUGHPUT = web.AppKey("throughput", ThroughputMeter)
 # The key that signs identity cookies (web/identity.py): a client cannot mint an identity.
 COOKIE_SECRET = web.AppKey("cookie_secret", bytes)
+# The key each client's callback signing secret derives from (web/callbacks/signing.py).
+CALLBACK_SECRET = web.AppKey("callback_secret", bytes)
 
 # Per request: the client identity (computed once) and the fresh cookie token to set, if any.
 CLIENT = web.RequestKey("client", str)

@@ -69,8 +69,9 @@ async def engines_in_use(queue: Queue) -> frozenset[str]:
     return names
 
 
-def chattts_speakable(text: str, voice: str) -> bool:
-    """Whether ChatTTS's normalization leaves anything to say (as its engine reads `voice`).
+def chattts_speakable(text: str, voice: str, spell: bool = True) -> bool:
+    """Whether ChatTTS's normalization leaves anything to say (as its engine reads `voice`;
+    `spell`: the request's `normalize`, numbers and symbols spelled out first).
 
     Without the chattts extra (cn2an, num2words) the generic check stands in.
     """
@@ -80,28 +81,34 @@ def chattts_speakable(text: str, voice: str) -> bool:
     try:
         from workers.engines.chattts import is_speakable
 
-        speakable = is_speakable(text, hint)
+        speakable = is_speakable(text, hint, spell=spell)
     except ImportError:
         speakable = has_speakable(text)
     _normalizer_loaded = True
     return speakable
 
 
-async def check_speakable(queue: Queue, text: str, voice: str) -> None:
-    """422 `text_not_speakable` when every live worker runs ChatTTS and it would say nothing."""
+async def check_speakable(queue: Queue, text: str, voice: str, spell: bool = True) -> None:
+    """422 `text_not_speakable` when every live worker runs ChatTTS and it would say nothing
+    (`spell`: the request's `normalize`)."""
     engines = await engines_in_use(queue)
     if engines != {"chattts"}:
         return
     if _normalizer_loaded and len(text) <= _NORMALIZE_ON_LOOP:
-        speakable = chattts_speakable(text, voice)
+        speakable = chattts_speakable(text, voice, spell)
     else:  # the first call imports the number libraries; long text takes milliseconds
-        speakable = await asyncio.to_thread(chattts_speakable, text, voice)
+        speakable = await asyncio.to_thread(chattts_speakable, text, voice, spell)
     if not speakable:
-        raise ApiError(
-            422,
-            "'text' has nothing ChatTTS can speak: it reads Chinese and English (letters, "
-            "numbers, dates, money and common symbols are spelled out); other scripts, emoji "
-            "and lone symbols are dropped",
-            code="text_not_speakable",
-            param="text",
-        )
+        if spell:
+            message = (
+                "'text' has nothing ChatTTS can speak: it reads Chinese and English (letters, "
+                "numbers, dates, money and common symbols are spelled out); other scripts, emoji "
+                "and lone symbols are dropped"
+            )
+        else:
+            message = (
+                "'text' has nothing ChatTTS can speak with 'normalize': false: it reads Chinese "
+                "characters and English letters only; digits, symbols, other scripts and emoji "
+                "are dropped (send 'normalize': true to have numbers and symbols spelled out)"
+            )
+        raise ApiError(422, message, code="text_not_speakable", param="text")

@@ -48,7 +48,15 @@ class Metrics:
             "Requests answered 503 because Redis failed or was known to be down",
             registry=r,
         )
+        self.callbacks = Counter(
+            "chattts_callback_attempts",
+            "Callback attempts made by this process, by outcome (delivered, retry, failed)",
+            ["outcome"],
+            registry=r,
+        )
 
+        for outcome in ("delivered", "retry", "failed"):
+            self.callbacks.labels(outcome)
         for transport in ("sse", "ws"):  # both series exist (at 0) before the first event
             self.events_sent.labels(transport)
             self.events_replayed.labels(transport)

@@ -7,7 +7,21 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .views import audio, chunks, events, health, jobs, legacy, metrics, openai, page, voices, ws
+from .views import (
+    audio,
+    callbacks,
+    chunks,
+    events,
+    health,
+    jobs,
+    legacy,
+    metrics,
+    openai,
+    page,
+    subtitles,
+    voices,
+    ws,
+)
 
 log = logging.getLogger("chattts_online.web")
 
@@ -22,6 +36,7 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
     job.add_route("DELETE", jobs.delete_job)
     r.add_get("/v1/tts/jobs/{job_id}/audio", audio.job_audio, name="job_audio")
     r.add_get(r"/v1/tts/jobs/{job_id}/segments/{n:\d{1,6}}", audio.job_segment, name="job_segment")
+    r.add_get("/v1/tts/jobs/{job_id}/subtitles", subtitles.job_subtitles, name="job_subtitles")
     streaming = {"allow_head": False}
     r.add_get("/v1/tts/jobs/{job_id}/stream", chunks.job_stream, name="job_stream", **streaming)
     r.add_get("/v1/tts/jobs/{job_id}/events", events.job_events, name="job_events", **streaming)
@@ -33,6 +48,7 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
     voice.add_route("GET", voices.get_voice)
     voice.add_route("DELETE", voices.delete_voice)
     r.add_post("/v1/audio/speech", openai.speech, name="openai_speech")
+    r.add_get("/v1/callbacks/secret", callbacks.callback_secret, name="callback_secret")
 
     r.add_post("/tts/submit", legacy.submit, name="legacy_submit")
     r.add_get("/tts/query/{task_id}", legacy.query, name="legacy_query")

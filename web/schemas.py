@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from typing import Any
 
@@ -13,9 +14,11 @@ from pydantic import ValidationError
 from workers.queue.job import SynthesisRequest, is_job_id, queue_position
 from workers.queue.store import Queue
 from workers.queue.voices import BUILTIN_BY_NAME
+from workers.text.control_tokens import TokenError, check_text_tokens, parse_prompt, strip_tokens
 from workers.text.sentences import clean_text, has_speakable
 
 from .appkeys import SETTINGS
+from .callbacks.targets import Network, check_url, parse_allow
 from .errors import ApiError
 from .fleet import check_speakable
 
@@ -143,24 +146,52 @@ def _describe(errors: list[Any]) -> ApiError:
 
 
 async def synthesis_request(
-    queue: Queue, payload: Any, max_chars: int, **fixed: Any
+    queue: Queue, payload: Any, max_chars: int, document_chars: int | None = None, **fixed: Any
 ) -> SynthesisRequest:
-    """Validate a submission: cleaned text of 1..max_chars, known voice and format, no extras."""
+    """Validate a submission: cleaned text of 1..max_chars with known control tokens only, a
+    sentence prompt of known tokens (with `refine`), known voice and format, no extras."""
     if not isinstance(payload, dict):
         raise ApiError(422, "the body must be a JSON object", code="invalid_body")
     payload = {**payload, **fixed}
     text = payload.get("text")
     if isinstance(text, str):
         cleaned = await clean(text)
-        check_text(cleaned, max_chars)
+        check_text(cleaned, max_chars, document_chars)
         payload["text"] = cleaned
+    prompt = payload.get("prompt")
+    if isinstance(prompt, str):
+        payload["prompt"] = check_prompt(prompt)
     try:
         request = SynthesisRequest.model_validate(payload)
     except ValidationError as exc:
         raise _describe(exc.errors(include_url=False, include_input=False)) from None
+    if request.prompt is not None and not request.refine:
+        raise ApiError(
+            422,
+            "'prompt' is the prompt of ChatTTS's refinement pass, which runs only with "
+            "'refine': true; send both, or leave 'prompt' out",
+            code="prompt_needs_refine",
+            param="prompt",
+        )
     await check_voice(queue, request.voice)
-    await check_speakable(queue, request.text, request.voice)
+    await check_speakable(queue, request.text, request.voice, request.normalize)
     return request
+
+
+def callback_url(payload: dict[str, Any], allow: str) -> str | None:
+    """Pop and check a submission's `callback_url` (web/callbacks/targets.py): None when absent."""
+    raw = payload.pop("callback_url", None)
+    if raw is None:
+        return None
+    try:
+        return check_url(raw, _allowed(allow))
+    except ValueError as exc:
+        raise ApiError(422, str(exc), code="invalid_callback_url", param="callback_url") from None
+
+
+@functools.cache
+def _allowed(allow: str) -> tuple[Network, ...]:
+    return parse_allow(allow)
 
 
 async def clean(text: str) -> str:
@@ -170,7 +201,18 @@ async def clean(text: str) -> str:
     return clean_text(text)
 
 
-def check_text(cleaned: str, max_chars: int) -> None:
+def check_text(cleaned: str, max_chars: int, document_chars: int | None = None) -> None:
+    """Refuse empty, overlong or unspeakable text. With `document_chars` (POST /v1/tts/jobs:
+    a job may be a whole document), past that many characters is a 413 that names the limit."""
+    if document_chars is not None and len(cleaned) > document_chars:
+        raise ApiError(
+            413,
+            f"'text' has {len(cleaned)} characters; a job holds at most {document_chars} "
+            "(CHATTTS_MAX_DOCUMENT_CHARS): split it into several jobs",
+            code="text_too_long",
+            param="text",
+        )
+    max_chars = max(max_chars, document_chars or 0)
     if not cleaned:
         raise ApiError(
             422,
@@ -187,13 +229,26 @@ def check_text(cleaned: str, max_chars: int) -> None:
             code="text_too_long",
             param="text",
         )
-    if not has_speakable(cleaned):
+    try:
+        check_text_tokens(cleaned)
+    except TokenError as exc:
+        raise ApiError(422, exc.message, code=exc.code, param="text") from None
+    if not has_speakable(strip_tokens(cleaned)):
         raise ApiError(
             422,
-            "'text' has no letter or digit to speak",
+            "'text' has no letter or digit to speak (control tokens such as [laugh] are not "
+            "speech)",
             code="text_not_speakable",
             param="text",
         )
+
+
+def check_prompt(prompt: str) -> str:
+    """A sentence prompt (ChatTTS's refinement prompt), compacted; 422 naming a bad token."""
+    try:
+        return parse_prompt(prompt)
+    except TokenError as exc:
+        raise ApiError(422, exc.message, code=exc.code, param="prompt") from None
 
 
 async def check_voice(queue: Queue, voice: str) -> None:
@@ -212,7 +267,12 @@ async def check_voice(queue: Queue, voice: str) -> None:
 # -- response bodies ---------------------------------------------------------------------------
 
 
-_JOB_URLS = {"status_url": "job", "audio_url": "job_audio", "events_url": "job_events"}
+_JOB_URLS = {
+    "status_url": "job",
+    "audio_url": "job_audio",
+    "events_url": "job_events",
+    "subtitles_url": "job_subtitles",
+}
 
 
 def job_urls(app: web.Application, job_id: str) -> dict[str, str]:
@@ -227,6 +287,7 @@ def job_urls(app: web.Application, job_id: str) -> dict[str, str]:
         "status_url": str(router["job"].url_for(job_id=job_id)),
         "audio_url": str(router["job_audio"].url_for(job_id=job_id)),
         "events_url": str(router["job_events"].url_for(job_id=job_id)),
+        "subtitles_url": str(router["job_subtitles"].url_for(job_id=job_id)),
     }
 
 

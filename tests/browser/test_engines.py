@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import soundfile as sf
+import srt
 
 from tests.web.webproc import WebProcess
 
@@ -253,6 +254,17 @@ def test_speak_stream_listen_download(driver: Driver, web: WebProcess, worker: A
     with urllib.request.urlopen(link["href"], timeout=10) as response:
         samples, rate = sf.read(io.BytesIO(response.read()))
     assert rate == 24_000 and abs(len(samples) / rate - link["duration"]) < 0.05
+    # The subtitles link beside it: an SRT file of the job, one cue per segment.
+    subtitles = driver.run(
+        """const li = document.querySelector(`#job-list > li[data-job-id='${args[0]}']`);
+           const a = li.querySelector("[data-role=subtitles]");
+           return { hidden: a.hidden, name: a.getAttribute("download"),
+                    text: await (await fetch(a.href)).text() };""",
+        english,
+    )
+    assert not subtitles["hidden"] and subtitles["name"].endswith(".srt"), subtitles
+    cues = list(srt.parse(subtitles["text"]))
+    assert len(cues) == job["segments_total"], subtitles
     shot(driver, "succeeded")
     assert_no_errors(driver)
 

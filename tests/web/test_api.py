@@ -53,9 +53,11 @@ async def test_cleaned_text_is_what_gets_queued(client: Client, aredis: Any, key
 @pytest.mark.parametrize(
     ("payload", "status", "param", "code", "words"),
     [
-        ({"text": ""}, 422, "text", "text_empty", "1 to 50"),
+        ({"text": ""}, 422, "text", "text_empty", "1 to 60"),
         ({"text": "\u200b\u200d\x07\u2066"}, 422, "text", "text_empty", "invisible"),
-        ({"text": "字" * 51}, 422, "text", "text_too_long", "limit is 50"),
+        ({"text": "字" * 61}, 413, "text", "text_too_long", "at most 60"),
+        ({"text": "字" * 51, "format": "mp3"}, 422, "format", "document_format", "wav or pcm"),
+        ({"text": "字" * 51, "stream": True}, 422, "stream", "document_stream", "progress"),
         ({"text": "?!…"}, 422, "text", "text_not_speakable", "letter or digit"),
         ({"text": "hi", "voice": "darth"}, 422, "voice", "unknown_voice", "zh_female"),
         ({"text": "hi", "format": "avi"}, 422, "format", "invalid_format", "'mp3'"),
@@ -74,7 +76,7 @@ async def test_validation_errors_name_the_field(
     code: str,
     words: str,
 ) -> None:
-    client = await make_client(max_text_chars=50)
+    client = await make_client(max_text_chars=50, max_document_chars=60)
     response = await client.post("/v1/tts/jobs", json=payload)
     body = await response.json()
     assert response.status == status, body

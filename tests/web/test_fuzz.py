@@ -142,7 +142,10 @@ def assert_clean(web: WebProcess) -> None:
 
 @pytest.fixture
 def web(start_web: Any, worker: WorkerProcess) -> WebProcess:
-    process: WebProcess = start_web(max_body_bytes=MAX_BODY, max_text_chars=MAX_CHARS)
+    # Documents (up to the body's size here) have their own tests: this one fuzzes validation.
+    process: WebProcess = start_web(
+        max_body_bytes=MAX_BODY, max_text_chars=MAX_CHARS, max_document_chars=MAX_CHARS
+    )
     return process
 
 

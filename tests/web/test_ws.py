@@ -81,7 +81,7 @@ async def test_cancel_over_the_socket(client: Client) -> None:
 
 
 async def test_bad_frames_get_error_frames(make_client: ClientFactory) -> None:
-    client = await make_client(max_text_chars=10)
+    client = await make_client(max_text_chars=10, max_document_chars=10)
     async with client.ws_connect("/v1/ws") as ws:
         cases: list[tuple[Any, str]] = [
             ("not json", "invalid_json"),

@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from web.views.subtitles import to_srt, to_vtt
 from workers.audio.formats import FORMATS, SAMPLE_RATE, SEGMENT_GAP_S, extension
 from workers.text.sentences import clean_text, split_sentences
 
@@ -37,7 +38,8 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 SAY_FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")  # what /v1/audio/speech returns
 EXTENSIONS = {f".{extension(f)}": f for f in FORMATS} | {".oga": "ogg", ".raw": "pcm"}
 # Server default of CHATTTS_MAX_TEXT_CHARS: one job's text at most.
-MAX_CHARS = 4000
+# Characters per job: the server's CHATTTS_MAX_DOCUMENT_CHARS (a book is one job, or a few).
+MAX_CHARS = 200_000
 # Jobs submitted ahead of the one being followed (the server caps unfinished jobs per client).
 WINDOW = 16
 CONNECT_TIMEOUT_S = 10.0
@@ -198,16 +200,23 @@ async def _events(api: Api, job: dict[str, Any]) -> AsyncIterator[dict[str, Any]
     raise CliError(f"lost the event stream of job {job['id']}", UNAVAILABLE)
 
 
-async def _wait(api: Api, job: dict[str, Any], on_progress: Callable[[int, int], None]) -> None:
+async def _wait(
+    api: Api, job: dict[str, Any], on_progress: Callable[[int, int, float | None], None]
+) -> None:
     async for event in _events(api, job):
         snapshot = event.get("job") or {}
         kind = event.get("type")
         if kind == "progress":
             segment = event.get("segment") or {}
-            on_progress(int(segment.get("index", 0)), int(segment.get("total", 0)))
+            eta = event.get("eta")
+            on_progress(
+                int(segment.get("index", 0)),
+                int(segment.get("total", 0)),
+                float(eta) if eta is not None else None,
+            )
         elif kind == "succeeded":
             total = int(snapshot.get("segments_total") or 1)
-            on_progress(total, total)
+            on_progress(total, total, None)
             return
         elif kind in TERMINAL:
             reason = snapshot.get("error") or kind
@@ -225,20 +234,24 @@ async def submit(
     max_chars: int = MAX_CHARS,
     progress: Progress | None = None,
     tracker: JobTracker | None = None,
+    subtitles: str | None = None,
 ) -> int:
-    """Any length of text: parts of at most `max_chars`, jobs followed in order, one file."""
+    """Any length of text as one job (a document: the server keeps it in parts and resumes it
+    after a crash), or several past `max_chars`; their PCM written as one file of `fmt`;
+    `subtitles` (srt or vtt): the cues of every part, timed on that file, beside it."""
     parts = split_sentences(clean_text(text), max_chars)
     if not parts:
         raise CliError("the text has nothing to speak", USAGE)
     progress = progress or Progress([len(p) for p in parts])
     tracker = tracker or JobTracker()
-    single = len(parts) == 1
-    params: dict[str, Any] = {"format": fmt if single else "pcm"}
+    # PCM, encoded here: a document's audio is wav or pcm, and parts join without re-decoding.
+    params: dict[str, Any] = {"format": "pcm"}
     if voice:
         params["voice"] = voice
     if speed is not None:
         params["speed"] = speed
     jobs: list[dict[str, Any]] = []
+    cues: list[dict[str, Any]] = []
 
     async def post(index: int) -> None:
         jobs.append(await tracker.post(api, {**params, "text": parts[index]}))
@@ -247,27 +260,50 @@ async def submit(
         for index in range(min(WINDOW, len(parts))):
             await post(index)
         with opened(output) as file:
-            writer = None if single else PcmWriter(file, fmt, output != "-")
+            writer = PcmWriter(file, fmt, output != "-")
             gap = bytes(int(SAMPLE_RATE * SEGMENT_GAP_S) * 2)
+            written = 0  # bytes of PCM so far: where the next part's cues start
             for index in range(len(parts)):
                 job = jobs[index]
                 await _wait(api, job, functools.partial(progress.update, index))
                 tracker.finished(job["id"])
                 if index + WINDOW < len(parts):
                     await post(index + WINDOW)
-                async with api.request("GET", job["audio_url"]) as response:
-                    audio = await response.read()
-                if writer is None:
-                    file.write(audio)
-                else:
-                    writer.write((gap if index else b"") + audio)
-            if writer is not None:
-                writer.close()
+                if index:
+                    writer.write(gap)
+                    written += len(gap)
+                offset_s = written / 2 / SAMPLE_RATE
+                written += await _download(api, job["audio_url"], writer)
+                if subtitles:
+                    found = await api.json("GET", f"{job['subtitles_url']}?format=json")
+                    for cue in found["cues"]:
+                        cue["start"] += offset_s
+                        cue["end"] += offset_s
+                        cues.append(cue)
+            writer.close()
     finally:
         progress.finish()
     if output != "-":
         print(f"wrote {output}", file=sys.stderr)
+    if subtitles:
+        for number, cue in enumerate(cues, start=1):
+            cue["index"] = number
+        path = Path(output if output != "-" else "speech").with_suffix(f".{subtitles}")
+        path.write_text(to_srt(cues) if subtitles == "srt" else to_vtt(cues), encoding="utf-8")
+        print(f"wrote {path}", file=sys.stderr)
     return OK
+
+
+async def _download(api: Api, url: str, writer: PcmWriter) -> int:
+    """A job's PCM into `writer` as it arrives (hours of it never sit in memory); its bytes."""
+    size, odd = 0, b""
+    async with api.request("GET", url) as response:
+        async for chunk in response.content.iter_chunked(1 << 16):
+            data, size = odd + chunk, size + len(chunk)
+            whole = len(data) - len(data) % 2  # whole 16-bit samples only
+            writer.write(data[:whole])
+            odd = data[whole:]
+    return size
 
 
 class JobTracker:
@@ -367,7 +403,16 @@ def run(command: str, args: Any) -> int:
                 work = say(api, text.strip(), output, fmt, args.voice, args.speed)
             else:
                 work = submit(
-                    api, text, output, fmt, args.voice, args.speed, args.max_chars, None, tracker
+                    api,
+                    text,
+                    output,
+                    fmt,
+                    args.voice,
+                    args.speed,
+                    args.max_chars,
+                    None,
+                    tracker,
+                    args.subtitles,
                 )
             return await until_interrupted(work, functools.partial(tracker.cancel_all, api))
         finally:

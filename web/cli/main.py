@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     _client_options(say, "output file (default: stdout when piped, else speech.<format>)")
     submit = sub.add_parser(
         "submit",
-        help="speak a long text (a book) with a progress bar",
+        help="speak a long text (a book) as one job, with progress and the time left",
         epilog="exit codes: 0 done, 1 job failed, 2 usage, 3 server "
         "unreachable or unavailable, 4 request rejected",
     )
@@ -106,7 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-chars",
         type=int,
         default=MAX_CHARS,
-        help=f"characters per job, at most the server's limit ({MAX_CHARS})",
+        help=f"characters per job: a text up to this is one job (the server's "
+        f"CHATTTS_MAX_DOCUMENT_CHARS, {MAX_CHARS})",
+    )
+    submit.add_argument(
+        "--subtitles",
+        choices=("srt", "vtt"),
+        help="also write subtitles timed on the audio beside it (book.srt beside book.mp3)",
     )
     sub.add_parser(
         "bench",

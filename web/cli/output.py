@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -82,9 +83,11 @@ class Progress:
     stream: IO[str] = field(default_factory=lambda: sys.stderr)
     done: dict[int, tuple[int, int]] = field(default_factory=dict)  # part -> (done, total)
     last: str = ""
+    eta: float | None = None  # when the part being made should end (unix time), by the server
 
-    def update(self, part: int, done: int, total: int) -> None:
+    def update(self, part: int, done: int, total: int, eta: float | None = None) -> None:
         self.done[part] = (done, max(total, done))
+        self.eta = eta
         self.draw()
 
     def draw(self) -> None:
@@ -98,6 +101,9 @@ class Progress:
         bar = "#" * round(fraction * 30)
         parts = f", part {len(self.done)}/{len(self.sizes)}" if len(self.sizes) > 1 else ""
         line = f"[{bar:<30}] {done}/{total}{unknown} segments{parts}"
+        if self.eta is not None and done < total:
+            left = max(0, round(self.eta - time.time()))
+            line += f", about {left // 60}m{left % 60:02d}s left"
         if line == self.last:
             return
         previous, self.last = self.last, line

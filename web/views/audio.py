@@ -9,8 +9,11 @@ from aiohttp import web
 from web.appkeys import QUEUE
 from web.errors import ApiError, not_found
 from web.schemas import valid_job_id
+from workers.audio.documents import BYTES_PER_SAMPLE, document_size, wav_header
 from workers.audio.formats import extension, mime_type
 from workers.queue.job import Job, JobState
+
+from .document_audio import stream_document
 
 _TRUE = ("1", "true", "yes", "on")
 
@@ -55,6 +58,8 @@ async def job_audio(request: web.Request) -> web.StreamResponse:
         raise _not_ready(job, "the audio")
     if job.state != JobState.SUCCEEDED:
         raise _ended(job)
+    if job.document:
+        return await _document(request, job)
     data = await request.app[QUEUE].audio(job.id)
     if data is None:
         raise not_found(f"the audio of job {job.id} expired", "audio_expired")
@@ -77,7 +82,11 @@ async def job_segment(request: web.Request) -> web.StreamResponse:
         total = job.segments_total or "an unknown number of"
         raise not_found(f"job {job.id} has no segment {n} (it has {total})", "segment_not_found")
     data: Any
-    if job.state == JobState.SUCCEEDED and job.segments_total <= 1 and n == 1:
+    if job.document:  # a part: its PCM, the pause before it included
+        data = await queue.redis.lindex(queue.keys.parts(job.id), n - 1)
+        if data is not None and job.request.format == "wav":
+            data = wav_header(len(data) // BYTES_PER_SAMPLE) + data
+    elif job.state == JobState.SUCCEEDED and job.segments_total <= 1 and n == 1:
         data = await queue.audio(job.id)  # a one-segment job's file is its only segment
     else:
         data = await queue.redis.lindex(queue.keys.segments(job.id), n - 1)
@@ -137,34 +146,65 @@ def _parse_range(header: str, size: int) -> tuple[int, int] | bool | None:
     return start, min(end, size - 1)
 
 
-def ranged(
-    request: web.Request, data: bytes, content_type: str, *, etag: str, disposition: str
-) -> web.StreamResponse:
-    """The bytes, honouring If-None-Match (304), Range and If-Range (206, 416)."""
-    headers = {
+async def _document(request: web.Request, job: Job) -> web.StreamResponse:
+    """A document's file, joined from its parts as it is sent (web/views/document_audio.py)."""
+    fmt = job.request.format
+    etag = f'"{job.id}"'
+    disposition = _disposition(request, f"tts-{job.id[:8]}.{extension(fmt)}")
+    headers = _headers(mime_type(fmt), etag, disposition)
+    decision = _conditions(request, document_size(job.samples_done, fmt), etag)
+    if isinstance(decision, str):
+        return _not_modified(headers)
+    return await stream_document(request, job, headers, decision)
+
+
+def _headers(content_type: str, etag: str, disposition: str) -> dict[str, str]:
+    return {
         "Content-Type": content_type,
         "ETag": etag,
         "Accept-Ranges": "bytes",
         "Cache-Control": "private, max-age=3600",
         "Content-Disposition": disposition,
     }
+
+
+def _not_modified(headers: dict[str, str]) -> web.Response:
+    cache = {"ETag": headers["ETag"], "Cache-Control": headers["Cache-Control"]}
+    return web.Response(status=304, headers=cache)
+
+
+def _conditions(request: web.Request, size: int, etag: str) -> tuple[int, int] | str | None:
+    """'not_modified' (If-None-Match), the range to send (Range, If-Range), or None (all);
+    416 when the range lies outside the `size` bytes."""
     if_none_match = request.headers.get("If-None-Match")
     if if_none_match and _etag_matches(if_none_match, etag):
-        cache = {"ETag": etag, "Cache-Control": headers["Cache-Control"]}
-        return web.Response(status=304, headers=cache)
+        return "not_modified"
     range_header = request.headers.get("Range")
     if_range = request.headers.get("If-Range")
     if range_header and (if_range is None or if_range.strip() == etag):
-        parsed = _parse_range(range_header, len(data))
+        parsed = _parse_range(range_header, size)
         if parsed is False:
             raise ApiError(
                 416,
-                f"the range {range_header!r} lies outside the {len(data)} bytes of the audio",
+                f"the range {range_header!r} lies outside the {size} bytes of the audio",
                 code="range_not_satisfiable",
-                headers={"Content-Range": f"bytes */{len(data)}"},
+                headers={"Content-Range": f"bytes */{size}"},
             )
         if isinstance(parsed, tuple):
-            start, end = parsed
-            headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
-            return web.Response(status=206, body=data[start : end + 1], headers=headers)
+            return parsed
+    return None
+
+
+def ranged(
+    request: web.Request, data: bytes, content_type: str, *, etag: str, disposition: str
+) -> web.StreamResponse:
+    """The bytes, honouring If-None-Match (304), Range and If-Range (206, 416)."""
+    headers = _headers(content_type, etag, disposition)
+    decision = _conditions(request, len(data), etag)
+    if decision == "not_modified":
+        return _not_modified(headers)
+    if isinstance(decision, tuple):
+        start, end = decision
+        headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+        return web.Response(status=206, body=data[start : end + 1], headers=headers)
     return web.Response(body=data, headers=headers)

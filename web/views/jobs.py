@@ -12,6 +12,7 @@ from web.errors import ApiError, json_response, not_found
 from web.identity import client_id, is_admin
 from web.limits import check_submit
 from web.schemas import (
+    callback_url,
     idempotency_key,
     job_urls,
     json_body,
@@ -20,6 +21,8 @@ from web.schemas import (
     valid_job_id,
 )
 from web.throughput import DEFAULT_S
+from workers.audio.documents import DOCUMENT_FORMATS
+from workers.queue.job import SynthesisRequest
 from workers.queue.store import BacklogFull, ClientCapReached, QueueError, Submitted
 
 
@@ -50,7 +53,17 @@ async def submit_job(
 ) -> dict[str, Any]:
     """Validate and enqueue; the body of the 202 (with `"duplicate": true` for a repeat)."""
     queue = app[QUEUE]
-    request = await synthesis_request(queue, payload, app[SETTINGS].max_text_chars, **fixed)
+    callback = None
+    if isinstance(payload, dict):
+        payload = dict(payload)
+        callback = callback_url(payload, app[SETTINGS].callback_allow)
+    settings = app[SETTINGS]
+    request = await synthesis_request(
+        queue, payload, settings.max_text_chars, settings.max_document_chars, **fixed
+    )
+    document = len(request.text) > settings.max_text_chars
+    if document:
+        check_document(request, settings.max_text_chars)
     if request.priority == "high" and not client.startswith("key-"):
         raise ApiError(
             403,
@@ -60,12 +73,37 @@ async def submit_job(
             param="priority",
         )
     try:
-        submitted = await queue.enqueue(request, client, idem)
+        submitted = await queue.enqueue(
+            request, client, idem, callback_url=callback, document=document
+        )
     except QueueError as exc:
         raise _refusal(app, exc) from None
     if not submitted.duplicate:
         app[METRICS].jobs_submitted.inc()
     return await submitted_body(app, submitted)
+
+
+def check_document(request: SynthesisRequest, max_text_chars: int) -> None:
+    """A job past CHATTTS_MAX_TEXT_CHARS is a document: kept in parts and served joined from
+    them (workers/audio/documents.py), so its file is wav or pcm, and it is not streamed."""
+    if request.format not in DOCUMENT_FORMATS:
+        raise ApiError(
+            422,
+            f"a text of more than {max_text_chars} characters is a document, delivered as wav "
+            f"or pcm (its audio is joined from its parts as it is downloaded): not "
+            f"{request.format!r}. Convert the WAV afterwards, or send shorter jobs",
+            code="document_format",
+            param="format",
+        )
+    if request.stream:
+        raise ApiError(
+            422,
+            f"a text of more than {max_text_chars} characters is a document: follow its "
+            "progress events and fetch its audio when it ends ('stream': true is for shorter "
+            "jobs)",
+            code="document_stream",
+            param="stream",
+        )
 
 
 async def submitted_body(app: web.Application, submitted: Submitted) -> dict[str, Any]:

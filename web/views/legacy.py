@@ -24,7 +24,7 @@ from web.appkeys import METRICS, QUEUE, SETTINGS
 from web.errors import ApiError, json_response, not_found
 from web.identity import client_id
 from web.limits import check_submit
-from web.schemas import clean, read_body
+from web.schemas import callback_url, clean, read_body
 from workers.queue.job import JobState, SynthesisRequest, is_job_id, legacy_job_id
 from workers.queue.store import QueueError
 from workers.queue.voices import BUILTIN_VOICES
@@ -46,6 +46,8 @@ class LegacyRequest(BaseModel):
 
     text: str = Field(min_length=1, max_length=MAX_CHARS)
     voice: str = Field("zh_female", pattern=VOICE_PATTERN)
+    # The seed design's "asynchronous queue + callback": POSTed when the job ends.
+    callback_url: str | None = None
 
     @field_validator("text")
     @classmethod
@@ -127,10 +129,28 @@ async def submit(request: web.Request) -> web.Response:
                 }
             ]
         )
+    callback = None
+    if legacy.callback_url is not None:
+        try:
+            callback = callback_url(
+                {"callback_url": legacy.callback_url}, request.app[SETTINGS].callback_allow
+            )
+        except ApiError as exc:
+            return _detail(
+                [
+                    {
+                        "type": "value_error",
+                        "loc": ("callback_url",),
+                        "input": legacy.callback_url,
+                        "msg": exc.message,
+                        "ctx": {},
+                    }
+                ]
+            )
     queue = request.app[QUEUE]
     job_request = SynthesisRequest(text=legacy.text, voice=legacy.voice, format="wav")
     try:
-        submitted = await queue.enqueue(job_request, client_id(request))
+        submitted = await queue.enqueue(job_request, client_id(request), callback_url=callback)
     except QueueError as exc:
         raise ApiError(
             exc.status,

@@ -15,6 +15,10 @@ from workers.queue.voices import Voice
 __all__ = ["SAMPLE_RATE", "ChunkSink", "Engine", "EngineError", "Segment", "SegmentResult"]
 
 
+# (segment text as the engine speaks it, start, end): offsets into the text as submitted.
+Pieces = list[tuple[str, int, int]]
+
+
 class EngineError(Exception):
     """A synthesis failure. `retryable` says whether another attempt could succeed."""
 
@@ -66,6 +70,10 @@ class Engine(Protocol):
     def split(self, text: str, request: SynthesisRequest, language: str | None = None) -> list[str]:
         """Cut a job's text into segments synthesized (and streamed) one by one. `language`
         (a BCP 47 tag) is a registered voice's; built-in voices carry their own."""
+
+    def pieces(self, text: str, request: SynthesisRequest, language: str | None = None) -> Pieces:
+        """As `split`, with where each segment lies in `text`: (segment, start, end) character
+        offsets into the text as submitted (subtitle cues point there)."""
 
     def batch_key(self, request: SynthesisRequest) -> Hashable:
         """Segments whose requests share this key may run in one batch."""

@@ -2,6 +2,12 @@
 
 The C library keeps global state and is not thread-safe: one instance per process, used only from
 the worker's engine thread.
+
+ChatTTS's control tokens in a text (workers/text/control_tokens.py) are never read aloud: a break
+token is a pause of `PAUSE_MS` ([uv_break] 150 ms, [v_break] 300, [lbreak] 600, [llbreak] 1000,
+[break_N] N x 100), silence inserted where the next word starts (eSpeak's word events say where
+that is in the audio), on top of eSpeak's own pauses and whatever the speed; every other token
+([laugh], [oral_2] ...) is dropped.
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ import numpy as np
 from workers.infra.settings import Settings
 from workers.queue.job import SynthesisRequest
 from workers.queue.voices import BUILTIN_VOICES, Voice
-from workers.text.sentences import split_sentences
+from workers.text.control_tokens import PAUSE_MS, TOKEN_SHAPE
+from workers.text.sentences import locate, split_sentences
 
-from .base import SAMPLE_RATE, ChunkSink, EngineError, Segment
+from .base import SAMPLE_RATE, ChunkSink, EngineError, Pieces, Segment
 
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
 _CHARS_UTF8 = 1
@@ -37,8 +44,28 @@ _VOICE_TABLE: dict[str, tuple[bytes, int]] = {
 # Segments long enough to stream progress on long texts, short enough to start playing soon.
 _SEGMENT_CHARS = 200
 
+_EVENT_LIST_TERMINATED, _EVENT_WORD = 0, 1
+# Ramps either side of an inserted pause (4 ms): a cut between two words never clicks.
+_FADE = SAMPLE_RATE * 4 // 1000
+
+
+class _Event(ctypes.Structure):
+    """espeak_EVENT (speak_lib.h)."""
+
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("unique_identifier", ctypes.c_uint),
+        ("text_position", ctypes.c_int),  # the word's first character, 1-based
+        ("length", ctypes.c_int),
+        ("audio_position", ctypes.c_int),  # milliseconds into this synthesis
+        ("sample", ctypes.c_int),
+        ("user_data", ctypes.c_void_p),
+        ("id", ctypes.c_char * 8),
+    ]
+
+
 _CALLBACK = ctypes.CFUNCTYPE(
-    ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p
+    ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.POINTER(_Event)
 )
 
 
@@ -54,11 +81,17 @@ class EspeakEngine:
         self._lib: Any = None
         self._native_rate = 0
         self._chunks: list[np.ndarray] = []
+        self._words: list[tuple[int, int]] = []  # (0-based character, ms) of each word's start
         self._callback = _CALLBACK(self._collect)  # kept referenced: C holds the pointer
 
-    def _collect(self, wav: Any, count: int, _events: Any) -> int:
+    def _collect(self, wav: Any, count: int, events: Any) -> int:
         if count > 0:
             self._chunks.append(np.ctypeslib.as_array(wav, shape=(count,)).copy())
+        i = 0
+        while events and events[i].type != _EVENT_LIST_TERMINATED:
+            if events[i].type == _EVENT_WORD:
+                self._words.append((events[i].text_position - 1, events[i].audio_position))
+            i += 1
         return 0
 
     def load(self) -> None:
@@ -92,6 +125,10 @@ class EspeakEngine:
     def split(self, text: str, request: SynthesisRequest, language: str | None = None) -> list[str]:
         return split_sentences(text, _SEGMENT_CHARS)
 
+    def pieces(self, text: str, request: SynthesisRequest, language: str | None = None) -> Pieces:
+        segments = self.split(text, request, language)
+        return [(s, a, b) for s, (a, b) in zip(segments, locate(text, segments), strict=True)]
+
     def batch_key(self, request: SynthesisRequest) -> Hashable:
         return (request.voice, request.speed)
 
@@ -115,15 +152,62 @@ class EspeakEngine:
             raise EngineError(f"eSpeak NG has no voice {voice.decode()!r}")
         lib.espeak_SetParameter(_PARAM_RATE, int(_DEFAULT_WPM * segment.request.speed), 0)
         lib.espeak_SetParameter(_PARAM_PITCH, pitch, 0)
-        self._chunks = []
-        data = segment.text.encode()
+        text, pauses = speech_text(segment.text)
+        self._chunks, self._words = [], []
+        data = text.encode()
         status = lib.espeak_Synth(
             ctypes.c_char_p(data), len(data) + 1, 0, 0, 0, _CHARS_UTF8, None, None
         )
         if status != 0:
             raise EngineError(f"eSpeak NG synthesis failed with status {status}")
         pcm = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.int16)
-        return _resample(pcm.astype(np.float32) / 32768.0, self._native_rate, SAMPLE_RATE)
+        audio = _resample(pcm.astype(np.float32) / 32768.0, self._native_rate, SAMPLE_RATE)
+        return _insert_pauses(audio, pauses, self._words) if pauses else audio
+
+
+def speech_text(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """The text eSpeak NG reads (every control token a space) and its pauses: (the character
+    where a break token stood, its milliseconds)."""
+    out: list[str] = []
+    pauses: list[tuple[int, int]] = []
+    length = pos = 0
+    for match in TOKEN_SHAPE.finditer(text):
+        out.append(text[pos : match.start()])
+        length += match.start() - pos
+        pause = PAUSE_MS.get(match.group(0), 0)
+        if pause:
+            pauses.append((length, pause))
+        out.append(" ")  # the words on each side stay apart
+        length += 1
+        pos = match.end()
+    out.append(text[pos:])
+    return "".join(out), pauses
+
+
+def _insert_pauses(
+    audio: np.ndarray, pauses: list[tuple[int, int]], words: list[tuple[int, int]]
+) -> np.ndarray:
+    """Silence for each pause at the start of the first word after it (mostly inside eSpeak's own
+    pause before that word), or at the end when no word follows; the speech on either side of a
+    cut fades out and in over a few milliseconds, so that no cut clicks."""
+    silences: dict[int, int] = {}  # cut (sample) -> milliseconds of silence
+    for at, ms in pauses:
+        start_ms = next((w_ms for w_at, w_ms in words if w_at >= at), None)
+        cut = audio.size if start_ms is None else round(start_ms * SAMPLE_RATE / 1000)
+        cut = min(max(cut, max(silences, default=0)), audio.size)
+        silences[cut] = silences.get(cut, 0) + ms
+    audio = audio.copy()
+    parts: list[np.ndarray] = []
+    done = 0
+    for cut, ms in silences.items():
+        before = audio[max(0, cut - _FADE) : cut]
+        before *= np.linspace(1.0, 0.0, before.size, dtype=np.float32)
+        after = audio[cut : cut + _FADE]
+        after *= np.linspace(0.0, 1.0, after.size, dtype=np.float32)
+        parts += [audio[done:cut], np.zeros(round(ms * SAMPLE_RATE / 1000), np.float32)]
+        done = cut
+    parts.append(audio[done:])
+    return np.concatenate(parts)
 
 
 def _resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:

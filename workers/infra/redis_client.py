@@ -26,6 +26,7 @@ from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .settings import Settings
@@ -39,6 +40,9 @@ _RETRIES = 1
 _SENTINEL_TIMEOUT_S = 0.5
 # The errors that mean Redis is unreachable (down, partitioned, hung), not that a command was wrong.
 REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
+# ... or that it cannot take a write now (at its maxmemory, noeviction): a worker waits either
+# out, never crashes on it (the web tier answers 503 store_full meanwhile).
+REDIS_UNAVAILABLE = (*REDIS_DOWN, OutOfMemoryError)
 DEFAULT_PORT = 6379
 DEFAULT_SENTINEL_PORT = 26379
 

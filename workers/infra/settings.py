@@ -48,6 +48,9 @@ class Settings:
 
     # Submission limits.
     max_text_chars: int = 4_000
+    # POST /v1/tts/jobs takes whole documents up to this (about 4 hours of speech): kept in
+    # parts, resumed after a crash where it stopped (workers/audio/documents.py).
+    max_document_chars: int = 200_000
     # A JSON job request is small; voice registration with a reference clip needs more room.
     max_body_bytes: int = 2 * 1024 * 1024
     max_backlog: int = 10_000
@@ -121,6 +124,22 @@ class Settings:
     log_level: str = "INFO"
     # "text" for people at a terminal, "json" (one object per line) for log collectors.
     log_format: str = "text"
+
+    # Callbacks (webhooks, Standard Webhooks): a job's `callback_url` is POSTed when it ends.
+    callbacks: bool = True  # web processes deliver them (any number: each attempt goes once)
+    # Signs them (each client gets its own secret derived from it: GET /v1/callbacks/secret);
+    # empty: derived from the cookie secret, which every replica shares already.
+    callback_secret: str = ""
+    # Private addresses callbacks may still reach (comma-separated CIDRs, e.g. 10.0.0.0/8):
+    # by default only public ones, so that a job cannot make the service call into its network.
+    callback_allow: str = ""
+    callback_timeout_s: float = 5.0  # an answer slower than this is a failed attempt
+    # Pauses before each retry (Standard Webhooks' schedule, less its last 10 h): about 17 h of
+    # trying, within the day a job is kept.
+    callback_schedule_s: str = "5,300,1800,7200,18000,36000"
+    # The service's address as receivers reach it, for the audio URLs in callbacks; empty: this
+    # process's own http://host:port.
+    public_url: str = ""
 
     # Operations.
     # A worker serves Prometheus /metrics on this port (0: off). `run` gives worker i port+i-1.

@@ -9,7 +9,18 @@ import orjson
 from .job import SynthesisRequest
 
 # Parameters that change the audio; `cache` itself and the text (hashed normalized) are apart.
-_AUDIO_FIELDS = ("voice", "format", "speed", "seed", "temperature", "top_p", "top_k", "refine")
+_AUDIO_FIELDS = (
+    "voice",
+    "format",
+    "speed",
+    "seed",
+    "temperature",
+    "top_p",
+    "top_k",
+    "refine",
+    "prompt",
+    "normalize",
+)
 
 
 def cache_digest(

@@ -45,6 +45,11 @@ class SynthesisRequest(BaseModel):
     top_p: float = Field(default=0.7, gt=0.0, le=1.0)
     top_k: int = Field(default=20, ge=1, le=100)
     refine: bool = False
+    # ChatTTS's sentence-level prompt for its refinement pass, e.g. "[oral_2][laugh_0][break_6]"
+    # (checked by the web tier against workers/text/control_tokens.py; needs `refine`).
+    prompt: str | None = Field(default=None, min_length=1, max_length=64)
+    # False: ChatTTS gets the text without our spelling of numbers and symbols (normalize.py).
+    normalize: bool = True
     cache: bool = True
     # Deliver the audio in chunks of about half a second while it is synthesized (an `audio`
     # event on the job's event stream per chunk; see workers/queue/lua/chunk.lua).
@@ -102,6 +107,12 @@ class Job:
     cancel_requested: bool
     cached: bool
     chunks_done: int = 0  # a streaming job's chunks out so far (see lua/chunk.lua)
+    # Its callback: pending | delivered | failed, the attempts so far, the last failure.
+    callback: str | None = None
+    callback_attempts: int = 0
+    callback_error: str | None = None
+    document: bool = False  # its audio is kept in parts (workers/audio/documents.py)
+    samples_done: int = 0  # samples of its audio stored so far, pauses included
 
     @classmethod
     def from_hash(cls, fields: dict[bytes, bytes]) -> Job:
@@ -127,6 +138,11 @@ class Job:
             cancel_requested=h.get("cancel_requested") == "1",
             cached=h.get("cached") == "1",
             chunks_done=int(h.get("chunks_done") or 0),
+            callback=h.get("callback") or None,
+            callback_attempts=int(h.get("callback_attempts") or 0),
+            callback_error=h.get("callback_error") or None,
+            document=h.get("document") == "1",
+            samples_done=int(h.get("samples_done") or 0),
         )
 
     def public(self) -> dict[str, Any]:
@@ -151,6 +167,10 @@ class Job:
             "cancel_requested": "1" if self.cancel_requested else None,
             "cached": "1" if self.cached else None,
             "chunks_done": self.chunks_done or None,
+            "callback": self.callback,
+            "callback_attempts": self.callback_attempts if self.callback else None,
+            "callback_error": self.callback_error,
+            "document": "1" if self.document else None,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out

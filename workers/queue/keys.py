@@ -71,6 +71,15 @@ class Keys:
         """List of 16-bit PCM chunks of a streaming job, in order (see lua/chunk.lua)."""
         return f"{self.base}:chunk:{job_id}"
 
+    def parts(self, job_id: str) -> str:
+        """List of a document job's finished segments as 16-bit PCM, each after its pause: its
+        audio, joined when served (no single value grows with the document)."""
+        return f"{self.base}:parts:{job_id}"
+
+    def cues(self, job_id: str) -> str:
+        """List of a job's subtitle cues, one JSON per finished segment (see lua/progress.lua)."""
+        return f"{self.base}:cues:{job_id}"
+
     def cache(self, digest: str) -> str:
         """Hash of a cached result (audio, duration_s, sample_rate) by request digest."""
         return f"{self.base}:cache:{digest}"
@@ -99,6 +108,17 @@ class Keys:
     def owned_voices(self, owner: str) -> str:
         """Names and sizes of the voices one client registered (quota accounting)."""
         return f"{self.base}:voices:owner:{owner}"
+
+    @property
+    def callbacks_due(self) -> str:
+        """Sorted set of callbacks to deliver: job id scored by when (ms) it is due or, while a
+        sender holds it, by when its claim lapses (see callbacks.py)."""
+        return f"{self.base}:callbacks"
+
+    @property
+    def callbacks(self) -> str:
+        """Hash of pending callbacks: job id -> JSON (target, client, attempts, the job)."""
+        return f"{self.base}:callbacks:data"
 
     def worker(self, name: str) -> str:
         return f"{self.base}:worker:{name}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -17,6 +16,26 @@ from workers.infra.settings import Settings
 from .durable import NotReplicated, run_replicated
 from .job import Job, SynthesisRequest, new_job_id, queue_position
 from .keys import CONSUMER_GROUP, Keys
+from .results import (
+    BacklogFull,
+    ClientCapReached,
+    QueueError,
+    SegmentDone,
+    Started,
+    Submitted,
+    Unreplicated,
+)
+
+__all__ = [
+    "BacklogFull",
+    "ClientCapReached",
+    "Queue",
+    "QueueError",
+    "SegmentDone",
+    "Started",
+    "Submitted",
+    "Unreplicated",
+]
 
 SCRIPT_NAMES = (
     "enqueue",
@@ -31,69 +50,6 @@ SCRIPT_NAMES = (
 )
 # How long a streaming job's chunk list outlives its last chunk: listeners read it live.
 CHUNKS_LINGER_S = 600
-
-
-class QueueError(Exception):
-    """A submission the queue refused; `status` and `code` are the HTTP answer that says so."""
-
-    status = 400
-    code = "queue_refused"
-
-
-class BacklogFull(QueueError):
-    status = 429
-    code = "backlog_full"
-
-    def __init__(self, depth: int) -> None:
-        super().__init__(f"the queue holds {depth} jobs, its limit; retry later")
-        self.depth = depth
-
-
-class ClientCapReached(QueueError):
-    status = 429
-    code = "too_many_active_jobs"
-
-    def __init__(self, active: int) -> None:
-        super().__init__(
-            f"you already have {active} unfinished jobs, the limit per client; "
-            "wait for some to finish"
-        )
-        self.active = active
-
-
-class Unreplicated(QueueError):
-    """The primary holds the change but too few replicas acknowledged it (durable.py)."""
-
-    status = 503
-    code = "not_replicated"
-
-    def __init__(self, cause: NotReplicated, job_id: str | None = None) -> None:
-        what = f"job {job_id}" if job_id else "change"
-        super().__init__(
-            f"the {what} reached Redis's primary, but {cause}, so it is not confirmed. Retry "
-            "(with the same Idempotency-Key for a submission: the retry finds this job instead "
-            "of adding another)"
-        )
-        self.job_id = job_id
-
-
-@dataclass(frozen=True)
-class Submitted:
-    job_id: str
-    event_id: str | None
-    duplicate: bool
-    event: dict[str, Any] | None = None  # the queued event (new jobs only)
-    started_seq: int = 0  # the queue's started watermark at submit (for the position)
-    depth: int = 0  # jobs in the queue (both streams) right after this one joined (new jobs only)
-    seq: int = 0  # its place in the queue-wide count of submissions (for the position)
-
-
-@dataclass(frozen=True)
-class Started:
-    token: str
-    request: SynthesisRequest
-    client: str
-    stream: str  # the job stream its entry lives in
 
 
 def _load_scripts(sharded: bool) -> dict[str, str]:
@@ -169,7 +125,11 @@ class Queue:
         client: str,
         idempotency_key: str | None = None,
         job_id: str | None = None,
+        callback_url: str | None = None,
+        document: bool = False,
     ) -> Submitted:
+        """Queue a job (`callback_url`: POSTed when it ends, see callbacks.py; `document`: its
+        audio is kept in parts and a reclaimed attempt resumes after the last one)."""
         job_id = job_id or new_job_id()
         k = self.keys
         idem = k.idem(client, idempotency_key) if idempotency_key else k.job(job_id)
@@ -179,7 +139,8 @@ class Queue:
         keys += [k.active(client), k.stats, other]
         args = [job_id, client, request.model_dump_json(), time.time(), self._ttl]
         args += [self.settings.max_backlog, self.settings.max_active_per_client, *self._maxlens]
-        args += [request.voice, request.format, "1" if idempotency_key else "0"]
+        args += [request.voice, request.format, "1" if idempotency_key else "0", callback_url or ""]
+        args += ["1" if document else "0"]
         try:
             result = await self._run_acknowledged("enqueue", keys, args, "ok", "dup")
         except NotReplicated as exc:
@@ -287,6 +248,7 @@ class Queue:
                 k.active(owner),
                 k.segments(job_id),
                 k.chunks(job_id),
+                k.cues(job_id),
             ],
             [
                 job_id,
@@ -304,6 +266,9 @@ class Queue:
                 SynthesisRequest.model_validate_json(result[2]),
                 _s(result[3]),
                 stream,
+                document=_s(result[4]) == "1",
+                segments_done=int(result[5]),
+                samples_done=int(result[6]),
             )
         return f"{_s(result[0])}:{_s(result[1])}"
 
@@ -312,24 +277,15 @@ class Queue:
         keys = [stream or self.keys.jobs, self.keys.job(job_id)]
         return _s(await self._run("renew", keys, [token, worker]))
 
-    async def progress(
-        self,
-        job_id: str,
-        client: str,
-        token: str,
-        index: int,
-        total: int,
-        audio: bytes,
-        duration_s: float,
-    ) -> str:
+    async def progress(self, job_id: str, client: str, token: str, done: SegmentDone) -> str:
+        """Store segment `done.index` (1-based, in order): 'ok', 'cancel' or 'lost'."""
         k = self.keys
-        return _s(
-            await self._run(
-                "progress",
-                [k.job(job_id), k.segments(job_id), k.job_events(job_id), k.client_events(client)],
-                [token, index, total, audio, duration_s, time.time(), *self._maxlens, self._ttl],
-            )
-        )
+        keys = [k.job(job_id), k.segments(job_id), k.job_events(job_id), k.client_events(client)]
+        keys += [k.parts(job_id), k.cues(job_id)]
+        args = [token, done.index, done.total, done.audio, done.duration_s, time.time()]
+        args += [*self._maxlens, self._ttl, orjson.dumps(done.cue), done.samples]
+        args += [done.sample_rate, done.eta or "", "1" if done.document else "0"]
+        return _s(await self._run("progress", keys, args))
 
     async def chunk(
         self,
@@ -375,11 +331,15 @@ class Queue:
         cached: bool = False,
         stream: str | None = None,
         cache_digest: str | None = None,
+        document_size: int | None = None,
+        new_cues: list[dict[str, int]] | None = None,
+        all_cues: list[dict[str, int]] | None = None,
     ) -> bool:
         """Store the result and finish the job; False when the token is stale (fenced).
 
         With `cache_digest`, the result also goes into the result cache (or, when `cached`,
-        counts as a cache hit).
+        counts as a cache hit), with `all_cues`. A document (`document_size`: its file's
+        bytes) keeps its audio in its parts. `new_cues`: the cues no progress stored.
         """
         k = self.keys
         cache_mode = "off" if not cache_digest else ("hit" if cached else "miss")
@@ -395,6 +355,8 @@ class Queue:
                 k.active(client),
                 k.segments(job_id),
                 k.cache(cache_digest) if cache_digest else k.job(job_id),
+                k.cues(job_id),
+                k.parts(job_id),
             ],
             [
                 token,
@@ -406,6 +368,9 @@ class Queue:
                 self._ttl,
                 "1" if cached else "0",
                 cache_mode,
+                document_size if document_size is not None else "",
+                orjson.dumps(new_cues) if new_cues else "",
+                orjson.dumps(all_cues or []),
             ],
         )
         return _s(result[0]) == "ok"

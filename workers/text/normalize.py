@@ -11,11 +11,14 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
+from .control_tokens import TEXT_TOKEN, TOKEN_SHAPE
 from .normalize_numbers import Lang
 from .normalize_rules import RULES, Rule
 
-# ChatTTS's control tags that a person may type on purpose (pauses, laughter); kept verbatim.
-_TAG = re.compile(r"\[(?:uv_break|v_break|lbreak|laugh|laugh_[0-2]|break_[0-7]|oral_[0-9])\]")
+# ChatTTS's control tokens that a person may type on purpose (pauses, laughter, see
+# control_tokens.py) are kept verbatim; any other token-shaped `[word]` (refused at submission)
+# is dropped, never spoken as a word.
+_TAG = TEXT_TOKEN
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 # What ChatTTS's own normalizer keeps (its reject pattern is the complement of this set).
@@ -96,40 +99,43 @@ _PUNCT_EN = str.maketrans(
 )
 
 
-def normalize(text: str, language_hint: str = "zh") -> str:
+def normalize(text: str, language_hint: str = "zh", spell: bool = True) -> str:
     """Spell out numbers, dates, money and symbols; return what ChatTTS will speak.
 
     Each number is read in the language of the text around it (`language_hint` decides when the
     context has no letters, e.g. "123"). The result holds only characters ChatTTS keeps, plus its
-    control tags; it is "" when nothing speakable remains, which callers reject.
+    control tags; it is "" when nothing speakable remains, which callers reject. `spell=False`
+    (a request's `"normalize": false`) leaves numbers and symbols unspelled: they are dropped,
+    as ChatTTS's own normalizer drops them; punctuation still becomes the pauses ChatTTS keeps.
     """
     hint: Lang = "en" if language_hint.lower().startswith("en") else "zh"
     text = unicodedata.normalize("NFKC", text).replace("\u3007", "零")
     pieces: list[str] = []
     pos = 0
     for tag in _TAG.finditer(text):
-        pieces.append(_normalize_plain(text[pos : tag.start()], hint))
+        pieces.append(_normalize_plain(text[pos : tag.start()], hint, spell))
         pieces.append(tag.group(0))
         pos = tag.end()
-    pieces.append(_normalize_plain(text[pos:], hint))
+    pieces.append(_normalize_plain(text[pos:], hint, spell))
     out = re.sub(r"\s+", " ", "".join(pieces))
     # Runs of pause marks ("，，", ", .") left by dropped symbols: keep the first one.
     out = re.sub(r"\s*([，。、,.])(?:\s*[，。、,.])*", r"\1", out).strip(" ,，")
     return out if _SPEAKABLE.search(_TAG.sub("", out)) else ""
 
 
-def is_speakable(text: str, language_hint: str = "zh") -> bool:
+def is_speakable(text: str, language_hint: str = "zh", spell: bool = True) -> bool:
     """True when `normalize` leaves something for ChatTTS to say."""
-    return bool(normalize(text, language_hint))
+    return bool(normalize(text, language_hint, spell))
 
 
-def _normalize_plain(text: str, hint: Lang) -> str:
+def _normalize_plain(text: str, hint: Lang, spell: bool = True) -> str:
     if not text:
         return text
-    text = _strip_accents(text)
-    for pattern, rule in RULES:
-        text = _sub(pattern, text, hint, rule)
-    text = _symbols(text, hint)
+    text = TOKEN_SHAPE.sub(" ", _strip_accents(text))
+    if spell:
+        for pattern, rule in RULES:
+            text = _sub(pattern, text, hint, rule)
+        text = _symbols(text, hint)
     lang = _language(text, 0, len(text), hint)
     text = text.translate(_PUNCT_ZH if lang == "zh" else _PUNCT_EN)
     text = _DISALLOWED.sub(" ", text)

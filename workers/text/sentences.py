@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from .control_tokens import TOKEN_SHAPE
+
 # Unicode categories that carry no speech: controls, format characters (zero-width, bidi
 # overrides), surrogates, private use, unassigned.
 _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
@@ -13,6 +15,10 @@ _SPACES = re.compile(r"\s+")
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;…\n])[\"'”’」』)]*|(?<=\.)(?=\s)")
 # Inside a long sentence: clause punctuation where a cut sounds natural.
 _CLAUSE_END = re.compile(r"(?<=[，,、：:])")
+# The units a clause is cut into when it has no clause punctuation left: a control token
+# ("[uv_break]", never cut), a CJK character, or a run without spaces (and its spaces).
+_TAG = TOKEN_SHAPE.pattern
+_WORD = re.compile(rf"{_TAG}\s*|[\u3000-\u9fff\uf900-\ufaff]|(?:(?!{_TAG})\S)+\s*")
 
 
 def clean_text(text: str) -> str:
@@ -35,7 +41,9 @@ def split_sentences(text: str, max_chars: int = 200) -> list[str]:
     """Cut text into segments of at most `max_chars`, at sentence, then clause, then word breaks.
 
     Short sentences are merged up to `max_chars`; a word (a run without spaces in Western text)
-    is never cut unless it alone exceeds `max_chars`.
+    is never cut unless it alone exceeds `max_chars`. A control token ("[uv_break]", "[laugh]")
+    is never cut, and never a segment of its own: it stays with the text before it (the text
+    after it when it opens the text), even where that makes a segment longer than `max_chars`.
     """
     sentences = [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
     pieces: list[str] = []
@@ -48,7 +56,28 @@ def split_sentences(text: str, max_chars: int = 200) -> list[str]:
             segments[-1] = segments[-1] + joiner + piece
         else:
             segments.append(piece)
-    return [s for s in segments if has_speakable(s)]
+    return [s for s in _attach_tokens(segments) if has_speakable(TOKEN_SHAPE.sub("", s))]
+
+
+def _attach_tokens(segments: list[str]) -> list[str]:
+    """Segments that hold control tokens and nothing to speak joined to a neighbour."""
+    out: list[str] = []
+    pending = ""  # tokens that opened the text, waiting for the first speakable segment
+    for segment in segments:
+        if has_speakable(TOKEN_SHAPE.sub("", segment)):
+            out.append(_join(pending, segment) if pending else segment)
+            pending = ""
+        elif out:
+            out[-1] = _join(out[-1], segment)
+        else:
+            pending = _join(pending, segment) if pending else segment
+    if pending:  # nothing speakable at all
+        out.append(pending)
+    return out
+
+
+def _join(left: str, right: str) -> str:
+    return left + ("" if _is_cjk(left[-1]) or _is_cjk(right[0]) else " ") + right
 
 
 def _cut_long(sentence: str, max_chars: int) -> list[str]:
@@ -70,11 +99,12 @@ def _cut_long(sentence: str, max_chars: int) -> list[str]:
 def _cut_words(clause: str, max_chars: int) -> list[str]:
     out: list[str] = []
     current = ""
-    for token in re.findall(r"[\u3000-\u9fff\uf900-\ufaff]|\S+\s*", clause):
+    for token in _WORD.findall(clause):
         if len(current) + len(token) > max_chars and current:
             out.append(current.strip())
             current = ""
-        while len(token) > max_chars:  # a single overlong "word": cut it, nothing else works
+        # A single overlong "word": cut it, nothing else works (a control token stays whole).
+        while len(token) > max_chars and not TOKEN_SHAPE.match(token):
             out.append(token[:max_chars])
             token = token[max_chars:]
         current += token
@@ -85,3 +115,32 @@ def _cut_words(clause: str, max_chars: int) -> list[str]:
 
 def _is_cjk(ch: str) -> bool:
     return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\u3000" <= ch <= "\u303f"
+
+
+def locate(text: str, pieces: list[str]) -> list[tuple[int, int]]:
+    """Where each piece of `split_sentences(text)` lies in `text`: (start, end) character
+    offsets, in order. Pieces are the text's own characters, cut and rejoined with single
+    spaces or none, so they are matched in order with whitespace ignored on both sides."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for piece in pieces:
+        wanted = [ch for ch in piece if not ch.isspace()]
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        start = found = pos
+        matched = 0
+        while matched < len(wanted) and found < len(text):
+            if text[found] == wanted[matched]:
+                matched += 1
+            elif not text[found].isspace():
+                # Not this piece's text here (a piece dropped before it): from the next start.
+                start, matched = start + 1, 0
+                found = start
+                continue
+            found += 1
+        if matched < len(wanted):
+            spans.append((start, start))  # not found: an empty span, never a wrong one
+            continue
+        spans.append((start, found))
+        pos = found
+    return spans

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -29,6 +30,37 @@ class ActiveJob:
     # Continuous batching: segments handed to the engine, and those back out of order.
     submitted: int = 0
     finished: dict[int, np.ndarray] = field(default_factory=dict)
+    # Each segment's characters in the request's text (subtitle cues point into it).
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    samples_done: int = 0  # samples of the job's audio so far, pauses included
+    cues: list[dict[str, int]] = field(default_factory=list)  # this attempt's, in order
+    started_at: float = field(default_factory=time.time)  # this attempt's start (for the ETA)
+
+    @property
+    def document(self) -> bool:
+        """Kept in parts (lua/progress.lua), resumed after its last stored segment."""
+        return self.started.document
+
+    def place(self, index: int, samples: int, rate: int) -> tuple[dict[str, int], int]:
+        """Segment `index` (0-based, in order) of `samples` samples: its subtitle cue (its span
+        of the job's audio in samples, and of the text in characters) and the samples it adds
+        to the job's audio (the pause before it included)."""
+        gap = int(rate * audio.SEGMENT_GAP_S) if index > 0 else 0
+        start = self.samples_done + gap
+        span = self.spans[index] if index < len(self.spans) else (0, 0)
+        cue = {"i": index + 1, "start": start, "end": start + samples, "from": span[0]}
+        cue["to"] = span[1]
+        self.samples_done = start + samples
+        self.cues.append(cue)
+        return cue, gap + samples
+
+    def eta(self) -> float | None:
+        """When the job should end, from this attempt's pace (None before its first segment)."""
+        done_now = len(self.audio) - self.started.segments_done
+        if done_now <= 0:
+            return None
+        pace = (time.time() - self.started_at) / done_now
+        return time.time() + pace * (len(self.segments) - len(self.audio))
 
     @property
     def done(self) -> bool:

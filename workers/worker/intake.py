@@ -8,9 +8,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import numpy as np
 import orjson
 
 from workers.engines import Engine, EngineError
+from workers.engines.base import Pieces
 from workers.infra.logs import job_log
 from workers.infra.redis_client import RedisClient
 from workers.infra.settings import Settings
@@ -135,23 +137,39 @@ class Intake:
                 await self.outcomes.fail(job_id, started, reason)
                 return
         try:
-            segments: list[str] = await self.in_engine(
-                self.engine.split, request.text, request, language
+            pieces: Pieces = await self.in_engine(
+                self.engine.pieces, request.text, request, language
             )
         except EngineError as exc:
             await self.outcomes.fail(job_id, started, str(exc))
             return
-        digest = cache_digest(
-            self.engine.name,
-            self.engine.model_version,
-            request,
-            segments,
-            voice_data,
-            getattr(self.engine, "deterministic", False),
-            started.client if self.settings.cache_scope == "client" else "",
+        segments = [segment for segment, _, _ in pieces]
+        digest = (
+            None
+            if started.document
+            else cache_digest(
+                self.engine.name,
+                self.engine.model_version,
+                request,
+                segments,
+                voice_data,
+                getattr(self.engine, "deterministic", False),
+                started.client if self.settings.cache_scope == "client" else "",
+            )
         )
         job = ActiveJob(job_id, entry, started, segments, voice_data, digest)
+        job.spans = [(start, end) for _, start, end in pieces]
         job.solo = int(started.token) > 1  # an earlier attempt never finished
+        if started.document and started.segments_done:
+            # A document resumes after its last stored segment: those are not made again.
+            job.audio = [np.zeros(0, np.float32)] * min(started.segments_done, len(segments))
+            job.samples_done = started.samples_done
+            job.submitted = len(job.audio)  # continuous batching hands over the rest
+            log.info(
+                "worker %s: job %s resumes after segment %d of %d",
+                *(self.name, job_id, len(job.audio), len(segments)),
+                extra=job_log(job_id),
+            )
         if digest and await self.outcomes.answer_from_cache(job, digest):
             return
         if not segments:

@@ -12,12 +12,14 @@ import logging
 from typing import Any
 
 import numpy as np
+import orjson
 from redis.exceptions import RedisError
 
 from workers.audio import formats as audio
+from workers.audio.documents import document_size
 from workers.engines import Engine, EngineError, Segment
 from workers.infra.logs import job_log
-from workers.queue.store import Queue, Started
+from workers.queue.store import Queue, SegmentDone, Started
 
 from .batch import ActiveJob, render
 from .chunks import ChunkPublisher
@@ -25,6 +27,8 @@ from .metrics import WorkerMetrics
 from .stats import WorkerStats
 
 log = logging.getLogger("chattts_online.worker")
+# What a document's finished segment leaves in the worker's hand: its samples are in Redis.
+_STORED = np.zeros(0, np.float32)
 
 
 class Outcomes:
@@ -70,6 +74,7 @@ class Outcomes:
             cached=True,
             stream=job.started.stream,
             cache_digest=digest,
+            new_cues=orjson.loads(cached[b"cues"]) if cached.get(b"cues") else None,
         )
         if ok:
             self.metrics.outcome("cache_hit")
@@ -118,21 +123,33 @@ class Outcomes:
                 )
 
     async def segment_done(self, job: ActiveJob, segment: Segment, samples: np.ndarray) -> None:
+        """Store a finished segment (every segment but a one-segment job's only one): its audio,
+        its cue, a progress event. A document's goes as a part and leaves the worker's memory."""
         total = len(job.segments)
-        if total == 1:
+        rate = self.engine.sample_rate
+        cue, added = job.place(segment.index, samples.size, rate)
+        if total == 1 and not job.document:
             return  # its final file is its only segment: the terminal event says it all
         await self.chunks.segment_out(job.job_id, segment.index)  # a streaming job: chunks first
-        rate = self.engine.sample_rate
-        encoded = await asyncio.to_thread(audio.encode, samples, rate, job.started.request.format)
-        verdict = await self.queue.progress(
-            job.job_id,
-            job.started.client,
-            job.started.token,
-            segment.index + 1,
-            total,
-            encoded,
-            samples.size / rate,
+        if job.document:
+            pause = np.zeros(added - samples.size, np.float32)
+            encoded = audio.encode(np.concatenate([pause, samples]), rate, "pcm")
+            job.audio[segment.index] = _STORED  # its samples live in Redis from now on
+        else:
+            fmt = job.started.request.format
+            encoded = await asyncio.to_thread(audio.encode, samples, rate, fmt)
+        done = SegmentDone(
+            index=segment.index + 1,
+            total=total,
+            audio=encoded,
+            duration_s=samples.size / rate,
+            samples=added,
+            sample_rate=rate,
+            cue=cue,
+            eta=job.eta(),
+            document=job.document,
         )
+        verdict = await self.queue.progress(job.job_id, job.started.client, job.started.token, done)
         if verdict != "lost":
             self.metrics.segment_stored(job, segment.index)
         if verdict == "cancel":
@@ -149,9 +166,14 @@ class Outcomes:
         await self.chunks.drained(job.job_id)
         # The job stays in hand (its lease renewed) until the result is stored; if Redis fails
         # meanwhile, the next batch round tries again.
-        data, duration_s = await asyncio.to_thread(
-            render, job.audio, rate, job.started.request.format
-        )
+        size = None
+        if job.document:  # its parts are its audio: nothing to join or encode
+            data, duration_s = b"", job.samples_done / rate
+            size = document_size(job.samples_done, job.started.request.format)
+        else:
+            data, duration_s = await asyncio.to_thread(
+                render, job.audio, rate, job.started.request.format
+            )
         ok = await self.queue.complete(
             job.job_id,
             job.started.client,
@@ -161,6 +183,9 @@ class Outcomes:
             rate,
             stream=job.started.stream,
             cache_digest=job.cache_digest,
+            document_size=size,
+            new_cues=job.cues if len(job.segments) == 1 and not job.document else None,
+            all_cues=job.cues,
         )
         self.in_hand.pop(job.job_id, None)
         if ok:

@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 
 from workers.engines import Engine, EngineError, create_engine
 from workers.engines.base import ChunkSink, Segment
-from workers.infra.redis_client import REDIS_DOWN, RedisClient, connect
+from workers.infra.redis_client import REDIS_UNAVAILABLE, RedisClient, connect
 from workers.infra.settings import Settings
 from workers.queue.store import Queue
 
@@ -176,12 +176,12 @@ class Worker:
         while True:
             try:
                 return await fn()
-            except REDIS_DOWN as exc:
+            except REDIS_UNAVAILABLE as exc:
                 if self._stopping.is_set():
                     raise
                 self.metrics.redis_error()
                 log.warning(
-                    "worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, delay
+                    "worker %s: Redis unavailable (%s); retrying in %.1fs", self.name, exc, delay
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX_S)
@@ -243,10 +243,10 @@ class Worker:
                 self.engine_stuck = True
                 await self.outcomes.release_all("worker shut down past its grace period")
                 return
-            except REDIS_DOWN as exc:
+            except REDIS_UNAVAILABLE as exc:
                 self.metrics.redis_error()
                 log.warning(
-                    "worker %s: Redis unreachable (%s); retrying in %.1fs", self.name, exc, delay
+                    "worker %s: Redis unavailable (%s); retrying in %.1fs", self.name, exc, delay
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX_S)

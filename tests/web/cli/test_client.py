@@ -13,12 +13,14 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
 import pytest
 import redis
 import soundfile as sf
+import srt
 
 from tests.conftest import ROOT, WorkerProcess
 from workers.infra.embedded_redis import free_port
@@ -328,3 +330,28 @@ def test_wav_to_a_pipe_is_a_stream(server: str, worker: WorkerProcess, tmp_path:
     assert done.returncode == 0, done.stderr
     samples, rate = sf.read(io.BytesIO(done.stdout))
     assert rate == 24_000 and len(samples) / rate > 40.0
+
+
+def test_a_book_is_one_job_with_its_subtitles_beside_it(
+    settings: Settings, tmp_path: Path, start_worker: Any
+) -> None:
+    # A server whose jobs hold 500 characters: the book (1128) is a document, sent as one job.
+    with _serve(settings.replace(max_text_chars=500), tmp_path / "web.log") as url:
+        start_worker()
+        book = tmp_path / "book.txt"
+        book.write_text(BOOK, encoding="utf-8")
+        out = tmp_path / "book.wav"
+        done = cli(url, "submit", "-f", str(book), "-o", str(out), "--subtitles", "srt")
+        assert done.returncode == 0, done.stderr
+        client = redis.Redis.from_url(settings.redis_url or "")
+        try:
+            stats: Any = client.hgetall(Keys(settings.key_prefix, settings.queue).stats)
+        finally:
+            client.close()
+        assert int(stats[b"submitted"]) == 1  # one job, not one per part
+    lines = done.stderr.decode().splitlines()
+    assert any("left" in line for line in lines if "segments" in line), lines
+    assert lines[-2:] == [f"wrote {out}", f"wrote {tmp_path / 'book.srt'}"]
+    cues = list(srt.parse((tmp_path / "book.srt").read_text(encoding="utf-8")))
+    assert len(cues) > 2 and cues[0].content.startswith("Chapter one.")
+    assert abs(cues[-1].end.total_seconds() - _seconds(out)) < 0.02

@@ -254,3 +254,30 @@ async def test_shutdown_past_grace_releases_job_without_counting(
     events = await wait_terminal(queue, submitted.job_id, timeout=60)
     assert events[-1]["type"] == "succeeded"
     assert events[-1]["job"]["attempts"] == 1
+
+
+async def test_a_full_redis_pauses_a_worker_and_its_job_ends_once_there_is_room(
+    settings: Settings, tmp_path: Path, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """A document that fills Redis (noeviction) mid-run: the worker's writes are refused; it
+    waits, never exits; the job ends once room is made."""
+    with EmbeddedRedis(tmp_path / "small", maxmemory="8mb", config_command=True) as server:
+        settings = settings.replace(redis_url=server.url)
+        client = Redis.from_url(server.url)
+        queue = Queue(client, settings)
+        text = " ".join(f"Line {i} of a document that will not fit." for i in range(150))
+        job_id = (
+            await queue.enqueue(SynthesisRequest(text=text, voice="en_male"), "c", document=True)
+        ).job_id
+        worker = start_worker("w", CHATTTS_REDIS_URL=server.url)
+        deadline = time.monotonic() + 60
+        while b"command not allowed when used memory" not in worker.log().encode():
+            assert worker.process.poll() is None, worker.log()
+            assert time.monotonic() < deadline, "Redis never filled up"
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
+        assert worker.process.poll() is None, worker.log()  # it waits; it did not crash
+        await client.config_set("maxmemory", "0")  # room again
+        events = await wait_terminal(queue, job_id, timeout=120)
+        assert events[-1]["type"] == "succeeded", events[-1]
+        await client.aclose()

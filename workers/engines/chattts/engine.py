@@ -34,9 +34,9 @@ from workers.infra.settings import Settings
 from workers.queue.job import SynthesisRequest
 from workers.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, Voice
 from workers.text.normalize import normalize
-from workers.text.sentences import split_sentences
+from workers.text.sentences import locate, split_sentences
 
-from ..base import SAMPLE_RATE, ChunkSink, EngineError, Segment
+from ..base import SAMPLE_RATE, ChunkSink, EngineError, Pieces, Segment
 from . import library, loader
 from .params import speed_level
 from .rows import RowDone, RuntimeRows, row_seed
@@ -199,12 +199,22 @@ class ChatTTSEngine:
     # --- text -----------------------------------------------------------------------------------
 
     def split(self, text: str, request: SynthesisRequest, language: str | None = None) -> list[str]:
-        normalized = normalize(text, _language(request.voice, language))
-        if not normalized:
+        return [segment for segment, _, _ in self.pieces(text, request, language)]
+
+    def pieces(self, text: str, request: SynthesisRequest, language: str | None = None) -> Pieces:
+        """The text cut into sentences as submitted, each normalized on its own (so that each
+        segment knows its characters), cut again where spelling made it too long."""
+        lang = _language(request.voice, language)
+        cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
+        limit = SEGMENT_CHARS_CJK if cjk * 2 > len(text) else SEGMENT_CHARS_LATIN
+        sentences = split_sentences(text, limit)
+        out: Pieces = []
+        for start, end in locate(text, sentences):
+            normalized = normalize(text[start:end], lang, spell=request.normalize)
+            out.extend((piece, start, end) for piece in split_sentences(normalized, limit))
+        if not out:
             raise EngineError("the text holds nothing ChatTTS can speak", retryable=False)
-        cjk = sum(1 for ch in normalized if "\u4e00" <= ch <= "\u9fff")
-        limit = SEGMENT_CHARS_CJK if cjk * 2 > len(normalized) else SEGMENT_CHARS_LATIN
-        return split_sentences(normalized, limit)
+        return out
 
     def batch_key(self, request: SynthesisRequest) -> Hashable:
         if self.runtime is not None:
@@ -218,6 +228,7 @@ class ChatTTSEngine:
             request.top_p,
             request.top_k,
             request.refine,
+            request.prompt if request.refine else None,
         )
 
     # --- synthesis ------------------------------------------------------------------------------

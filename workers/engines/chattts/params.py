@@ -1,5 +1,5 @@
-"""What one ChatTTS `infer` is given: the speed prompt, fresh sampling parameters, per-row
-generators, and speaker embeddings drawn from a seed."""
+"""What one ChatTTS `infer` is given: the speed and sentence prompts, fresh sampling parameters,
+per-row generators, and speaker embeddings drawn from a seed."""
 
 from __future__ import annotations
 
@@ -38,7 +38,11 @@ def infer_params(
         max_new_token=max_new_token,
         show_tqdm=False,
     )
+    # The sentence prompt ("[oral_2][laugh_0][break_6]") steers the refinement pass, as in
+    # ChatTTS: `RefineTextParams.prompt` follows [Pbreak] (`Speaker.decorate_text_prompts`). The
+    # code pass's prompt stays the speed token (`InferCodeParams.prompt`), as ChatTTS has it.
     refine = ChatTTS.Chat.RefineTextParams(
+        prompt=request.prompt or "",
         top_P=request.top_p,
         top_K=request.top_k,
         max_new_token=REFINE_MAX_NEW_TOKEN,

@@ -5,11 +5,12 @@
 -- that calls it. `emit` returns the job stream's new id and the event JSON.
 local NUMERIC = {attempts=true, created_at=true, started_at=true, finished_at=true,
   segments_total=true, segments_done=true, duration_s=true, audio_size=true, seq=true,
-  sample_rate=true, chunks_done=true}
+  sample_rate=true, chunks_done=true, callback_attempts=true}
 -- No `seq`: the queue-wide count of submissions would tell every client the traffic volume.
 local SNAPSHOT_FIELDS = {'id', 'state', 'voice', 'format', 'attempts', 'created_at',
   'started_at', 'finished_at', 'error', 'segments_total', 'segments_done', 'duration_s',
-  'audio_size', 'sample_rate', 'cancel_requested', 'cached', 'chunks_done'}
+  'audio_size', 'sample_rate', 'cancel_requested', 'cached', 'chunks_done', 'callback',
+  'callback_attempts', 'callback_error', 'document'}
 
 local function snapshot(job_key)
   local values = redis.call('HMGET', job_key, unpack(SNAPSHOT_FIELDS))
@@ -42,6 +43,21 @@ end
 
 local TERMINAL = {succeeded=true, failed=true, cancelled=true, dead=true}
 
+-- A job that asked for a callback gets one queued (keys.py: callbacks, callbacks:data) in the
+-- same script that ends it: no crash can come between "ended" and "callback queued". The
+-- callback carries the job as it ended, so that it outlives the job's own record.
+local function queue_callback(job_key)
+  local target = redis.call('HGET', job_key, 'callback_url')
+  if not target or target == '' then return end
+  local base = string.gsub(job_key, ':job:[^:]*$', '')
+  local id = redis.call('HGET', job_key, 'id')
+  redis.call('HSET', job_key, 'callback', 'pending', 'callback_attempts', 0)
+  local record = {url = target, client = redis.call('HGET', job_key, 'client'), attempts = 0,
+    job = snapshot(job_key)}
+  redis.call('HSET', base .. ':callbacks:data', id, cjson.encode(record))
+  redis.call('ZADD', base .. ':callbacks', 0, id)
+end
+
 -- Removes a finished job from the queue and from its client's active set, and lets it expire.
 local function retire(jobs_key, job_key, active_key, entry, ttl)
   if entry and entry ~= '' then
@@ -50,4 +66,5 @@ local function retire(jobs_key, job_key, active_key, entry, ttl)
   end
   redis.call('SREM', active_key, redis.call('HGET', job_key, 'id'))
   redis.call('EXPIRE', job_key, ttl)
+  queue_callback(job_key)
 end

@@ -1,8 +1,12 @@
 -- Terminal success, fenced by the attempt token: a stale worker cannot overwrite a reclaimed job.
+-- A document's audio stays in its parts (lua/progress.lua): nothing is stored but its size.
 -- KEYS: jobs, job, audio, ev_job, ev_client, stats, active, segments, cache (result cache entry;
---       the job key itself when the request is not cacheable)
+--       the job key itself when the request is not cacheable), cues, parts
 -- ARGV: token, audio, duration_s, sample_rate, now, maxlen_job, maxlen_client, ttl, cached,
---       cache_mode ('hit': answered from the cache, 'miss': store it there, 'off')
+--       cache_mode ('hit': answered from the cache, 'miss': store it there, 'off'),
+--       audio_size (a document's file size, else ''), cues to append (a JSON array: those no
+--       progress stored, i.e. a one-segment job's or a cached result's; '' for none), every
+--       cue of the job (a JSON array, kept with a result stored in the cache)
 -- Returns {'ok', event_id} | {'stale', state}
 local jobs, job, audio, ev_job, ev_client, stats, active, segments =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -12,17 +16,28 @@ if values[1] ~= 'running' or values[2] ~= ARGV[1] then
   return {'stale', values[1] or 'gone'}
 end
 local ttl = tonumber(ARGV[8])
-redis.call('SET', audio, ARGV[2], 'EX', ttl)
+local size = string.len(ARGV[2])
+if ARGV[11] ~= '' then
+  size = tonumber(ARGV[11])
+  redis.call('EXPIRE', KEYS[11], ttl)
+else
+  redis.call('SET', audio, ARGV[2], 'EX', ttl)
+end
+if ARGV[12] ~= '' then
+  for _, cue in ipairs(cjson.decode(ARGV[12])) do redis.call('RPUSH', KEYS[10], cjson.encode(cue)) end
+end
+redis.call('EXPIRE', KEYS[10], ttl)
 redis.call('EXPIRE', segments, ttl)
 redis.call('HSET', job, 'state', 'succeeded', 'finished_at', ARGV[5], 'duration_s', ARGV[3],
-  'sample_rate', ARGV[4], 'audio_size', string.len(ARGV[2]), 'owner', '', 'cached', ARGV[9],
+  'sample_rate', ARGV[4], 'audio_size', size, 'owner', '', 'cached', ARGV[9],
   'error', '')
 redis.call('HINCRBY', stats, 'succeeded', 1)
 if ARGV[10] == 'hit' then
   redis.call('HINCRBY', stats, 'cache_hits', 1)
 elseif ARGV[10] == 'miss' then
   redis.call('HINCRBY', stats, 'cache_misses', 1)
-  redis.call('HSET', KEYS[9], 'audio', ARGV[2], 'duration_s', ARGV[3], 'sample_rate', ARGV[4])
+  redis.call('HSET', KEYS[9], 'audio', ARGV[2], 'duration_s', ARGV[3], 'sample_rate', ARGV[4],
+    'cues', ARGV[13])
   redis.call('EXPIRE', KEYS[9], ttl)
 end
 redis.call('HINCRBYFLOAT', stats, 'audio_seconds', ARGV[3])

@@ -1,7 +1,7 @@
 -- KEYS: jobs (this job's stream), job, ev_job, ev_client, idem (the job key itself when none),
 --       active, stats, other_jobs (the other priority's stream: the backlog counts both)
 -- ARGV: id, client, request_json, now, ttl, max_backlog, max_active, maxlen_job, maxlen_client,
---       voice, format, has_idem
+--       voice, format, has_idem, callback_url ('' for none), document ('1': kept in parts)
 -- Returns {'ok', id, event_id, event_json, started_seq, depth} | {'dup', id} | {'backlog', depth}
 --       | {'client_cap', active}; depth: jobs in both streams, this one included
 local jobs, job, ev_job, ev_client, idem, active, stats =
@@ -27,6 +27,8 @@ local entry = redis.call('XADD', jobs, '*', 'id', id, 'client', client)
 redis.call('HSET', job, 'id', id, 'client', client, 'state', 'queued', 'request', request,
   'created_at', now, 'attempts', 0, 'voice', ARGV[10], 'format', ARGV[11], 'entry', entry,
   'seq', seq, 'stream', jobs)
+if ARGV[13] ~= '' then redis.call('HSET', job, 'callback_url', ARGV[13]) end
+if ARGV[14] == '1' then redis.call('HSET', job, 'document', '1') end
 redis.call('SADD', active, id)
 redis.call('EXPIRE', active, ttl)
 if ARGV[12] == '1' then redis.call('SET', idem, id, 'EX', ttl) end

@@ -1,18 +1,33 @@
--- A running job finished segment `index` (1-based) of `total`; its encoded audio becomes available.
--- KEYS: job, segments, ev_job, ev_client
--- ARGV: token, index, total, audio, duration_s, now, maxlen_job, maxlen_client, ttl
+-- A running job finished segment `index` (1-based) of `total`, in order: its audio becomes
+-- available (a document's as a part, 16-bit PCM after its pause; any other job's encoded in the
+-- job's format), its subtitle cue is stored, and a `progress` event says how far the job is.
+-- KEYS: job, segments, ev_job, ev_client, parts, cues
+-- ARGV: token, index, total, audio, duration_s, now, maxlen_job, maxlen_client, ttl, cue_json,
+--       samples (this segment's, its leading pause included), sample_rate, eta (unix time, or
+--       ''), document ('1' | '0')
 -- Returns 'ok' | 'cancel' | 'lost'
-local job, segments, ev_job, ev_client = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local values = redis.call('HMGET', job, 'state', 'token', 'cancel_requested')
+local job, segments, ev_job, ev_client, parts, cues =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local values = redis.call('HMGET', job, 'state', 'token', 'cancel_requested', 'segments_done')
 if values[1] ~= 'running' or values[2] ~= ARGV[1] then return 'lost' end
+local index = tonumber(ARGV[2])
+-- Once each, in order: a resumed document continues after its last stored part.
+if index ~= tonumber(values[4] or '0') + 1 then return 'lost' end
 local ttl = tonumber(ARGV[9])
-if ARGV[4] ~= '' then
+if ARGV[14] == '1' then
+  redis.call('RPUSH', parts, ARGV[4])
+  redis.call('EXPIRE', parts, ttl)
+elseif ARGV[4] ~= '' then
   redis.call('RPUSH', segments, ARGV[4])
   redis.call('EXPIRE', segments, ttl)
 end
-redis.call('HSET', job, 'segments_done', ARGV[2], 'segments_total', ARGV[3])
+redis.call('RPUSH', cues, ARGV[10])
+redis.call('EXPIRE', cues, ttl)
+local samples = redis.call('HINCRBY', job, 'samples_done', tonumber(ARGV[11]))
+local audio_s = samples / tonumber(ARGV[12])
+redis.call('HSET', job, 'segments_done', index, 'segments_total', ARGV[3], 'audio_s', audio_s)
 emit(job, ev_job, ev_client, 'progress', ARGV[6], ARGV[7], ARGV[8], ttl,
-  {segment = {index = tonumber(ARGV[2]), total = tonumber(ARGV[3]),
-   duration_s = tonumber(ARGV[5])}})
+  {segment = {index = index, total = tonumber(ARGV[3]), duration_s = tonumber(ARGV[5])},
+   audio_s = audio_s, eta = tonumber(ARGV[13])})
 if values[3] == '1' then return 'cancel' end
 return 'ok'

@@ -1,7 +1,10 @@
 -- A worker takes a delivered (or reclaimed) stream entry. The attempt number is the fencing token.
--- KEYS: jobs, job, ev_job, ev_client, stats, dlq, active, segments, chunks
+-- A document job (one of many segments, kept as parts) resumes after its last stored segment: its
+-- parts, cues and counts stay. Any other job starts afresh.
+-- KEYS: jobs, job, ev_job, ev_client, stats, dlq, active, segments, chunks, cues
 -- ARGV: id, entry, worker, now, max_deliveries, maxlen_job, maxlen_client, ttl
--- Returns {'ok', token, request_json, client} | {'skip', state} | {'dead', attempts}
+-- Returns {'ok', token, request_json, client, document, segments_done, samples_done}
+--       | {'skip', state} | {'dead', attempts}
 local jobs, job, ev_job, ev_client, stats, dlq, active =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, entry, worker, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -37,14 +40,22 @@ if attempts > tonumber(ARGV[5]) then
   emit(job, ev_job, ev_client, 'dead', now, ARGV[6], ARGV[7], ttl)
   return {'dead', attempts - 1}
 end
+local document = redis.call('HGET', job, 'document') == '1'
 redis.call('HSET', job, 'state', 'running', 'owner', worker, 'token', attempts, 'started_at', now,
-  'segments_done', 0, 'chunks_done', 0)
--- A new attempt streams its segments and chunks afresh: index i must be this attempt's.
-redis.call('DEL', KEYS[8], KEYS[9])
+  'chunks_done', 0)
+if document then
+  redis.call('DEL', KEYS[9])
+else
+  -- A new attempt streams its segments and chunks afresh: index i must be this attempt's.
+  redis.call('HSET', job, 'segments_done', 0, 'samples_done', 0, 'audio_s', 0)
+  redis.call('DEL', KEYS[8], KEYS[9], KEYS[10])
+end
 redis.call('HINCRBY', stats, 'started', 1)
 local seq = tonumber(redis.call('HGET', job, 'seq') or '0')
 if seq > tonumber(redis.call('HGET', stats, 'started_seq') or '0') then
   redis.call('HSET', stats, 'started_seq', seq)
 end
 emit(job, ev_job, ev_client, 'running', now, ARGV[6], ARGV[7], ttl)
-return {'ok', attempts, redis.call('HGET', job, 'request'), redis.call('HGET', job, 'client')}
+local counts = redis.call('HMGET', job, 'segments_done', 'samples_done')
+return {'ok', attempts, redis.call('HGET', job, 'request'), redis.call('HGET', job, 'client'),
+  document and '1' or '0', counts[1] or '0', counts[2] or '0'}

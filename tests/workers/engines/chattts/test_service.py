@@ -152,6 +152,27 @@ async def test_text_chattts_cannot_speak_is_refused_at_submit(client: Client) ->
     assert body["error"]["code"] == "text_not_speakable" and "ChatTTS" in body["error"]["message"]
 
 
+async def test_control_tokens_prompt_and_normalize_through_the_service(client: Client) -> None:
+    """Tokens and a sentence prompt are spoken by the worker; unknown ones and digits that only
+    our spelling would have made speakable are refused at submit."""
+    request = {"text": "你好[laugh]世界[uv_break]。", "seed": 4, "cache": False}
+    plain = await run_alone(client, request)
+    styled = await run_alone(
+        client, {**request, "refine": True, "prompt": "[oral_2][laugh_0][break_6]"}
+    )
+    assert decode(await audio_of(client, plain)).size > 0
+    assert decode(await audio_of(client, styled)).size > 0
+    for payload, code in (
+        ({"text": "你好[cough]"}, "unknown_control_token"),
+        ({"text": "123", "normalize": False}, "text_not_speakable"),
+    ):
+        response = await client.post("/v1/tts/jobs", json=payload)
+        body = await response.json()
+        assert response.status == 422 and body["error"]["code"] == code, body
+    spelled = await run_alone(client, {"text": "123", "seed": 1, "cache": False})
+    assert spelled["state"] == "succeeded", spelled
+
+
 async def test_segments_are_announced_in_order_and_playable_before_the_end(
     client: Client,
 ) -> None:

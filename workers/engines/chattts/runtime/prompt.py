@@ -31,7 +31,10 @@ def prompt_embeddings(chat: Any, text: str, voice: VoiceData, speed_prompt: str)
 
 def spoken_text(chat: Any, text: str, refine: Any | None) -> str:
     """The text as ChatTTS's `infer` would speak it: through its normalizer and, with `refine`
-    (RefineTextParams), its refinement pass (sampled with the generators of `chat.batch`)."""
+    (RefineTextParams), its refinement pass (sampled with the generators of `chat.batch`), whose
+    prompt is the request's sentence prompt ("[oral_2][laugh_0][break_6]" after [Pbreak]). As in
+    ChatTTS, the refined text keeps its word-level tokens ([uv_break], [laugh] ...) and drops the
+    sentence-level ones (ids from [break_0] on)."""
     text = chat.normalizer(text, True, True, None)
     if refine is None:
         return text

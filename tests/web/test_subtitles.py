@@ -1,0 +1,153 @@
+"""Subtitles of a real job: SRT and WebVTT read back by their libraries and by FFmpeg (muxed with
+the audio through PyAV), each cue within 20 ms of its segment in the final audio."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+from typing import Any
+
+import av
+import soundfile as sf
+import srt
+import webvtt
+from aiohttp.test_utils import TestClient
+
+from tests.conftest import WorkerProcess
+from tests.web.conftest import ClientFactory
+
+SENTENCES = [
+    "The first sentence is long enough to be a segment of its own, as every sentence of this "
+    "little test has to be.",
+    "A second one follows it, just as long, so that the worker never merges the two of them "
+    "into a single segment!",
+    "And the third one ends the text, [uv_break] with a pause and a question that nobody will "
+    "answer in the end?",
+]
+TOLERANCE_S = 0.020
+
+
+async def finished(client: TestClient[Any, Any], body: dict[str, Any]) -> dict[str, Any]:
+    response = await client.post("/v1/tts/jobs", json=body)
+    assert response.status == 202, await response.text()
+    job_id = (await response.json())["id"]
+    deadline = time.monotonic() + 30
+    while True:
+        job: dict[str, Any] = await (await client.get(f"/v1/tts/jobs/{job_id}")).json()
+        if job["state"] == "succeeded":
+            return job
+        assert job["state"] in ("queued", "running") and time.monotonic() < deadline, job
+        await asyncio.sleep(0.05)
+
+
+def vtt_seconds(timestamp: str) -> float:
+    """webvtt-py's own `*_in_seconds` are whole seconds: its millisecond text, read here."""
+    hours, minutes, rest = timestamp.split(":")
+    return int(hours) * 3600 + int(minutes) * 60 + float(rest)
+
+
+def seconds(data: bytes) -> float:
+    samples, rate = sf.read(io.BytesIO(data))
+    return float(len(samples) / rate)
+
+
+async def test_subtitles_are_timed_on_the_audio_and_read_by_every_tool(
+    make_client: ClientFactory, worker: WorkerProcess
+) -> None:
+    client = await make_client()
+    text = " ".join(SENTENCES)
+    job = await finished(client, {"text": text, "voice": "en_male"})
+    job_id = job["id"]
+    assert job["segments_total"] == len(SENTENCES)
+    audio = await (await client.get(f"/v1/tts/jobs/{job_id}/audio")).read()
+    segments = [
+        seconds(await (await client.get(f"/v1/tts/jobs/{job_id}/segments/{n}")).read())
+        for n in range(1, len(SENTENCES) + 1)
+    ]
+    expected, at = [], 0.0
+    for i, duration in enumerate(segments):
+        at += 0.12 if i else 0.0
+        expected.append((at, at + duration))
+        at += duration
+    assert abs(at - seconds(audio)) < TOLERANCE_S
+
+    srt_text = await (await client.get(f"/v1/tts/jobs/{job_id}/subtitles?format=srt")).text()
+    parsed = list(srt.parse(srt_text))
+    vtt = webvtt.from_string(
+        await (await client.get(f"/v1/tts/jobs/{job_id}/subtitles?format=vtt")).text()
+    )
+    cues = (await (await client.get(f"/v1/tts/jobs/{job_id}/subtitles?format=json")).json())["cues"]
+    assert len(parsed) == len(vtt.captions) == len(cues) == len(SENTENCES)
+    for (start, end), subtitle, caption, cue, sentence in zip(
+        expected, parsed, vtt.captions, cues, SENTENCES, strict=True
+    ):
+        assert abs(subtitle.start.total_seconds() - start) < TOLERANCE_S
+        assert abs(subtitle.end.total_seconds() - end) < TOLERANCE_S
+        assert abs(vtt_seconds(caption.start) - start) < TOLERANCE_S
+        assert abs(vtt_seconds(caption.end) - end) < TOLERANCE_S
+        # JSON cues point into the text as sent (before normalization); tokens are not shown.
+        assert text[cue["from"] : cue["to"]] == sentence
+        assert "[uv_break]" not in cue["text"] and cue["text"] == subtitle.content
+    # FFmpeg reads the SRT as subtitles and muxes it with the audio into one file.
+    muxed = io.BytesIO()
+    with (
+        av.open(io.BytesIO(audio)) as wav,
+        av.open(io.BytesIO(srt_text.encode()), format="srt") as subs,
+        av.open(muxed, "w", format="matroska") as out,
+    ):
+        audio_out = out.add_stream_from_template(wav.streams.audio[0])
+        subs_out = out.add_stream_from_template(subs.streams.subtitles[0])
+        for packet in wav.demux(wav.streams.audio[0]):
+            if packet.size:
+                packet.stream = audio_out
+                out.mux(packet)
+        for packet in subs.demux(subs.streams.subtitles[0]):
+            if packet.size:
+                packet.stream = subs_out
+                out.mux(packet)
+    muxed.seek(0)
+    with av.open(muxed) as back:
+        assert len(back.streams.audio) == 1 and len(back.streams.subtitles) == 1
+        stream = back.streams.subtitles[0]
+        starts = [
+            float(p.pts * p.time_base) for p in back.demux(stream) if p.size and p.pts is not None
+        ]
+    assert len(starts) == len(SENTENCES)
+    assert all(abs(s - e[0]) < TOLERANCE_S for s, e in zip(starts, expected, strict=True))
+
+
+async def test_a_one_segment_job_has_one_cue_over_its_audio(
+    make_client: ClientFactory, worker: WorkerProcess
+) -> None:
+    client = await make_client()
+    job = await finished(client, {"text": "Just one sentence.", "voice": "en_female"})
+    cues = (await (await client.get(f"{job['subtitles_url']}?format=json")).json())["cues"]
+    audio = await (await client.get(job["audio_url"])).read()
+    assert len(cues) == 1 and cues[0]["start"] == 0 and cues[0]["text"] == "Just one sentence."
+    assert abs(cues[0]["end"] - seconds(audio)) < TOLERANCE_S
+    # A result from the cache has its subtitles too.
+    again = await finished(client, {"text": "Just one sentence.", "voice": "en_female", "seed": 1})
+    again_twice = await finished(
+        client, {"text": "Just one sentence.", "voice": "en_female", "seed": 1}
+    )
+    assert again_twice.get("cached") == "1"
+    cached = await (await client.get(f"{again_twice['subtitles_url']}?format=json")).json()
+    assert (
+        cached["cues"][0]["end"]
+        == (await (await client.get(f"{again['subtitles_url']}?format=json")).json())["cues"][0][
+            "end"
+        ]
+    )
+
+
+async def test_subtitles_refusals(make_client: ClientFactory) -> None:
+    client = await make_client()
+    bad = await client.get(f"/v1/tts/jobs/{'0' * 32}/subtitles?format=ass")
+    assert bad.status == 400 and (await bad.json())["error"]["code"] == "invalid_format"
+    missing = await client.get(f"/v1/tts/jobs/{'0' * 32}/subtitles")
+    assert missing.status == 404
+    queued = await client.post("/v1/tts/jobs", json={"text": "Nobody runs this."})
+    job_id = (await queued.json())["id"]
+    early = await client.get(f"/v1/tts/jobs/{job_id}/subtitles")
+    assert early.status == 409 and (await early.json())["error"]["code"] == "not_ready"

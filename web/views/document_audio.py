@@ -1,0 +1,64 @@
+"""A document job's file, streamed from its parts (workers/audio/documents.py), Range aware."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from web.appkeys import QUEUE
+from web.errors import ApiError, not_found
+from workers.audio.documents import BYTES_PER_SAMPLE, WAV_HEADER_BYTES, document_size, wav_header
+from workers.queue.job import Job
+
+PARTS_PER_READ = 16  # parts fetched per round trip: a few MB, whatever the document's length
+
+
+async def part_ends(request: web.Request, job: Job) -> list[int]:
+    """Where each part ends in the PCM, in bytes (from the cues, one per part)."""
+    queue = request.app[QUEUE]
+    raw: Any = await queue.redis.lrange(queue.keys.cues(job.id), 0, -1)
+    return [orjson.loads(cue)["end"] * BYTES_PER_SAMPLE for cue in raw]
+
+
+async def stream_document(
+    request: web.Request, job: Job, headers: dict[str, str], span: tuple[int, int] | None
+) -> web.StreamResponse:
+    """The file's bytes `span` (inclusive; None: all), joined from the parts as they are read."""
+    fmt = job.request.format
+    ends = await part_ends(request, job)
+    samples = ends[-1] // BYTES_PER_SAMPLE if ends else 0
+    if samples != job.samples_done:
+        raise not_found(f"the audio of job {job.id} expired", "audio_expired")
+    size = document_size(samples, fmt)
+    first, last = span if span is not None else (0, size - 1)
+    response = web.StreamResponse(status=206 if span is not None else 200, headers=headers)
+    response.content_length = last - first + 1
+    if span is not None:
+        response.headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+    await response.prepare(request)
+    offset = WAV_HEADER_BYTES if fmt == "wav" else 0  # where the PCM starts in the file
+    if first < offset:
+        await response.write(wav_header(samples)[first : min(last + 1, offset)])
+    start, stop = max(first, offset) - offset, last + 1 - offset  # in the PCM
+    index = next((i for i, end in enumerate(ends) if end > start), len(ends))
+    part_start = ends[index - 1] if index else 0
+    queue = request.app[QUEUE]
+    while index < len(ends) and part_start < stop:
+        batch: Any = await queue.redis.lrange(
+            queue.keys.parts(job.id), index, index + PARTS_PER_READ - 1
+        )
+        if not batch:
+            raise ApiError(500, f"a part of job {job.id} is missing", code="audio_incomplete")
+        for part in batch:
+            end = part_start + len(part)
+            await response.write(
+                part[max(start, part_start) - part_start : min(stop, end) - part_start]
+            )
+            part_start = end
+            index += 1
+            if part_start >= stop:
+                break
+    await response.write_eof()
+    return response
