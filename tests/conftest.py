@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 from redis.asyncio import Redis as AsyncRedis
 
@@ -106,7 +107,7 @@ class WorkerProcess:
         client = connect_sync(self.redis_url)
         deadline = time.monotonic() + timeout
         try:
-            while not client.exists(self.keys.worker(self.name)):
+            while not self.ready(client.get(self.keys.worker(self.name))):
                 if self.process.poll() is not None:
                     raise RuntimeError(f"worker {self.name} exited: {self.log()}")
                 if time.monotonic() > deadline:
@@ -115,6 +116,11 @@ class WorkerProcess:
         finally:
             client.close()
         return self
+
+    @staticmethod
+    def ready(beat: object) -> bool:
+        """A heartbeat of a worker that can synthesize (not one still loading its model)."""
+        return isinstance(beat, bytes) and orjson.loads(beat).get("state") != "loading"
 
     def log(self) -> str:
         self._log.flush()

@@ -13,7 +13,7 @@ from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestPayloadError
 from aiohttp.web_urldispatcher import _default_expect_handler
-from redis.exceptions import ResponseError
+from redis.exceptions import OutOfMemoryError, ResponseError
 
 from workers.infra.logs import job_context
 from workers.infra.redis_client import REDIS_DOWN
@@ -149,7 +149,8 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
             raise
         error = _from_http(request, exc)
     except ResponseError as exc:
-        if not str(exc).startswith("OOM"):
+        # redis-py raises OutOfMemoryError for Redis's "OOM ..." reply, without the prefix.
+        if not isinstance(exc, OutOfMemoryError) and not str(exc).startswith("OOM"):
             log.exception("%s %s failed", request.method, _where(request))
             error = ApiError(500, "internal error; it was logged", code="internal_error")
         else:  # maxmemory with noeviction: Redis keeps what it has and refuses new writes

@@ -38,8 +38,9 @@ _ENGINES: WeakKeyDictionary[Queue, _Engines] = WeakKeyDictionary()
 _normalizer_loaded = False
 
 
-async def live_heartbeats(queue: Queue) -> list[dict[str, Any]]:
-    """Heartbeats of the workers alive now (their heartbeat key has not expired)."""
+async def live_heartbeats(queue: Queue, loading: bool = False) -> list[dict[str, Any]]:
+    """Heartbeats of the workers alive now (their heartbeat key has not expired) and ready to
+    synthesize; `loading`: those still loading their model too."""
     names: Any = await queue.redis.zrange(queue.keys.workers, 0, -1)
     if not names:
         return []
@@ -52,7 +53,7 @@ async def live_heartbeats(queue: Queue) -> list[dict[str, Any]]:
             beat = orjson.loads(raw)
         except orjson.JSONDecodeError:
             continue
-        if isinstance(beat, dict):
+        if isinstance(beat, dict) and (loading or beat.get("state") != "loading"):
             out.append(beat)
     return out
 

@@ -185,6 +185,19 @@ def test_compose_gpu_worker_reserves_a_gpu_and_reads_the_model_read_only() -> No
             if (v.get("read_only") if isinstance(v, dict) else v.endswith(":ro"))
         }
         assert settings.model_dir in read_only, f"{name}: the model is not mounted read-only"
+        # The weights get in through a one-shot `models pull` on the same directory, written
+        # there (not read-only), which the worker waits for.
+        fetcher = compose()["services"]["models"]
+        assert service["depends_on"]["models"]["condition"] == "service_completed_successfully"
+        args = parse_command(fetcher["command"], "compose models")
+        assert (args.command, args.action) == ("models", "pull")
+        assert fetcher["image"] == service["image"]
+        fetch_env = resolved_env(fetcher, USER_ENV)
+        assert fetch_env["CHATTTS_MODEL_DIR"] == settings.model_dir
+        sources = {v["source"]: v for v in fetcher["volumes"]}
+        worker_sources = {v["source"]: v for v in service["volumes"] if v["target"] == "/models"}
+        assert set(worker_sources) <= set(sources)
+        assert not any(v.get("read_only") for v in sources.values()), "models must write"
     cpu_profiles = [s.get("profiles") for _, s in compose_services_running("worker")]
     assert ["cpu"] in cpu_profiles, "a CPU worker profile"
 

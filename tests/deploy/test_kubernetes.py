@@ -219,6 +219,21 @@ def test_gpu_workers_request_a_gpu_and_mount_the_model_read_only() -> None:
         assert c.settings.engine == "chattts" and c.settings.model_dir, c.deployment
         mounts = {m["mountPath"]: m for m in c.spec["volumeMounts"]}
         assert mounts[c.settings.model_dir].get("readOnly") is True, c.deployment
+    # An init container fills the same claim, writable, with `models pull` before the worker.
+    for doc in of_kind("Deployment"):
+        pod = doc["spec"]["template"]["spec"]
+        workers = [w for w in pod["containers"] if w.get("args") == ["worker"]]
+        if not any("nvidia.com/gpu" in w["resources"].get("limits", {}) for w in workers):
+            continue
+        (init,) = pod["initContainers"]
+        args = parse_command(init["args"], "k8s weights init container")
+        assert (args.command, args.action) == ("models", "pull")
+        env = {e["name"]: e.get("value") for e in init["env"]}
+        claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]}
+        (mount,) = init["volumeMounts"]
+        assert mount["mountPath"] == env["CHATTTS_MODEL_DIR"] and not mount.get("readOnly")
+        worker_claims = {claims[m["name"]] for m in workers[0]["volumeMounts"]}
+        assert claims[mount["name"]] in worker_claims
 
 
 def test_services_and_budgets_select_real_pods() -> None:

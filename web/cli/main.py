@@ -114,6 +114,23 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("srt", "vtt"),
         help="also write subtitles timed on the audio beside it (book.srt beside book.mp3)",
     )
+    model_cmd = sub.add_parser(
+        "models",
+        help="ChatTTS weights: pull (fetch and verify), verify (without loading), info",
+    )
+    model_cmd.add_argument("action", choices=("pull", "verify", "info"))
+    model_cmd.add_argument(
+        "--model-dir",
+        help="where the weights go or are (env CHATTTS_MODEL_DIR; default: the Hugging Face cache)",
+    )
+    model_cmd.add_argument("--revision", default="main", help="the repository's revision")
+    model_cmd.add_argument(
+        "--source",
+        choices=("huggingface", "modelscope"),
+        default="huggingface",
+        help="where from (huggingface honours HF_ENDPOINT mirrors and HF_HUB_OFFLINE)",
+    )
+    model_cmd.add_argument("--log-level", help="log level (env CHATTTS_LOG_LEVEL)")
     sub.add_parser(
         "bench",
         help="the benchmark suite, ours against the baseline (python -m bench.suite; a checkout)",
@@ -177,6 +194,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .supervisor import main as run_main
 
         return run_main(settings, workers=args.workers)
+    if args.command == "models":
+        from . import models as model_commands
+
+        if args.action == "pull":
+            return model_commands.pull(settings, args.revision, args.source)
+        return (model_commands.verify if args.action == "verify" else model_commands.info)(settings)
     if args.command == "check":
         from .check import main as check_main
 

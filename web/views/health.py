@@ -11,9 +11,8 @@ from redis.exceptions import RedisError
 
 from web.appkeys import HUB, QUEUE, SETTINGS, THROUGHPUT
 from web.errors import json_response
+from web.fleet import live_heartbeats
 from workers.infra.topology import report
-
-from .voices import live_workers
 
 READY_TIMEOUT_S = 2.0
 
@@ -23,7 +22,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    redis_ok, workers = False, 0
+    redis_ok, workers, loading = False, 0, 0
     topology: dict[str, Any] | None = None
     meter = request.app.get(THROUGHPUT)
     queue = request.app[QUEUE]
@@ -33,7 +32,9 @@ async def readyz(request: web.Request) -> web.Response:
         async with asyncio.timeout(READY_TIMEOUT_S):
             topology = await report(queue.redis, queue.keys.jobs)
             redis_ok = True
-            workers = len(await live_workers(request))
+            beats = await live_heartbeats(request.app[QUEUE], loading=True)
+            loading = sum(1 for beat in beats if beat.get("state") == "loading")
+            workers = len(beats) - loading
     except (RedisError, TimeoutError, OSError):
         pass
     wanted = request.app[SETTINGS].redis_min_replicas
@@ -44,7 +45,8 @@ async def readyz(request: web.Request) -> web.Response:
     body: dict[str, Any] = {
         "status": "ready" if ready else "not_ready",
         "redis": redis_ok,
-        "workers": workers,
+        "workers": workers,  # ready ones: a worker still loading its model is not counted
+        "workers_loading": loading,
         "events": request.app[HUB].connected.is_set(),
         "topology": topology,
     }

@@ -12,6 +12,7 @@ import functools
 import logging
 import os
 import signal
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -95,9 +96,22 @@ class Worker:
 
     async def _run(self) -> None:
         t0 = time.perf_counter()
-        await self.in_engine(self.engine.load)
-        loaded = time.perf_counter()
-        await self.in_engine(self.engine.warmup)
+        self.redis = connect(self.settings, block_ms=self.settings.block_ms)
+        self.queue = Queue(self.redis, self.settings)
+        # While the model loads, the worker says so (operators see it; readiness does not count
+        # it); it joins the consumer group only once it can synthesize.
+        loading = asyncio.create_task(
+            publish_heartbeats(
+                self.queue, self.name, self.settings.heartbeat_s, self.loading_beat, self.metrics
+            ),
+            name="heartbeat-loading",
+        )
+        try:
+            await self.in_engine(self.engine.load)
+            loaded = time.perf_counter()
+            await self.in_engine(self.engine.warmup)
+        finally:
+            await _cancel_and_wait([loading])
         self.stats.ready_s = time.perf_counter() - t0
         log.info(
             "worker %s: engine %s (%s) loaded in %.2fs, warmed up in %.2fs",
@@ -107,8 +121,6 @@ class Worker:
             loaded - t0,
             time.perf_counter() - loaded,
         )
-        self.redis = connect(self.settings, block_ms=self.settings.block_ms)
-        self.queue = Queue(self.redis, self.settings)
         self.reclaimer = Reclaimer(self.redis, self.queue.keys, self.name, self.settings.lease_ms)
         self.chunks = ChunkPublisher(self.queue, self.engine.sample_rate)
         self.chunks.start()
@@ -334,6 +346,19 @@ class Worker:
         return sink
 
     # -- side tasks -------------------------------------------------------------------------
+
+    def loading_beat(self) -> dict[str, Any]:
+        """The heartbeat of a worker still loading its model: alive, not ready."""
+        return {
+            "name": self.name,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "state": "loading",
+            "engine": self.engine.name,
+            "started_at": self.stats.started_at,
+            "ts": time.time(),
+            "voices": [],
+        }
 
     def heartbeat(self) -> dict[str, Any]:
         return self.stats.payload(

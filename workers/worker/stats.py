@@ -75,6 +75,7 @@ class WorkerStats:
             "audio_seconds": round(self.audio_seconds, 3),
             "busy_s": round(self.busy_s, 3),
             "stopping": stopping,
+            "state": "stopping" if stopping else "ready",
             "largest_batch": self.largest_batch,
             "batch_jobs_max": self.batch_jobs_max,
             "engine_stats": engine_stats(engine),

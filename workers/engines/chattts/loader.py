@@ -58,11 +58,14 @@ def resolve_root(model_dir: str | None) -> Path:
     if not model_dir:
         raise EngineError(
             "CHATTTS_MODEL_DIR is not set: point it at a directory holding ChatTTS's asset/ "
-            "tree or at a Hugging Face cache holding 2Noise/ChatTTS"
+            "tree or at a Hugging Face cache holding 2Noise/ChatTTS (`chattts-online models "
+            "pull` fetches the weights into it)"
         )
     base = Path(model_dir).expanduser()
     if not base.is_dir():
-        raise EngineError(f"CHATTTS_MODEL_DIR {base} is not a directory")
+        raise EngineError(
+            f"CHATTTS_MODEL_DIR {base} is not a directory (`chattts-online models pull` creates it)"
+        )
     if (base / "asset").is_dir():
         return base
     for repo in (base, base / HF_REPO_DIR, base / "hub" / HF_REPO_DIR):
@@ -70,7 +73,8 @@ def resolve_root(model_dir: str | None) -> Path:
             return _snapshot(repo)
     raise EngineError(
         f"no ChatTTS checkpoint in {base}: expected {base / 'asset'} or a Hugging Face cache "
-        f"holding {HF_REPO_DIR}"
+        f"holding {HF_REPO_DIR}; fetch one with `CHATTTS_MODEL_DIR={base} chattts-online models "
+        "pull`"
     )
 
 
@@ -92,7 +96,10 @@ def locate(model_dir: str | None) -> Checkpoint:
     root = resolve_root(model_dir)
     for relative in ASSET_FILES:
         if not (root / relative).is_file():
-            raise EngineError(f"ChatTTS checkpoint file missing: {root / relative}")
+            raise EngineError(
+                f"ChatTTS checkpoint file missing: {root / relative} (`chattts-online models "
+                "pull` fetches what is missing, `models verify` checks the rest)"
+            )
     manifest = root / MANIFEST
     if not manifest.is_file():
         return Checkpoint(root)
