@@ -11,11 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..base import EngineError
+from . import stamp
 
 log = logging.getLogger(__name__)
 
@@ -226,10 +227,17 @@ def load_chat(chat: Any, checkpoint: Checkpoint, device: Any, compile: bool) -> 
         )
         chat.sha256_map = dict(checkpoint.sha256)
     expected: dict[str, str] = dict(chat.sha256_map)
+    fresh = stamp.is_fresh(checkpoint.root, ASSET_FILES, expected)
     try:
-        ok = chat.load(
-            source="custom", custom_path=str(checkpoint.root), device=device, compile=compile
-        )
+        if fresh:  # verified and unchanged since: ChatTTS's own load, less its hashing
+            paths = {k: str(checkpoint.root / v) for k, v in asdict(chat.config.path).items()}
+            ok = chat._load(device=device, compile=compile, **paths)
+        else:
+            ok = chat.load(
+                source="custom", custom_path=str(checkpoint.root), device=device, compile=compile
+            )
+            if ok:
+                stamp.write(checkpoint.root, ASSET_FILES, expected)
     except EngineError:
         raise
     except Exception as exc:

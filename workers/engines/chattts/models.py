@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..base import EngineError
+from . import stamp
 from .loader import ASSET_FILES, MANIFEST, checksum_key, resolve_root, sha256_file
 
 REPO_ID = "2Noise/ChatTTS"
@@ -68,6 +69,8 @@ def verify(root: Path) -> list[FileCheck]:
         got = sha256_file(path)
         state: FileState = "ok" if got == want else "corrupt"
         checks.append(FileCheck(relative, state, path.stat().st_size, want, got))
+    if all(check.state == "ok" for check in checks):
+        stamp.write(root, ASSET_FILES, expected)  # workers then load without hashing again
     return checks
 
 

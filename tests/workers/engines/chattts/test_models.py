@@ -15,8 +15,9 @@ import pytest
 
 from tests.conftest import ROOT
 from workers.engines.base import EngineError
+from workers.engines.chattts import stamp
 from workers.engines.chattts.loader import ASSET_FILES, resolve_root
-from workers.engines.chattts.models import published_checksums
+from workers.engines.chattts.models import expected_checksums, published_checksums
 
 from .hub import FakeHub
 
@@ -132,3 +133,20 @@ def test_the_published_checksums_are_chattts_own() -> None:
         pytest.skip("the chattts extra is not installed")
     theirs = Path(next(iter(spec.submodule_search_locations))) / "res" / "sha256_map.json"
     assert published_checksums() == json.loads(theirs.read_text())
+
+
+def test_a_verified_copy_is_stamped_and_any_change_voids_the_stamp(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    target = tmp_path / "models"
+    assert models(hub, tmp_path / "hf", "pull", CHATTTS_MODEL_DIR=str(target)).returncode == 0
+    expected, _ = expected_checksums(target)
+    assert stamp.is_fresh(target, ASSET_FILES, expected)  # workers load without hashing
+    assert not stamp.is_fresh(target, ASSET_FILES, {**expected, "x": "y"})  # other checksums
+    victim = target / "asset" / "DVAE.safetensors"
+    data = bytearray(victim.read_bytes())
+    data[-1] ^= 0xFF  # same size, new content (and mtime)
+    victim.write_bytes(bytes(data))
+    assert not stamp.is_fresh(target, ASSET_FILES, expected)
+    verified = models(hub, tmp_path / "hf", "verify", CHATTTS_MODEL_DIR=str(target))
+    assert verified.returncode == 1 and "CORRUPT  asset/DVAE.safetensors" in verified.stdout
