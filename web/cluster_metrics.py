@@ -151,6 +151,14 @@ class QueueCollector(Collector):
         ]
         for name, doc, key in cluster_counters:
             yield CounterMetricFamily(name, doc, r.stats.get(key, 0.0))
+        callbacks = CounterMetricFamily(
+            "chattts_queue_callbacks",
+            "Callback attempts by outcome: delivered, retry, failed (all web processes)",
+            labels=["outcome"],
+        )
+        for outcome in ("delivered", "retry", "failed"):
+            callbacks.add_metric([outcome], r.stats.get(f"callbacks_{outcome}", 0.0))
+        yield callbacks
         yield GaugeMetricFamily(
             "chattts_workers_alive", "Workers whose heartbeat is fresh", r.workers_alive
         )

@@ -126,6 +126,7 @@ async def test_a_callback_arrives_signed_for_its_client_alone(
     assert job["callback_attempts"] == 1 and "callback_url" not in job
     metrics = await (await client.get("/metrics")).text()
     assert 'chattts_callback_attempts_total{outcome="delivered"} 1.0' in metrics
+    assert 'chattts_queue_callbacks_total{outcome="delivered"} 1.0' in metrics  # queue-wide
 
 
 async def test_errors_are_retried_with_one_webhook_id_until_delivered(
