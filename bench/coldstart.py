@@ -1,15 +1,20 @@
 """Where a ChatTTS worker's cold start goes: process start to a loaded, warmed-up engine, by phase.
 
-    python -m bench.coldstart [--repeats 3] [--device cpu] [--drop-caches]
+    python -m bench.coldstart [--repeats 3] [--device cpu] [--drop-caches] [--against REV]
+                              [--memory] [--split]
 
 A child process per run imports, loads and warms up the engine on the full-size checkpoint with
 random weights (built once, bench/chattts_bench.py's), timing each phase by the wall clock:
-interpreter start, `import torch`, `import ChatTTS` (transformers, vocos and the rest), the
-engine's load, its warm-up. The load is profiled (cProfile) to split it into building modules,
-random initialisation of parameters that the checkpoint then overwrites, reading the files,
-moving to the device, the tokenizer and the rest; the profile's shares are scaled to the
-load's wall time (the profiler slows Python, not the kernels it calls). Medians of the runs,
-with their range. `--drop-caches` empties the page cache before each run (root only).
+interpreter start, `import torch`, importing the engine, its load, its warm-up. Medians of the
+runs, with their range.
+
+`--against REV` measures that revision too (a git worktree in the temp directory), its runs
+interleaved with these so that the machine's drift hits both alike. `--memory` then starts two
+workers side by side on each and reports the second's private memory, what it adds to the host.
+`--split` profiles the load (cProfile) into imports, random initialisation of parameters that the
+checkpoint then overwrites, reading the files, moving to the device, the tokenizer, checksums and
+the rest, scaled to the load's wall time; the profiler slows Python (imports most), so totals
+are read from runs without it. `--drop-caches` empties the page cache before each run (root).
 """
 
 from __future__ import annotations
@@ -26,37 +31,45 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The child: phase timestamps (wall clock, comparable with the parent's) and the load's profile.
+# The child: phase timestamps (wall clock, comparable with the parent's), the load's profile and,
+# once ready, its memory (smaps_rollup); with "hold" it then waits for its stdin to close.
 CHILD = r"""
 import time, json, sys, cProfile, pstats, logging
 t = {"start": float(sys.argv[4])}
 t["python"] = time.time()
 import torch
 t["torch"] = time.time()
-import ChatTTS
-t["chattts"] = time.time()
 logging.disable(logging.WARNING)
 sys.path.insert(0, sys.argv[1])
-from workers.engines import create_engine
+from workers.engines.chattts import ChatTTSEngine
 from workers.infra.settings import Settings
-engine = create_engine(Settings(engine="chattts", model_dir=sys.argv[2], device=sys.argv[3]))
+t["engine"] = time.time()
+engine = ChatTTSEngine(Settings(engine="chattts", model_dir=sys.argv[2], device=sys.argv[3]))
 t["ours"] = time.time()
 profile = cProfile.Profile()
-profile.enable()
+if sys.argv[6] == "profile":
+    profile.enable()
 engine.load()
 profile.disable()
 t["load"] = time.time()
 engine.warmup()
 t["warmup"] = time.time()
-stats = pstats.Stats(profile)
+stats = pstats.Stats(profile) if sys.argv[6] == "profile" else None
 rows = {}
-for (path, line, name), (cc, nc, tt, ct, callers) in stats.stats.items():
+for (path, line, name), (cc, nc, tt, ct, callers) in getattr(stats, "stats", {}).items():
     rows[f"{path}:{name}"] = [tt, ct, [f"{p}:{n}" for (p, _, n) in callers]]
-print("REPORT " + json.dumps({"t": t, "profile": rows}), flush=True)
+memory = {}
+for line in open("/proc/self/smaps_rollup").read().splitlines()[1:]:
+    key, value = line.split(":", 1)
+    memory[key] = int(value.split()[0]) * 1024
+print("REPORT " + json.dumps({"t": t, "profile": rows, "memory": memory}), flush=True)
+if sys.argv[5] == "hold":
+    sys.stdin.read()
 """
 
 # Profile rows (by file and function name) that make each share of the load, first match wins.
 SHARES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("imports", ("importlib._bootstrap>:_find_and_load",)),
     ("random init (then overwritten)", ("torch/nn/init.py:", ":reset_parameters")),
     ("reading the files", ("safetensors/", ":load_state_dict", ":_load_from_state_dict")),
     ("moving to the device", ("torch/nn/modules/module.py:_apply",)),
@@ -65,31 +78,84 @@ SHARES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def measure(model_dir: Path, device: str, drop: bool) -> dict[str, float]:
-    if drop:
-        subprocess.run(["sync"], check=True)
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+def start(
+    root: Path, model_dir: Path, device: str, hold: bool, split: bool = False
+) -> subprocess.Popen[str]:
     started = time.time()
-    child = subprocess.run(
-        [sys.executable, "-c", CHILD, str(ROOT), str(model_dir), device, str(started)],
-        capture_output=True,
+    argv = [str(root), str(model_dir), device, str(started), "hold" if hold else "exit"]
+    argv.append("profile" if split else "plain")
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
-        check=True,
     )
-    line = next(x for x in child.stdout.splitlines() if x.startswith("REPORT "))
-    report = json.loads(line[7:])
+
+
+def report(child: subprocess.Popen[str]) -> dict[str, Any]:
+    assert child.stdout is not None
+    for line in child.stdout:
+        if line.startswith("REPORT "):
+            result: dict[str, Any] = json.loads(line[7:])
+            return result
+    raise RuntimeError(f"the child exited ({child.wait()}) without a report")
+
+
+def measure(root: Path, model_dir: Path, device: str, drop: bool, split: bool) -> dict[str, float]:
+    if drop:
+        drop_caches()
+    child = start(root, model_dir, device, hold=False, split=split)
+    result = report(child)
+    child.wait()
+    return phases(result, split)
+
+
+def drop_caches() -> None:
+    subprocess.run(["sync"], check=True)
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def phases(report: dict[str, Any], split: bool) -> dict[str, float]:
     t = report["t"]
     load = t["load"] - t["ours"]
-    phases = {
+    out = {
         "interpreter start": t["python"] - t["start"],
         "import torch": t["torch"] - t["python"],
-        "import ChatTTS (transformers, vocos, ...)": t["chattts"] - t["torch"],
-        "import our engine": t["ours"] - t["chattts"],
+        "import the engine (ChatTTS, ...)": t["engine"] - t["torch"],
     }
-    phases.update(split_load(report["profile"], load))
-    phases["warm-up"] = t["warmup"] - t["load"]
-    phases["total: process start to ready"] = t["warmup"] - t["start"]
-    return phases
+    if split:
+        out.update(split_load(report["profile"], load))
+    else:
+        out["load (building the model)"] = load
+    out["warm-up"] = t["warmup"] - t["load"]
+    out["total: process start to ready"] = t["warmup"] - t["start"]
+    return out
+
+
+def two_workers(root: Path, model_dir: Path, device: str) -> dict[str, float]:
+    """Memory of a first worker, ready, and of a second started beside it (MB): the second's
+    private pages are what it adds to the host; pages of the files both map count once."""
+    first = start(root, model_dir, device, hold=True)
+    one = report(first)["memory"]
+    second = start(root, model_dir, device, hold=True)
+    two = report(second)["memory"]
+    for child in (first, second):
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait()
+    mb = 1e6
+
+    def private(m: dict[str, int]) -> float:
+        return (m["Private_Clean"] + m["Private_Dirty"]) / mb
+
+    return {
+        "first worker: RSS": one["Rss"] / mb,
+        "first worker: of it, mapped files": (one["Rss"] - one["Anonymous"]) / mb,
+        "second worker: RSS": two["Rss"] / mb,
+        "second worker: private (what it adds)": private(two),
+        "added, of the first's RSS (%)": 100 * private(two) / (one["Rss"] / mb),
+    }
 
 
 def split_load(profile: dict[str, Any], load_s: float) -> dict[str, float]:
@@ -116,6 +182,9 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--device", default="cpu")
     p.add_argument("--drop-caches", action="store_true", help="cold page cache (root)")
+    p.add_argument("--against", metavar="REV", help="also measure this git revision, interleaved")
+    p.add_argument("--memory", action="store_true", help="and two workers side by side")
+    p.add_argument("--split", action="store_true", help="profile the load into its shares")
     p.add_argument(
         "--model-dir",
         type=Path,
@@ -128,19 +197,51 @@ def main() -> int:
 
     model_dir = ensure_checkpoint(args.model_dir)
     size = sum(f.stat().st_size for f in (model_dir / "asset").rglob("*") if f.is_file())
-    runs = [measure(model_dir, args.device, args.drop_caches) for _ in range(args.repeats)]
+    trees = {"now": ROOT}
+    if args.against:
+        trees = {args.against: worktree(args.against), "now": ROOT}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for _ in range(args.repeats):  # interleaved: the machine's drift hits both alike
+        for name, root in trees.items():
+            runs[name].append(measure(root, model_dir, args.device, args.drop_caches, args.split))
     cache = "cold" if args.drop_caches else "warm"
     print(f"cold start, {size / 1e9:.2f} GB checkpoint, {args.device}, page cache {cache}:")
     summary: dict[str, Any] = {}
-    for phase in runs[0]:
-        values = [r[phase] for r in runs]
-        median = statistics.median(values)
-        summary[phase] = {"median": median, "min": min(values), "max": max(values)}
-        print(f"  {phase:45} {median:6.2f} s  ({min(values):.2f} to {max(values):.2f})")
+    for name, results in runs.items():
+        summary[name] = table(name, results, "s")
+    if args.memory:
+        for name, root in trees.items():
+            summary[f"memory {name}"] = table(
+                f"memory, {name}", [two_workers(root, model_dir, args.device)], "MB"
+            )
     out = ROOT / "bench" / "results" / f"coldstart-{args.device}-{cache}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"checkpoint_gb": size / 1e9, "phases": summary}, indent=2))
+    out.write_text(json.dumps({"checkpoint_gb": size / 1e9, "runs": summary}, indent=2))
     return 0
+
+
+def table(name: str, results: list[dict[str, float]], unit: str) -> dict[str, Any]:
+    print(f"{name}:")
+    summary: dict[str, Any] = {}
+    for key in results[0]:
+        values = [r[key] for r in results]
+        median = statistics.median(values)
+        summary[key] = {"median": median, "min": min(values), "max": max(values)}
+        shown = "%" if key.endswith("(%)") else unit
+        print(f"  {key:45} {median:8.2f} {shown}  ({min(values):.2f} to {max(values):.2f})")
+    return summary
+
+
+def worktree(rev: str) -> Path:
+    """A checkout of `rev` beside the repository (git worktree), made once."""
+    path = Path(tempfile.gettempdir()) / f"chattts-online-{rev}"
+    if not (path / "workers").is_dir():
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), rev],
+            check=True,
+            capture_output=True,
+        )
+    return path
 
 
 if __name__ == "__main__":

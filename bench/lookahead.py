@@ -45,12 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     from bench.chattts_bench import ensure_checkpoint
     from workers.engines.chattts import loader
     from workers.engines.chattts.runtime.vocoder import Cursor, Vocoder
-    from workers.engines.chattts.sampling import BatchChat
 
     torch.manual_seed(0)
     root = ensure_checkpoint(Path("/tmp/chattts-online-bench-full"))
-    chat = BatchChat()
-    loader.load_chat(chat, loader.locate(str(root)), torch.device("cpu"), compile=False)
+    chat = loader.load_chat(loader.locate(str(root)), torch.device("cpu"))
     # An untrained ConvNeXt block scales its output by 1e-6 (its layer scale's initial value):
     # random weights would pass the input through and hide the networks' reach. Trained ones
     # are of order 0.1-1; 0.5 here exercises every block's full reach.

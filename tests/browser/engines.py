@@ -140,7 +140,10 @@ class ChromiumDriver:
             self.console.append(f"console: {message.text}")
 
     def goto(self, url: str) -> None:
-        self.console.clear()  # a new scenario: the last one's errors were its own
+        # A new scenario: the last one's errors were its own. Its page is left first: its server
+        # is gone, and its event stream's reconnects would log refused connections into this one.
+        self.page.goto("about:blank")
+        self.console.clear()
         self.page.goto(url)
 
     def reload(self) -> None:

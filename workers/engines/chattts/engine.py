@@ -37,11 +37,12 @@ from workers.text.normalize import normalize
 from workers.text.sentences import locate, split_sentences
 
 from ..base import SAMPLE_RATE, ChunkSink, EngineError, Pieces, Segment
-from . import library, loader
+from . import assembly, library, loader
+from .faults import FAULT_OOM_ENV, InjectedOom
 from .params import speed_level
 from .rows import RowDone, RuntimeRows, row_seed
 from .runtime.runtime import Runtime, RuntimeConfig
-from .sampling import FRAMES_PER_TOKEN, MAX_NEW_TOKEN, BatchChat, Row, SeededGenerate
+from .sampling import MAX_NEW_TOKEN, Row
 from .speakers import Speakers
 
 log = logging.getLogger(__name__)
@@ -50,10 +51,11 @@ log = logging.getLogger(__name__)
 # at 4.5 syllables per second, 200 English characters about 13 s.
 SEGMENT_CHARS_CJK = 120
 SEGMENT_CHARS_LATIN = 200
-WARMUP_MAX_NEW_TOKEN = 16  # enough to run every module once
-# Fault injection for tests through the whole service: the GPT raises a real
-# torch.OutOfMemoryError on any forward pass over more rows than this.
-FAULT_OOM_ENV = "CHATTTS_FAULT_OOM_ABOVE_BATCH"
+# The warm-up is one row of a few tokens: enough to run every module once (the normalizer's
+# compiled code, the tokenizer, a prefill, steps, the vocoder), whose first calls cost what later
+# ones do not. On a CPU that is all it buys: two rows of 16 tokens took 3.6 s more at start-up and
+# left the first job no faster than this one does (one process, the development CPU).
+WARMUP_MAX_NEW_TOKEN = 4
 
 
 def _language(voice: str, registered: str | None = None) -> str:
@@ -86,7 +88,8 @@ class ChatTTSEngine:
         self.max_new_token = MAX_NEW_TOKEN
         self.retry_truncated = True  # a truncated segment is re-synthesized once, in halves
         self.model_version = f"ChatTTS {version('ChatTTS')}"
-        self.chat: BatchChat | None = None
+        self.model: assembly.Model | None = None
+        self._chat: Any = None  # ChatTTS's Chat (chat.BatchChat), built on first use
         self.device = torch.device("cpu")
         self.infer_calls = 0
         self.oom_splits = 0
@@ -96,7 +99,7 @@ class ChatTTSEngine:
         self.last_token_lengths: list[int] = []
         self.last_warnings: list[str] = []
         self._speakers = Speakers()
-        self._oom_hook: Any = None
+        self._oom = InjectedOom()
         self.runtime: Runtime | None = None  # None: ChatTTS's own `infer` (CHATTTS_RUNTIME=library)
         self.rows: RuntimeRows | None = None
         self._chunk_sink: ChunkSink | None = None
@@ -108,21 +111,21 @@ class ChatTTSEngine:
         checkpoint = loader.locate(self.settings.model_dir)
         device = loader.resolve_device(self.settings.device)
         library.quiet_libraries()
+        library.cache_compiled_normalizer()
         if self.settings.compile and device.type != "cuda":
             log.info("CHATTTS_COMPILE is used on CUDA only; running %s uncompiled", device)
-        chat = BatchChat(library.library_logger())
-        loader.load_chat(chat, checkpoint, device, compile=self.settings.compile)
-        chat.gpt.generate = SeededGenerate(chat.gpt.generate, chat)
-        chat.samples_per_token = FRAMES_PER_TOKEN * int(chat.config.vocos.head.init_args.hop_length)
-        self._speakers = Speakers(chat, library.builtin_voices(chat))
-        self.chat, self.device = chat, device
+        model = loader.load_model(checkpoint, device, library.library_logger())
+        self._speakers = Speakers(model, library.builtin_voices(model.config), self.whole_chat)
+        self.model, self.device = model, device
         if checkpoint.sha256 is not None:
             self.model_version += f" ({checkpoint.description})"
         if checkpoint.max_new_token:
             self.max_new_token = checkpoint.max_new_token
-        self.runtime = self._runtime(chat)
-        if self.runtime is not None:
-            self.rows = RuntimeRows(chat, self._speakers, self.runtime, device)
+        self.runtime = self._runtime(model)
+        if self.runtime is None:
+            self.whole_chat()  # the library runtime is ChatTTS's Chat
+        else:
+            self.rows = RuntimeRows(model, self._speakers, self.runtime, device, self.whole_chat)
         if os.environ.get(FAULT_OOM_ENV):
             self.inject_oom(int(os.environ[FAULT_OOM_ENV]))
         self.load_seconds = time.perf_counter() - started
@@ -130,7 +133,26 @@ class ChatTTSEngine:
             "ChatTTS loaded from %s on %s in %.1f s", checkpoint.root, device, self.load_seconds
         )
 
-    def _runtime(self, chat: BatchChat) -> Runtime | None:
+    @property
+    def chat(self) -> Any:
+        """ChatTTS's Chat over the loaded modules (built now if it was not); None before load."""
+        return self.whole_chat() if self.model is not None else None
+
+    def whole_chat(self) -> Any:
+        """ChatTTS's Chat, for refinement, reference recordings and the library runtime: built
+        the first time one needs it (importing the rest of ChatTTS: 1-5 s, once per process),
+        around the modules already loaded."""
+        if self._chat is None:
+            if self.model is None:
+                raise EngineError("the chattts engine was not loaded", retryable=True)
+            started = time.perf_counter()
+            chat = assembly.chat_around(self.model, self.settings.compile, library.library_logger())
+            self._chat = chat
+            self._oom.hook(chat)
+            log.info("ChatTTS's Chat built in %.1f s", time.perf_counter() - started)
+        return self._chat
+
+    def _runtime(self, model: assembly.Model) -> Runtime | None:
         s = self.settings
         if s.runtime == "library":
             return None
@@ -145,40 +167,22 @@ class ChatTTSEngine:
             dtype=s.dtype,
         )
         try:
-            return Runtime(chat, self.max_new_token, config)
+            return Runtime(model, self.max_new_token, config)
         except ValueError as exc:
             raise EngineError(f"cannot build the decode runtime: {exc}") from exc
 
     def warmup(self) -> None:
         saved, self.max_new_token = self.max_new_token, WARMUP_MAX_NEW_TOKEN
         try:
-            for voice, text in (("zh_female", "你好"), ("en_female", "Hello")):
-                request = SynthesisRequest(text=text, voice=voice, seed=0)
-                segment = Segment("warmup", 0, text, request)
-                self._infer([segment], [row_seed(segment, 0, 0)])
+            request = SynthesisRequest(text="你好", voice="zh_female", seed=0)
+            segment = Segment("warmup", 0, request.text, request)
+            self._infer([segment], [row_seed(segment, 0, 0)])
         finally:
             self.max_new_token = saved
 
     def inject_oom(self, above_batch: int | None) -> None:
         """Fault injection: make the GPT raise torch.OutOfMemoryError on batches above a size."""
-        if self._oom_hook is not None:
-            self._oom_hook.remove()
-            self._oom_hook = None
-        if self.runtime is not None:
-            self.runtime.decoder.oom_above = None
-        if above_batch is None or self.chat is None:
-            return
-        limit = above_batch
-
-        def hook(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
-            rows = kwargs["inputs_embeds"].size(0)
-            if rows > limit:
-                raise torch.OutOfMemoryError(f"injected: {rows} rows > {limit} ({FAULT_OOM_ENV})")
-
-        self._oom_hook = self.chat.gpt.gpt.register_forward_pre_hook(hook, with_kwargs=True)
-        if self.runtime is not None:
-            self.runtime.decoder.oom_above = limit
-        log.warning("fault injection: out-of-memory on batches above %d rows", limit)
+        self._oom.set(above_batch, self.runtime, self._chat)
 
     def stats(self) -> dict[str, Any]:
         """Counters for the worker's heartbeat and metrics."""
@@ -239,7 +243,7 @@ class ChatTTSEngine:
         """Audio of each segment; `on_chunk` gets it as it is decoded (the runtime: every
         CHATTTS_STREAM_TOKENS tokens; the library path: whole segments at the batch's end).
         A streamed segment that hits its budget is not retried shorter: its start is out."""
-        if self.chat is None:
+        if self.model is None:
             raise EngineError("the chattts engine was not loaded", retryable=True)
         self._chunk_sink = on_chunk
         try:
@@ -355,12 +359,11 @@ class ChatTTSEngine:
 
     def _infer_library(self, segments: list[Segment], seeds: list[int]) -> list[Row]:
         """One `Chat.infer` over the segments' texts; they share voice and parameters."""
-        if self.chat is None:
-            raise EngineError("the chattts engine was not loaded", retryable=True)
+        chat = self.whole_chat()
         voice = self._speakers.voice(segments[0])
         try:
             rows = library.infer_batch(
-                self.chat, segments, seeds, voice, self.device, self.max_new_token
+                chat, segments, seeds, voice, self.device, self.max_new_token
             )
         finally:
             self._release_memory()

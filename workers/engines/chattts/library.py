@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -14,7 +14,10 @@ from workers.infra.logs import DemoteToDebug
 
 from ..base import EngineError, Segment
 from .params import draw_speaker, infer_params, row_generators
-from .sampling import Batch, BatchChat, Row
+from .sampling import Batch, Row
+
+if TYPE_CHECKING:
+    from .chat import BatchChat
 from .voices import VoiceData, builtin_embeddings, builtin_seeds, parse_voice_data
 
 # ChatTTS's normalizer quotes pieces of the text it was given in these lines (see its norm.py).
@@ -60,9 +63,10 @@ def infer_batch(
     return [Row(audio, n, n >= batch.max_new_token) for audio, n in zip(rows, lengths, strict=True)]
 
 
-def builtin_voices(chat: BatchChat) -> dict[str, str]:
-    """The stored built-in embeddings; redrawn from their seeds for a model of another width."""
-    dim = int(chat.config.gpt.hidden_size)
+def builtin_voices(config: Any) -> dict[str, str]:
+    """The stored built-in embeddings; redrawn from their seeds for a model of another width
+    (`config`: ChatTTS's)."""
+    dim = int(config.gpt.hidden_size)
     voices: dict[str, str] = {}
     for name, embedding in builtin_embeddings().items():
         try:
@@ -71,7 +75,7 @@ def builtin_voices(chat: BatchChat) -> dict[str, str]:
             log.warning(
                 "stored voice %s does not fit a %d-wide model: redrawn from its seed", name, dim
             )
-            embedding = draw_speaker(chat.config.spk_stat, builtin_seeds()[name])
+            embedding = draw_speaker(config.spk_stat, builtin_seeds()[name])
         voices[name] = embedding
     return voices
 
@@ -95,3 +99,19 @@ def quiet_libraries() -> None:
         hf.disable_progress_bar()
     except ImportError:  # pragma: no cover - transformers is a ChatTTS dependency
         pass
+
+
+def cache_compiled_normalizer() -> None:
+    """Keep the machine code of ChatTTS's normalizer on disk. numba compiles its four functions
+    at their first call, without a cache: 2.8 s of the first synthesis of every process on the
+    development CPU. The cache goes in NUMBA_CACHE_DIR when set, else beside ChatTTS's source
+    when writable, else the user's cache directory; it is keyed by the source file and the CPU,
+    so an upgrade recompiles. With nowhere writable, the functions compile as before."""
+    import ChatTTS.norm as norm
+
+    for compiled in (norm._find_index, norm._fast_replace, norm._split_tags, norm._combine_tags):
+        try:
+            compiled.enable_caching()
+        except RuntimeError as exc:  # numba: "no locator available" (read-only everywhere)
+            log.info("ChatTTS's normalizer is compiled in every process: %s", exc)
+            return

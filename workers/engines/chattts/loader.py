@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,12 @@ class Checkpoint:
     sha256: dict[str, str] | None = None  # None: ChatTTS's published checksums
     config: dict[str, Any] = field(default_factory=dict)
     max_new_token: int | None = None  # a custom checkpoint's own audio-token budget per segment
+
+
+def published_checksums() -> dict[str, str]:
+    """ChatTTS's published checksums (`data/sha256_map.json`, a copy of ChatTTS 0.2.5's)."""
+    text = (resources.files("workers.engines.chattts") / "data" / "sha256_map.json").read_text()
+    return {str(k): str(v) for k, v in json.loads(text).items()}
 
 
 def checksum_key(relative: str) -> str:
@@ -148,12 +155,15 @@ def verify(checkpoint: Checkpoint, expected: dict[str, str]) -> None:
             )
 
 
-def apply_config(chat: Any, overrides: dict[str, Any]) -> None:
-    """Replace sections of `chat.config` with new dataclass objects built from `overrides`.
+def apply_config(config: Any, overrides: dict[str, Any]) -> None:
+    """Replace sections of ChatTTS's `config` with new dataclass objects built from `overrides`.
 
     ChatTTS's config defaults are shared class-level instances: assigning new objects (never
-    mutating the old ones) keeps other Chat instances and later loads unaffected.
+    mutating the old ones) keeps other configs and later loads unaffected.
     """
+    from . import imports
+
+    imports.partial()
     from ChatTTS.config import config as cc
 
     def decoder(d: dict[str, Any]) -> Any:
@@ -181,7 +191,7 @@ def apply_config(chat: Any, overrides: dict[str, Any]) -> None:
         if section not in builders:
             raise EngineError(f"unknown ChatTTS config section in the manifest: {section!r}")
         try:
-            setattr(chat.config, section, builders[section](values))
+            setattr(config, section, builders[section](values))
         except (TypeError, KeyError) as exc:
             raise EngineError(f"invalid ChatTTS config section {section!r}: {exc}") from exc
 
@@ -214,10 +224,19 @@ def _device_index(spec: str) -> int:
         raise EngineError(f"invalid device {spec!r}: use cuda:N") from None
 
 
-def load_chat(chat: Any, checkpoint: Checkpoint, device: Any, compile: bool) -> None:
-    """Load `chat` from the checkpoint with ChatTTS's custom-path loader (no download path)."""
+def load_model(checkpoint: Checkpoint, device: Any, logger: logging.Logger) -> Any:
+    """The runtime's modules (`assembly.Model`) from the checkpoint: verified (once: a stamp
+    remembers it), then built around the files' own tensors. ChatTTS's loader is not used: it
+    hashes every file on every start and copies weights it first initialised at random."""
+    from . import assembly, imports
+
+    imports.partial()
+    from ChatTTS.config import Config
+
+    config = Config()
     if checkpoint.config:
-        apply_config(chat, checkpoint.config)
+        apply_config(config, checkpoint.config)
+    expected = published_checksums()
     if checkpoint.sha256 is not None:
         log.warning(
             "ChatTTS checkpoint %s carries its own manifest (%s): verified against its checksums, "
@@ -225,24 +244,23 @@ def load_chat(chat: Any, checkpoint: Checkpoint, device: Any, compile: bool) -> 
             checkpoint.root,
             checkpoint.description,
         )
-        chat.sha256_map = dict(checkpoint.sha256)
-    expected: dict[str, str] = dict(chat.sha256_map)
-    fresh = stamp.is_fresh(checkpoint.root, ASSET_FILES, expected)
+        expected = dict(checkpoint.sha256)
+    if not stamp.is_fresh(checkpoint.root, ASSET_FILES, expected):
+        verify(checkpoint, expected)
+        stamp.write(checkpoint.root, ASSET_FILES, expected)
     try:
-        if fresh:  # verified and unchanged since: ChatTTS's own load, less its hashing
-            paths = {k: str(checkpoint.root / v) for k, v in asdict(chat.config.path).items()}
-            ok = chat._load(device=device, compile=compile, **paths)
-        else:
-            ok = chat.load(
-                source="custom", custom_path=str(checkpoint.root), device=device, compile=compile
-            )
-            if ok:
-                stamp.write(checkpoint.root, ASSET_FILES, expected)
+        return assembly.build(config, checkpoint.root, device, logger)
     except EngineError:
         raise
     except Exception as exc:
         raise EngineError(f"loading ChatTTS from {checkpoint.root} failed: {exc}") from exc
-    if not ok:
-        # ChatTTS only logs which check failed; find the file to name it.
-        verify(checkpoint, expected)
-        raise EngineError(f"ChatTTS refused the checkpoint in {checkpoint.root} (see the log)")
+
+
+def load_chat(checkpoint: Checkpoint, device: Any, compile: bool = False) -> Any:
+    """A whole ChatTTS Chat (our BatchChat) loaded from the checkpoint, for the library's paths,
+    tests and benchmarks."""
+    from . import assembly
+    from .library import library_logger
+
+    logger = library_logger()
+    return assembly.chat_around(load_model(checkpoint, device, logger), compile, logger)

@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
 from ..base import EngineError
 from . import stamp
-from .loader import ASSET_FILES, MANIFEST, checksum_key, resolve_root, sha256_file
+from .loader import (
+    ASSET_FILES,
+    MANIFEST,
+    checksum_key,
+    published_checksums,
+    resolve_root,
+    sha256_file,
+)
 
 REPO_ID = "2Noise/ChatTTS"
 MODELSCOPE_REPO_ID = "pzc163/chatTTS"
@@ -38,11 +44,6 @@ class FileCheck:
     size: int = 0
     expected: str = ""
     actual: str = ""
-
-
-def published_checksums() -> dict[str, str]:
-    text = (resources.files("workers.engines.chattts") / "data" / "sha256_map.json").read_text()
-    return {str(k): str(v) for k, v in json.loads(text).items()}
 
 
 def expected_checksums(root: Path) -> tuple[dict[str, str], str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ChatTTS
 import numpy as np
 import torch
-from ChatTTS.model import Speaker
+from ChatTTS.model.speaker import Speaker
 
 from workers.queue.job import SynthesisRequest
 

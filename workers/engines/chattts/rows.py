@@ -45,8 +45,18 @@ def row_error(result: RowResult) -> EngineError:
 class RuntimeRows:
     """All methods but `submit` and `cancel` run in the engine thread."""
 
-    def __init__(self, chat: Any, speakers: Speakers, runtime: Runtime, device: Any) -> None:
-        self.chat, self.speakers, self.runtime, self.device = chat, speakers, runtime, device
+    def __init__(
+        self,
+        model: Any,
+        speakers: Speakers,
+        runtime: Runtime,
+        device: Any,
+        whole_chat: Callable[[], Any],
+    ) -> None:
+        """`model`: the runtime's modules (assembly.Model); `whole_chat()`: ChatTTS's Chat, built
+        on first use, for refinement."""
+        self.model, self.speakers, self.runtime, self.device = model, speakers, runtime, device
+        self.whole_chat = whole_chat
         self._inbox: deque[tuple[Segment, int, int, ChunkSink | None, RowDone]] = deque()
         self._calls: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
         self._wakeup = threading.Event()
@@ -54,13 +64,17 @@ class RuntimeRows:
 
     def row(self, segment: Segment, seed: int, max_new_token: int) -> tuple[torch.Tensor, Sampling]:
         request, voice = segment.request, self.speakers.voice(segment)
-        _, refine = infer_params(request, voice, max_new_token)
-        self.chat.batch = Batch(row_generators([seed], self.device))  # refinement's own draws
-        try:
-            text = spoken_text(self.chat, segment.text, refine if request.refine else None)
-        finally:
-            self.chat.batch = None
-        prompt = prompt_embeddings(self.chat, text, voice, f"[speed_{speed_level(request.speed)}]")
+        if request.refine:
+            chat = self.whole_chat()
+            _, refine = infer_params(request, voice, max_new_token)
+            chat.batch = Batch(row_generators([seed], self.device))  # refinement's own draws
+            try:
+                text = spoken_text(self.model, segment.text, refine, chat)
+            finally:
+                chat.batch = None
+        else:
+            text = spoken_text(self.model, segment.text)
+        prompt = prompt_embeddings(self.model, text, voice, f"[speed_{speed_level(request.speed)}]")
         sampling = Sampling(
             request.temperature,
             request.top_p,

@@ -1,5 +1,5 @@
 """Hooks into ChatTTS's internals for batched synthesis: per-row seeded sampling, per-row token
-counts and per-row trimming of the decoded batch (see `engine.py` for their use)."""
+counts and per-row trimming of the decoded batch (see `chat.py` and `engine.py` for their use)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import ChatTTS
 import numpy as np
 import torch
 
@@ -63,7 +62,7 @@ class RowSampler:
 class SeededGenerate:
     """Wraps `GPT.generate`: adds the batch's row sampler and records each row's token count."""
 
-    def __init__(self, inner: Any, chat: BatchChat) -> None:
+    def __init__(self, inner: Any, chat: Any) -> None:
         self.inner = inner
         self.chat = chat
 
@@ -80,20 +79,6 @@ class SeededGenerate:
                 batch.token_lengths = [int(ids.size(0)) for ids in out.ids]
                 batch.max_new_token = int(kwargs.get("max_new_token", MAX_NEW_TOKEN))
             yield out
-
-
-class BatchChat(ChatTTS.Chat):  # type: ignore[misc]
-    """ChatTTS's Chat, keeping each row of the decoded batch to its own length."""
-
-    batch: Batch | None = None
-    samples_per_token = FRAMES_PER_TOKEN * 256
-
-    def _decode_to_wavs(self, result_list: list[torch.Tensor], use_decoder: bool) -> Any:
-        lengths = [int(r.size(0)) for r in result_list]
-        wavs = super()._decode_to_wavs(result_list, use_decoder)
-        if self.batch is not None and lengths:
-            self.batch.rows = trim_rows(np.asarray(wavs), lengths, self.samples_per_token)
-        return wavs
 
 
 def trim_rows(wavs: np.ndarray, lengths: list[int], samples_per_token: int) -> list[np.ndarray]:

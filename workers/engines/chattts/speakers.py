@@ -5,24 +5,29 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..base import EngineError, Segment
-from .sampling import BatchChat
 from .voices import VoiceData, parse_voice_data, recording_voice_data, sample_voice_data
 
 VOICE_CACHE_SIZE = 64  # parsed registered voices kept per worker (a recording costs an encode)
 
 
 class Speakers:
-    """Voice data for segments, for one Chat (None before the engine is loaded)."""
+    """Voice data for segments, for one loaded model (None before the engine is loaded);
+    `whole_chat()` gives ChatTTS's Chat, whose DVAE encodes recordings."""
 
     def __init__(
-        self, chat: BatchChat | None = None, builtin: dict[str, str] | None = None
+        self,
+        model: Any = None,
+        builtin: dict[str, str] | None = None,
+        whole_chat: Callable[[], Any] | None = None,
     ) -> None:
-        self.chat = chat
+        self.model, self.whole_chat = model, whole_chat
         self._builtin = builtin or {}
         self._cache: OrderedDict[str, VoiceData] = OrderedDict()
 
@@ -53,10 +58,11 @@ class Speakers:
 
     def _encode_recording(self, voice: VoiceData) -> VoiceData:
         """ChatTTS's sample-audio path: the DVAE encodes the recording into prompt codes."""
-        if self.chat is None or voice.recording is None:
+        if self.whole_chat is None or voice.recording is None:
             raise EngineError("the chattts engine was not loaded", retryable=True)
+        chat = self.whole_chat()
         with torch.inference_mode():
-            spk_smp: str = self.chat.sample_audio_speaker(voice.recording)
+            spk_smp: str = chat.sample_audio_speaker(voice.recording)
         return VoiceData("sample", spk_smp=spk_smp, txt_smp=voice.txt_smp)
 
     def from_recording(self, audio: np.ndarray, sample_rate: int, transcript: str) -> str:
@@ -69,4 +75,4 @@ class Speakers:
         return sample_voice_data(voice.spk_smp or "", voice.txt_smp or "")
 
     def _speaker_dim(self) -> int:
-        return int(self.chat.config.gpt.hidden_size) if self.chat is not None else 768
+        return int(self.model.config.gpt.hidden_size) if self.model is not None else 768

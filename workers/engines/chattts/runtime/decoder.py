@@ -1,7 +1,7 @@
 """ChatTTS's GPT as a static-cache decoder: a prompt is prefilled into a slot, then one step
 advances every active row at once, each at its own position (gpt-fast's shape).
 
-The weights are the loaded LlamaModel's and Embed's own tensors, shared rather than copied; the
+The weights are the checkpoint's own tensors (`Transformer`, Embed), shared rather than copied; the
 weight-normed heads are normalised once here instead of at every step. Active rows always occupy
 slots 0..rows-1: a row that leaves is replaced by the last one (`move`), so a step works on a
 prefix of the cache and never gathers it.
@@ -9,24 +9,26 @@ prefix of the cache and never gathers it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import mmap
+from dataclasses import fields
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from .weights import Layer, Transformer
 
-@dataclass(frozen=True)
-class Layer:
-    norm_attn: torch.Tensor
-    q: torch.Tensor
-    k: torch.Tensor
-    v: torch.Tensor
-    o: torch.Tensor
-    norm_mlp: torch.Tensor
-    gate: torch.Tensor
-    up: torch.Tensor
-    down: torch.Tensor
+
+def zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A zeroed tensor; on the CPU, one that costs memory only where it is written. The KV cache
+    of 8 slots of 3072 positions is 1.5 GB: `torch.zeros` writes all of it at start-up (3.9 s on
+    the development CPU, and all of it resident at once). Pages of an anonymous mapping are zero
+    by the kernel's guarantee and become resident as rows reach them."""
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    if device.type != "cpu" or nbytes == 0:
+        return torch.zeros(shape, dtype=dtype, device=device)
+    return torch.frombuffer(mmap.mmap(-1, nbytes), dtype=dtype).view(shape)
 
 
 class Decoder:
@@ -34,44 +36,27 @@ class Decoder:
 
     def __init__(
         self,
-        llama: Any,
+        transformer: Transformer,
         embed: Any,
         slots: int,
         context: int,
         dtype: torch.dtype | None = None,
     ) -> None:
-        cfg = llama.config
-        self.device = llama.norm.weight.device
-        self.dtype = dtype or llama.norm.weight.dtype
-        self.heads = int(cfg.num_attention_heads)
-        self.head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads)
-        if int(cfg.num_key_value_heads) != self.heads:
-            raise ValueError("grouped-query attention is not used by ChatTTS and not supported")
-        self.eps = float(cfg.rms_norm_eps)
-        self.hidden = int(cfg.hidden_size)
+        self.device = transformer.device
+        self.dtype = dtype or transformer.norm.dtype
+        self.heads, self.head_dim = transformer.heads, transformer.head_dim
+        self.eps, self.hidden = transformer.eps, transformer.hidden
         self.slots, self.context = slots, context
 
         def w(t: torch.Tensor) -> torch.Tensor:
-            return t.detach().to(self.dtype)  # the same storage when the dtype already matches
+            return t.to(self.dtype)  # the same storage when the dtype already matches
 
         self.layers = [
-            Layer(
-                w(layer.input_layernorm.weight),
-                w(layer.self_attn.q_proj.weight),
-                w(layer.self_attn.k_proj.weight),
-                w(layer.self_attn.v_proj.weight),
-                w(layer.self_attn.o_proj.weight),
-                w(layer.post_attention_layernorm.weight),
-                w(layer.mlp.gate_proj.weight),
-                w(layer.mlp.up_proj.weight),
-                w(layer.mlp.down_proj.weight),
-            )
-            for layer in llama.layers
+            Layer(*(w(getattr(layer, f.name)) for f in fields(Layer)))
+            for layer in transformer.layers
         ]
-        self.norm = w(llama.norm.weight)
-        rotary = llama.rotary_emb
-        self.inv_freq = rotary.inv_freq.detach().float().to(self.device)
-        self.rope_scale = float(getattr(rotary, "attention_scaling", 1.0))
+        self.norm = w(transformer.norm)
+        self.inv_freq = transformer.inv_freq.float().to(self.device)
         with torch.no_grad():
             # Audio heads: weight norm evaluated once; logits stay in float32 as in ChatTTS.
             self.num_vq = len(embed.head_code)
@@ -81,8 +66,8 @@ class Decoder:
         # Fault injection for tests: a real torch.OutOfMemoryError on a pass over more rows.
         self.oom_above: int | None = None
         shape = (len(self.layers), slots, self.heads, context, self.head_dim)
-        self.k_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
-        self.v_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.k_cache = zeros(shape, self.dtype, self.device)
+        self.v_cache = zeros(shape, self.dtype, self.device)
 
     def bytes_per_slot(self) -> int:
         return 2 * self.k_cache[:, 0].numel() * self.k_cache.element_size()
@@ -98,8 +83,8 @@ class Decoder:
         """cos, sin of shape [..., head_dim] for integer positions of any shape."""
         freqs = positions.float().unsqueeze(-1) * self.inv_freq
         angles = torch.cat((freqs, freqs), dim=-1)
-        cos = (angles.cos() * self.rope_scale).to(self.dtype)
-        sin = (angles.sin() * self.rope_scale).to(self.dtype)
+        cos = angles.cos().to(self.dtype)
+        sin = angles.sin().to(self.dtype)
         return cos, sin
 
     @staticmethod

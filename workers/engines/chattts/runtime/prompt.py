@@ -11,7 +11,8 @@ from ..voices import VoiceData
 
 
 def prompt_embeddings(chat: Any, text: str, voice: VoiceData, speed_prompt: str) -> torch.Tensor:
-    """Input embeddings [T, D] of one row's prompt, on the GPT's device."""
+    """Input embeddings [T, D] of one row's prompt, on the GPT's device. `chat`: a ChatTTS Chat or
+    the runtime's modules (assembly.Model), which have the same names."""
     decorated = chat.speaker.decorate_code_prompts(
         [text], speed_prompt, voice.txt_smp, voice.spk_emb
     )
@@ -29,14 +30,15 @@ def prompt_embeddings(chat: Any, text: str, voice: VoiceData, speed_prompt: str)
     return out
 
 
-def spoken_text(chat: Any, text: str, refine: Any | None) -> str:
-    """The text as ChatTTS's `infer` would speak it: through its normalizer and, with `refine`
-    (RefineTextParams), its refinement pass (sampled with the generators of `chat.batch`), whose
+def spoken_text(model: Any, text: str, refine: Any | None = None, chat: Any = None) -> str:
+    """The text as ChatTTS's `infer` would speak it: through `model`'s normalizer and, with
+    `refine` (RefineTextParams), the refinement pass of `chat` (a ChatTTS Chat, sampled with the
+    generators of `chat.batch`), whose
     prompt is the request's sentence prompt ("[oral_2][laugh_0][break_6]" after [Pbreak]). As in
     ChatTTS, the refined text keeps its word-level tokens ([uv_break], [laugh] ...) and drops the
     sentence-level ones (ids from [break_0] on)."""
-    text = chat.normalizer(text, True, True, None)
-    if refine is None:
+    text = model.normalizer(text, True, True, None)
+    if refine is None or chat is None:
         return text
     refined = chat._refine_text([text], chat.device, refine)
     tokens = [ids[ids.less(chat.tokenizer.break_0_ids)] for ids in refined.ids]

@@ -1,4 +1,4 @@
-"""The runtime of one ChatTTS engine: decoder, vocoder and scheduler built over a loaded Chat.
+"""The runtime of one ChatTTS engine: decoder, vocoder and scheduler built over the loaded modules.
 
 The engine thread owns it (one model instance, one thread). `run` takes a batch of rows and
 returns when all have ended; rows of any voices and parameters share its steps.
@@ -18,6 +18,7 @@ from .decoder import Decoder
 from .graphs import GraphedSteps, buckets_for
 from .scheduler import RowRequest, RowResult, Sampling, Scheduler
 from .vocoder import Vocoder
+from .weights import Transformer
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +67,17 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 
 class Runtime:
-    def __init__(self, chat: Any, max_new_token: int, config: RuntimeConfig) -> None:
-        llama = chat.gpt.gpt
-        device = llama.norm.weight.device
+    def __init__(self, model: Any, max_new_token: int, config: RuntimeConfig) -> None:
+        """`model`: its `transformer` (weights.Transformer), `embed`, `decoder` and `vocos`."""
+        transformer: Transformer = model.transformer
+        device = transformer.device
         self.config = config
         context = config.context or max_new_token + PROMPT_ALLOWANCE
-        context = min(context, int(llama.config.max_position_embeddings))
+        context = min(context, transformer.max_positions)
         self.decoder = Decoder(
-            llama, chat.embed, config.slots, context, resolve_dtype(config.dtype, device)
+            transformer, model.embed, config.slots, context, resolve_dtype(config.dtype, device)
         )
-        self.vocoder = Vocoder(chat.decoder, chat.vocos)
+        self.vocoder = Vocoder(model.decoder, model.vocos)
         lookahead = config.lookahead_tokens
         if lookahead < 0:
             lookahead = LOOKAHEAD_TOKENS.get(device.type, LOOKAHEAD_TOKENS["cpu"])

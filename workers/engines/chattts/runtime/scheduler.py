@@ -13,11 +13,12 @@ import threading
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
-from .decoder import Decoder
+from .decoder import Decoder, zeros
 from .graphs import GraphedSteps
 from .sampler import PENALTY_WINDOW, draw, process_logits
 from .vocoder import Cursor, Vocoder
@@ -89,8 +90,8 @@ class Scheduler:
         self.graphs: GraphedSteps | None = None  # CUDA: the step replayed from captured graphs
         self.eos = decoder.num_audio_tokens - 1
         slots, dev, q = decoder.slots, decoder.device, decoder.num_vq
-        i64 = {"dtype": torch.long, "device": dev}
-        f32 = {"dtype": torch.float32, "device": dev}
+        i64: dict[str, Any] = {"dtype": torch.long, "device": dev}
+        f32: dict[str, Any] = {"dtype": torch.float32, "device": dev}
         self.seed = torch.zeros(slots, **i64)
         self.temperature = torch.ones(slots, **f32)
         self.penalty = torch.ones(slots, **f32)
@@ -104,7 +105,8 @@ class Scheduler:
         self.history = torch.zeros((slots, q, PENALTY_WINDOW), **i64)
         self.history_len = torch.zeros(slots, **i64)
         self.pending = torch.zeros((slots, decoder.hidden), dtype=decoder.dtype, device=dev)
-        self.hiddens = torch.zeros((slots, max_new_token, decoder.hidden), **f32)
+        # Zeroed lazily (50 MB for 8 slots of 2048 tokens, written only as rows reach them).
+        self.hiddens = zeros((slots, max_new_token, decoder.hidden), torch.float32, dev)
         self.codes = torch.zeros((slots, max_new_token, q), **i64)
         self.rows: list[RowRequest] = []  # rows[i] occupies slot i
         self.position_bound: list[int] = []  # per row: its position can be no higher
@@ -200,7 +202,8 @@ class Scheduler:
         if budget < 1:
             return f"an audio-token budget of {budget} is not positive"
         if budget > self.hiddens.size(1):  # a larger budget than any before: room for it
-            grown = self.hiddens.new_zeros((self.decoder.slots, budget, self.decoder.hidden))
+            shape = (self.decoder.slots, budget, self.decoder.hidden)
+            grown = zeros(shape, torch.float32, self.decoder.device)
             grown[:, : self.hiddens.size(1)] = self.hiddens
             codes = self.codes.new_zeros((self.decoder.slots, budget, self.decoder.num_vq))
             codes[:, : self.codes.size(1)] = self.codes

@@ -13,6 +13,7 @@ import torch
 from workers.engines.chattts.runtime.decoder import Decoder
 from workers.engines.chattts.runtime.scheduler import RowRequest, RowResult, Sampling, Scheduler
 from workers.engines.chattts.runtime.vocoder import Vocoder
+from workers.engines.chattts.runtime.weights import Transformer
 
 from ..checkpoint import build_checkpoint
 from ..conftest import requires_chattts
@@ -29,16 +30,14 @@ pytestmark = [
 def endless_chat(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The tiny architecture with rows that never end by themselves: each runs its budget."""
     from workers.engines.chattts import loader
-    from workers.engines.chattts.sampling import BatchChat
 
     root = build_checkpoint(tmp_path_factory.mktemp("endless") / "model", shape_eos=False)
-    chat = BatchChat()
-    loader.load_chat(chat, loader.locate(str(root)), torch.device("cpu"), compile=False)
-    return chat
+    return loader.load_chat(loader.locate(str(root)), torch.device("cpu"))
 
 
 def scheduler(chat: Any, slots: int = 8, **options: Any) -> Scheduler:
-    decoder = Decoder(chat.gpt.gpt, chat.embed, slots=slots, context=512)
+    transformer = Transformer.from_llama(chat.gpt.gpt)
+    decoder = Decoder(transformer, chat.embed, slots=slots, context=512)
     return Scheduler(decoder, Vocoder(chat.decoder, chat.vocos), 128, **options)
 
 
