@@ -20,17 +20,9 @@ import srt
 from tests.web.webproc import WebProcess
 
 from .conftest import ARTIFACTS, TcpProxy
-from .engines import (
-    ENGINES,
-    ChromiumDriver,
-    Driver,
-    FirefoxDriver,
-    WebKitDriver,
-    missing,
-    virtual_display,
-    virtual_sound_card,
-)
+from .engines import ENGINES, ChromiumDriver, Driver, FirefoxDriver, WebKitDriver
 from .helpers import CHINESE, LONG_ENGLISH, get_json
+from .host import missing, virtual_display, virtual_sound_card
 
 pytestmark = pytest.mark.browser
 

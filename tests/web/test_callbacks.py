@@ -21,6 +21,7 @@ from standardwebhooks import Webhook
 from tests.conftest import WorkerProcess
 from tests.web.conftest import ClientFactory
 from tests.web.webproc import WebProcess, start_web
+from web.callbacks.sender import IN_FLIGHT
 from web.callbacks.targets import parse_allow, refusal
 from workers.infra.embedded_redis import free_port
 from workers.infra.settings import Settings
@@ -42,6 +43,7 @@ class Receiver:
     received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
     answered_2xx: int = 0
     url: str = ""
+    hold_s: float = 0.0  # how long each answer takes
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
@@ -49,6 +51,7 @@ class Receiver:
         status = self.plan[min(len(self.received), len(self.plan)) - 1]
         if status == 0:
             await asyncio.sleep(3600)
+        await asyncio.sleep(self.hold_s)
         if 200 <= status < 300:
             self.answered_2xx += 1
         return web.Response(status=status)
@@ -139,6 +142,27 @@ async def test_errors_are_retried_with_one_webhook_id_until_delivered(
     assert job["callback_attempts"] == 4 and target.answered_2xx == 1
     assert {h["webhook-id"] for h, _ in target.received} == {f"msg_{job_id}"}
     assert len(target.received) == 4
+
+
+async def test_more_callbacks_due_than_deliveries_at_once_wait_their_turn(
+    make_client: ClientFactory, worker: WorkerProcess, receiver: Any
+) -> None:
+    """Every delivery slot busy: the sender waits for one to end (it once spun there, starving
+    the web process's event loop) and the web tier answers meanwhile."""
+    target = await receiver([200])
+    target.hold_s = 2.0
+    client = await make_client(**{**QUICK, "callback_timeout_s": 10.0})
+    count = IN_FLIGHT + 8
+    ids = [(await (await submit(client, target.url)).json())["id"] for _ in range(count)]
+    await target.wait_for(IN_FLIGHT, timeout=60)
+    started = time.monotonic()
+    assert (await client.get("/healthz")).status == 200
+    assert time.monotonic() - started < 1.0
+    await target.wait_for(count, timeout=60)
+    for job_id in ids:
+        job = await job_state(client, job_id, "delivered")
+        assert job["callback_attempts"] == 1
+    assert len(target.received) == count
 
 
 @pytest.mark.parametrize("kind", ["hangs", "refuses"])

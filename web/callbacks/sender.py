@@ -90,7 +90,6 @@ class CallbackSender:
         self.timeout_s = timeout_s
         self.public_url = public_url
         self.on_outcome = on_outcome
-        self._slots = asyncio.Semaphore(IN_FLIGHT)
         self._deliveries: set[asyncio.Task[None]] = set()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -136,7 +135,9 @@ class CallbackSender:
                 task = asyncio.create_task(self._deliver(callback))
                 self._deliveries.add(task)
                 task.add_done_callback(self._deliveries.discard)
-            if len(taken) < free:
+            if free <= 0:  # every slot busy: until one delivery ends (or a poll's time)
+                await asyncio.wait(self._deliveries, timeout=POLL_S, return_when="FIRST_COMPLETED")
+            elif len(taken) < free:  # nothing more due now
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(POLL_S):
                         await self._stop.wait()

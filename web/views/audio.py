@@ -9,8 +9,9 @@ from aiohttp import web
 from web.appkeys import QUEUE
 from web.errors import ApiError, not_found
 from web.schemas import valid_job_id
-from workers.audio.documents import BYTES_PER_SAMPLE, document_size, wav_header
-from workers.audio.formats import extension, mime_type
+from workers.audio.documents import BYTES_PER_SAMPLE, document_size
+from workers.audio.formats import SAMPLE_RATE, extension, mime_type
+from workers.audio.stream_encode import wav_header
 from workers.queue.job import Job, JobState
 
 from .document_audio import stream_document
@@ -18,7 +19,7 @@ from .document_audio import stream_document
 _TRUE = ("1", "true", "yes", "on")
 
 
-async def _job(request: web.Request) -> Job:
+async def job_or_404(request: web.Request) -> Job:
     job_id = valid_job_id(request.match_info["job_id"])
     job = await request.app[QUEUE].get(job_id)
     if job is None:
@@ -47,13 +48,13 @@ def _ended(job: Job) -> ApiError:
     )
 
 
-def _disposition(request: web.Request, filename: str) -> str:
+def disposition(request: web.Request, filename: str) -> str:
     kind = "attachment" if request.query.get("download", "").lower() in _TRUE else "inline"
     return f'{kind}; filename="{filename}"'
 
 
 async def job_audio(request: web.Request) -> web.StreamResponse:
-    job = await _job(request)
+    job = await job_or_404(request)
     if job.state in (JobState.QUEUED, JobState.RUNNING):
         raise _not_ready(job, "the audio")
     if job.state != JobState.SUCCEEDED:
@@ -69,13 +70,13 @@ async def job_audio(request: web.Request) -> web.StreamResponse:
         data,
         mime_type(fmt),
         etag=f'"{job.id}"',
-        disposition=_disposition(request, f"tts-{job.id[:8]}.{extension(fmt)}"),
+        disposition=disposition(request, f"tts-{job.id[:8]}.{extension(fmt)}"),
     )
 
 
 async def job_segment(request: web.Request) -> web.StreamResponse:
     """Segment n (1-based) of a job, as soon as it is synthesized (before the job finishes)."""
-    job = await _job(request)
+    job = await job_or_404(request)
     n = int(request.match_info["n"])
     queue = request.app[QUEUE]
     if n < 1 or (job.segments_total and n > job.segments_total):
@@ -85,7 +86,7 @@ async def job_segment(request: web.Request) -> web.StreamResponse:
     if job.document:  # a part: its PCM, the pause before it included
         data = await queue.redis.lindex(queue.keys.parts(job.id), n - 1)
         if data is not None and job.request.format == "wav":
-            data = wav_header(len(data) // BYTES_PER_SAMPLE) + data
+            data = wav_header(len(data) // BYTES_PER_SAMPLE, SAMPLE_RATE) + data
     elif job.state == JobState.SUCCEEDED and job.segments_total <= 1 and n == 1:
         data = await queue.audio(job.id)  # a one-segment job's file is its only segment
     else:
@@ -109,7 +110,7 @@ async def job_segment(request: web.Request) -> web.StreamResponse:
         data,
         mime_type(fmt),
         etag=f'"{job.id}-{n}"',
-        disposition=_disposition(request, f"tts-{job.id[:8]}-{n}.{extension(fmt)}"),
+        disposition=disposition(request, f"tts-{job.id[:8]}-{n}.{extension(fmt)}"),
     )
 
 
@@ -150,8 +151,8 @@ async def _document(request: web.Request, job: Job) -> web.StreamResponse:
     """A document's file, joined from its parts as it is sent (web/views/document_audio.py)."""
     fmt = job.request.format
     etag = f'"{job.id}"'
-    disposition = _disposition(request, f"tts-{job.id[:8]}.{extension(fmt)}")
-    headers = _headers(mime_type(fmt), etag, disposition)
+    attachment = disposition(request, f"tts-{job.id[:8]}.{extension(fmt)}")
+    headers = _headers(mime_type(fmt), etag, attachment)
     decision = _conditions(request, document_size(job.samples_done, fmt), etag)
     if isinstance(decision, str):
         return _not_modified(headers)

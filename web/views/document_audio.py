@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import orjson
@@ -9,7 +10,9 @@ from aiohttp import web
 
 from web.appkeys import QUEUE
 from web.errors import ApiError, not_found
-from workers.audio.documents import BYTES_PER_SAMPLE, WAV_HEADER_BYTES, document_size, wav_header
+from workers.audio.documents import BYTES_PER_SAMPLE, WAV_HEADER_BYTES, document_size
+from workers.audio.formats import SAMPLE_RATE
+from workers.audio.stream_encode import wav_header
 from workers.queue.job import Job
 
 PARTS_PER_READ = 16  # parts fetched per round trip: a few MB, whatever the document's length
@@ -31,6 +34,9 @@ async def stream_document(
     samples = ends[-1] // BYTES_PER_SAMPLE if ends else 0
     if samples != job.samples_done:
         raise not_found(f"the audio of job {job.id} expired", "audio_expired")
+    queue = request.app[QUEUE]
+    if await queue.redis.llen(queue.keys.parts(job.id)) != len(ends):  # before any byte goes
+        raise not_found(f"the audio of job {job.id} expired", "audio_expired")
     size = document_size(samples, fmt)
     first, last = span if span is not None else (0, size - 1)
     response = web.StreamResponse(status=206 if span is not None else 200, headers=headers)
@@ -40,14 +46,14 @@ async def stream_document(
     await response.prepare(request)
     offset = WAV_HEADER_BYTES if fmt == "wav" else 0  # where the PCM starts in the file
     if first < offset:
-        await response.write(wav_header(samples)[first : min(last + 1, offset)])
+        await response.write(wav_header(samples, SAMPLE_RATE)[first : min(last + 1, offset)])
     start, stop = max(first, offset) - offset, last + 1 - offset  # in the PCM
-    index = next((i for i, end in enumerate(ends) if end > start), len(ends))
+    index = bisect.bisect_right(ends, start)  # the part holding byte `start` of the PCM
+    final = bisect.bisect_left(ends, stop)  # the part holding the last byte asked for
     part_start = ends[index - 1] if index else 0
-    queue = request.app[QUEUE]
     while index < len(ends) and part_start < stop:
         batch: Any = await queue.redis.lrange(
-            queue.keys.parts(job.id), index, index + PARTS_PER_READ - 1
+            queue.keys.parts(job.id), index, min(index + PARTS_PER_READ - 1, final)
         )
         if not batch:
             raise ApiError(500, f"a part of job {job.id} is missing", code="audio_incomplete")

@@ -32,7 +32,8 @@ AV_FORMATS: dict[str, tuple[str, str, int | None]] = {
 STREAMABLE = frozenset({"pcm", "wav", *AV_FORMATS})
 # Ogg pages are cut at least this often (µs), so that Opus leaves in small steps.
 _OGG_PAGE_DURATION_US = 100_000
-_UNKNOWN = 0xFFFFFFFF
+_UNKNOWN = 0xFFFFFFFF  # a streamed WAV's sizes: "until the end"
+_PCM16 = 2  # bytes per sample
 
 
 class EncoderUnavailable(Exception):
@@ -49,17 +50,26 @@ def load_av() -> ModuleType:
     return av
 
 
-def wav_stream_header(sample_rate: int) -> bytes:
-    """A 16-bit mono WAV header whose RIFF and data sizes say 'until the end of the stream'."""
-    fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)
-    return (
-        b"RIFF"
-        + struct.pack("<I", _UNKNOWN)
-        + b"WAVEfmt "
-        + struct.pack("<I", len(fmt))
-        + fmt
-        + b"data"
-        + struct.pack("<I", _UNKNOWN)
+def wav_header(samples: int | None, rate: int) -> bytes:
+    """The canonical 44-byte header of 16-bit mono PCM; `samples=None`: a stream's, whose RIFF
+    and data sizes say "until the end" (0xFFFFFFFF, which FFmpeg and browsers read so). Written
+    here: the standard library's `wave` and libsndfile write a header only with the samples."""
+    data = _UNKNOWN if samples is None else samples * _PCM16
+    return struct.pack(
+        "<4sI4s4sIHHIIHH4sI",
+        b"RIFF",
+        _UNKNOWN if samples is None else 36 + data,
+        b"WAVE",
+        b"fmt ",
+        16,  # the fmt chunk's size
+        1,  # PCM
+        1,  # mono
+        rate,
+        rate * _PCM16,  # bytes per second
+        _PCM16,  # block align
+        16,  # bits per sample
+        b"data",
+        data,
     )
 
 
@@ -124,7 +134,7 @@ class StreamEncoder:
         if self._container is None:
             if self.fmt == "wav" and not self._started:
                 self._started = True
-                return wav_stream_header(self.sample_rate) + pcm
+                return wav_header(None, self.sample_rate) + pcm
             return pcm
         if pcm:
             assert self._av is not None
@@ -143,7 +153,7 @@ class StreamEncoder:
         if self._container is None:
             if self.fmt == "wav" and not self._started:  # an empty stream is still a WAV
                 self._started = True
-                return wav_stream_header(self.sample_rate)
+                return wav_header(None, self.sample_rate)
             return b""
         for packet in self._stream.encode(None):
             self._container.mux(packet)

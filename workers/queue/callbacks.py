@@ -87,8 +87,3 @@ class Outbox:
         args: list[str | int] = [callback.job_id, callback.claim, outcome, next_ms, error[:300]]
         verdict: bytes = await self._result(keys=keys, args=args)
         return verdict.decode()
-
-    async def pending(self) -> int:
-        """Callbacks not yet settled for good (due, held, or waiting for a retry)."""
-        count: int = await self.redis.zcard(self.keys.callbacks_due)
-        return count

@@ -370,7 +370,7 @@ class Queue:
                 cache_mode,
                 document_size if document_size is not None else "",
                 orjson.dumps(new_cues) if new_cues else "",
-                orjson.dumps(all_cues or []),
+                orjson.dumps(all_cues or []) if cache_mode == "miss" else "",  # for the cache
             ],
         )
         return _s(result[0]) == "ok"

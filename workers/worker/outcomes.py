@@ -19,6 +19,7 @@ from workers.audio import formats as audio
 from workers.audio.documents import document_size
 from workers.engines import Engine, EngineError, Segment
 from workers.infra.logs import job_log
+from workers.infra.redis_client import REDIS_UNAVAILABLE
 from workers.queue.store import Queue, SegmentDone, Started
 
 from .batch import ActiveJob, render
@@ -29,6 +30,10 @@ from .stats import WorkerStats
 log = logging.getLogger("chattts_online.worker")
 # What a document's finished segment leaves in the worker's hand: its samples are in Redis.
 _STORED = np.zeros(0, np.float32)
+# A segment's store is retried through a Redis outage of about 3 s (0.2 + 0.4 + 0.8 + 1.6),
+# well inside a lease; past that, the job's lease decides.
+PROGRESS_RETRY_S = 0.2
+PROGRESS_RETRY_MAX_S = 1.6
 
 
 class Outcomes:
@@ -149,13 +154,28 @@ class Outcomes:
             eta=job.eta(),
             document=job.document,
         )
-        verdict = await self.queue.progress(job.job_id, job.started.client, job.started.token, done)
+        verdict = await self._progress(job, done)
         if verdict != "lost":
             self.metrics.segment_stored(job, segment.index)
         if verdict == "cancel":
             job.cancel = True
         elif verdict == "lost":
             job.lost = True
+
+    async def _progress(self, job: ActiveJob, done: SegmentDone) -> str:
+        """`Queue.progress`, retried through a short Redis outage: segments are stored in order,
+        so one left out would lose every later one (the script takes a repeat of the last)."""
+        delay = PROGRESS_RETRY_S
+        while True:
+            try:
+                return await self.queue.progress(
+                    job.job_id, job.started.client, job.started.token, done
+                )
+            except REDIS_UNAVAILABLE:
+                if delay > PROGRESS_RETRY_MAX_S:
+                    raise
+                await asyncio.sleep(delay)
+                delay *= 2
 
     async def complete(self, job: ActiveJob) -> None:
         if job.cancel or job.lost:

@@ -35,9 +35,6 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "ChatTTSEngine":
-        from . import imports
-
-        imports.partial()  # before anything imports ChatTTS: only what start-up uses
         from .engine import ChatTTSEngine
 
         return ChatTTSEngine

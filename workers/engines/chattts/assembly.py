@@ -9,10 +9,9 @@ development CPU, bench/coldstart.py). The tests compare every tensor with what `
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
+from safetensors.torch import load_file
 from torch import nn
 
 from ..base import EngineError
@@ -57,7 +56,8 @@ def skipped_init() -> Iterator[None]:
     """Modules built in this block get allocated, uninitialised parameters (`load` then replaces
     every one). Written here because torch has no global switch (`nn.utils.skip_init` takes one
     module class at a time) and the meta device would lose buffers that modules compute when they
-    are built and no checkpoint holds (mel filters, windows). Start-up runs one thread of ours."""
+    are built and no checkpoint holds (mel filters, windows). Only the engine thread builds modules
+    (at load, and the recording encoder on first use), so no other thread sees the patch."""
     saved = {name: getattr(nn.init, name) for name in INITIALISERS}
     try:
         for name in INITIALISERS:
@@ -68,15 +68,10 @@ def skipped_init() -> Iterator[None]:
             setattr(nn.init, name, initialiser)
 
 
-def mapped(path: Path) -> dict[str, torch.Tensor]:
-    """The tensors of a safetensors file as views of its pages (safetensors maps the file)."""
-    with safe_open(str(path), framework="pt") as f:
-        return {key: f.get_tensor(key) for key in f.keys()}  # noqa: SIM118 (not a dict)
-
-
 def load(module: nn.Module, path: Path, device: torch.device) -> nn.Module:
-    """`module` with the file's tensors themselves (`assign`)."""
-    return assign(module, mapped(path), str(path), device)
+    """`module` with the file's tensors themselves (`assign`): safetensors' `load_file` gives
+    views of the mapped file, not copies."""
+    return assign(module, load_file(str(path)), str(path), device)
 
 
 def assign(
@@ -109,12 +104,23 @@ class Model:
     decoder: nn.Module
     vocos: nn.Module
     gpt_config: dict[str, Any]  # asset/gpt/config.json
-    gpt_tensors: dict[str, torch.Tensor]  # mapped from asset/gpt/model.safetensors
+    gpt_tensors: dict[str, torch.Tensor]  # mapped from asset/gpt/model.safetensors, on the CPU
     transformer: Transformer
+
+    encoder: nn.Module | None = None  # `recording_encoder()`, once built
 
     @property
     def device_gpt(self) -> torch.device:
         return self.device
+
+    def recording_encoder(self) -> nn.Module:
+        """The DVAE with its quantizer, which encodes reference recordings: built on first use
+        (only voice registration from a recording needs it)."""
+        if self.encoder is None:
+            self.encoder = _dvae(
+                self.config, self.root / self.config.path.dvae_ckpt_path, self.device
+            )
+        return self.encoder
 
 
 def build(config: Any, root: Path, device: torch.device, logger: logging.Logger) -> Model:
@@ -150,17 +156,15 @@ def build(config: Any, root: Path, device: torch.device, logger: logging.Logger)
     gpt_folder = paths["gpt_ckpt_path"]
     gpt_config = json.loads((gpt_folder / "config.json").read_text("utf-8"))
     gpt_tensors = {
-        key: tensor.to(device)
-        for key, tensor in mapped(gpt_folder / "model.safetensors").items()
+        key: tensor  # on the CPU, mapped: the decoder and the Chat's LlamaModel take their copies
+        for key, tensor in load_file(str(gpt_folder / "model.safetensors")).items()
         if key != "embed_tokens.weight"  # ChatTTS embeds tokens with its own Embed
     }
     return Model(
         config=config,
         device=device,
         root=root,
-        normalizer=Normalizer(
-            str(resources.files("ChatTTS") / "res" / "homophones_map.json"), logger
-        ),
+        normalizer=Normalizer(str(resources.files("ChatTTS") / "res" / HOMOPHONES), logger),
         tokenizer=Tokenizer(str(paths["tokenizer_path"])),
         speaker=Speaker(config.gpt.hidden_size, config.spk_stat, device),
         embed=load(embed, paths["embed_path"], device),
@@ -174,10 +178,10 @@ def build(config: Any, root: Path, device: torch.device, logger: logging.Logger)
 
 def chat_around(model: Model, compile: bool, logger: logging.Logger) -> Any:
     """A ChatTTS Chat (our BatchChat) holding `model`'s modules, for what needs all of ChatTTS:
-    refinement, the library runtime, reference recordings. Imports the rest of ChatTTS; its GPT
-    is a LlamaModel over the very tensors the runtime uses (no second copy)."""
+    refinement and the library runtime. Imports the rest of ChatTTS; its GPT is a LlamaModel over
+    the checkpoint's mapped tensors (on the CPU in float32, the very ones the runtime uses; on a
+    GPU, copied there now rather than at start-up)."""
     imports.complete()
-    from ChatTTS.model.dvae import DVAE
     from ChatTTS.model.gpt import GPT
 
     from .chat import BatchChat
@@ -200,8 +204,7 @@ def chat_around(model: Model, compile: bool, logger: logging.Logger) -> Any:
     gpt.generate = SeededGenerate(gpt.generate, chat)
     chat.gpt = gpt
     chat.samples_per_token = FRAMES_PER_TOKEN * int(model.config.vocos.head.init_args.hop_length)
-    dvae_path = model.root / model.config.path.dvae_ckpt_path
-    chat.dvae_factory = functools.partial(_dvae, DVAE, model.config, dvae_path, model.device)
+    chat.dvae_factory = model.recording_encoder
     return chat
 
 
@@ -220,11 +223,11 @@ def _llama(config: dict[str, Any], tensors: dict[str, torch.Tensor], device: tor
     return assign(llama, tensors, "asset/gpt/model.safetensors", device)
 
 
-def _dvae(dvae: Callable[..., nn.Module], cfg: Any, path: Path, device: torch.device) -> nn.Module:
-    """The encoder of reference recordings (DVAE with its quantizer): only voice registration
-    from a recording uses it, so it is built then, not at start-up."""
+def _dvae(cfg: Any, path: Path, device: torch.device) -> nn.Module:
+    from ChatTTS.model.dvae import DVAE
+
     with skipped_init():
-        module = dvae(
+        module = DVAE(
             decoder_config=asdict(cfg.dvae.decoder),
             encoder_config=asdict(cfg.dvae.encoder),
             vq_config=asdict(cfg.dvae.vq),

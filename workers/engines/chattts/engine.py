@@ -16,7 +16,6 @@ if "PYTORCH_CUDA_ALLOC_CONF" not in os.environ and "PYTORCH_ALLOC_CONF" not in o
 
 import gc
 import logging
-import math
 import secrets
 import threading
 import time
@@ -32,12 +31,11 @@ import torch
 from workers.infra.logs import job_log
 from workers.infra.settings import Settings
 from workers.queue.job import SynthesisRequest
-from workers.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, Voice
-from workers.text.normalize import normalize
-from workers.text.sentences import locate, split_sentences
+from workers.queue.voices import BUILTIN_VOICES, Voice
 
 from ..base import SAMPLE_RATE, ChunkSink, EngineError, Pieces, Segment
-from . import assembly, library, loader
+from . import assembly, imports, library, loader
+from . import segments as text_segments
 from .faults import FAULT_OOM_ENV, InjectedOom
 from .params import speed_level
 from .rows import RowDone, RuntimeRows, row_seed
@@ -47,27 +45,11 @@ from .speakers import Speakers
 
 log = logging.getLogger(__name__)
 
-# Segment lengths that stay well inside MAX_NEW_TOKEN: 120 Mandarin characters take about 27 s
-# at 4.5 syllables per second, 200 English characters about 13 s.
-SEGMENT_CHARS_CJK = 120
-SEGMENT_CHARS_LATIN = 200
 # The warm-up is one row of a few tokens: enough to run every module once (the normalizer's
 # compiled code, the tokenizer, a prefill, steps, the vocoder), whose first calls cost what later
 # ones do not. On a CPU that is all it buys: two rows of 16 tokens took 3.6 s more at start-up and
 # left the first job no faster than this one does (one process, the development CPU).
 WARMUP_MAX_NEW_TOKEN = 4
-
-
-def _language(voice: str, registered: str | None = None) -> str:
-    """The normalizer's language: a built-in voice's, else the registered voice's, else zh."""
-    builtin = BUILTIN_BY_NAME.get(voice)
-    tag = builtin.language if builtin is not None else (registered or "zh")
-    return "en" if tag.lower().startswith("en") else "zh"
-
-
-def _halves(text: str) -> list[str]:
-    """A segment cut in (about) two at a sentence, clause or word break."""
-    return split_sentences(text, max(4, math.ceil(len(text) / 2)))
 
 
 class ChatTTSEngine:
@@ -110,12 +92,13 @@ class ChatTTSEngine:
         started = time.perf_counter()
         checkpoint = loader.locate(self.settings.model_dir)
         device = loader.resolve_device(self.settings.device)
+        imports.partial()  # before anything imports ChatTTS: only what start-up uses
         library.quiet_libraries()
         library.cache_compiled_normalizer()
         if self.settings.compile and device.type != "cuda":
             log.info("CHATTTS_COMPILE is used on CUDA only; running %s uncompiled", device)
         model = loader.load_model(checkpoint, device, library.library_logger())
-        self._speakers = Speakers(model, library.builtin_voices(model.config), self.whole_chat)
+        self._speakers = Speakers(model, library.builtin_voices(model.config))
         self.model, self.device = model, device
         if checkpoint.sha256 is not None:
             self.model_version += f" ({checkpoint.description})"
@@ -139,7 +122,7 @@ class ChatTTSEngine:
         return self.whole_chat() if self.model is not None else None
 
     def whole_chat(self) -> Any:
-        """ChatTTS's Chat, for refinement, reference recordings and the library runtime: built
+        """ChatTTS's Chat, for refinement and the library runtime: built
         the first time one needs it (importing the rest of ChatTTS: 1-5 s, once per process),
         around the modules already loaded."""
         if self._chat is None:
@@ -206,19 +189,7 @@ class ChatTTSEngine:
         return [segment for segment, _, _ in self.pieces(text, request, language)]
 
     def pieces(self, text: str, request: SynthesisRequest, language: str | None = None) -> Pieces:
-        """The text cut into sentences as submitted, each normalized on its own (so that each
-        segment knows its characters), cut again where spelling made it too long."""
-        lang = _language(request.voice, language)
-        cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
-        limit = SEGMENT_CHARS_CJK if cjk * 2 > len(text) else SEGMENT_CHARS_LATIN
-        sentences = split_sentences(text, limit)
-        out: Pieces = []
-        for start, end in locate(text, sentences):
-            normalized = normalize(text[start:end], lang, spell=request.normalize)
-            out.extend((piece, start, end) for piece in split_sentences(normalized, limit))
-        if not out:
-            raise EngineError("the text holds nothing ChatTTS can speak", retryable=False)
-        return out
+        return text_segments.pieces(text, request, language)
 
     def batch_key(self, request: SynthesisRequest) -> Hashable:
         if self.runtime is not None:
@@ -282,7 +253,7 @@ class ChatTTSEngine:
                 continue
             # A streamed segment's start is out already: it keeps its (cut) audio.
             again = self.retry_truncated and self._chunk_sink is None
-            pieces = _halves(segments[i].text) if again else []
+            pieces = text_segments.halves(segments[i].text) if again else []
             if len(pieces) > 1:
                 retry.append((i, pieces))
             else:

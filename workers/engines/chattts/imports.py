@@ -55,11 +55,16 @@ def complete() -> None:
             if name not in _deferred:
                 continue
             module = sys.modules[name]
-            del module.__getattr__
-            _deferred.discard(name)
+            hook = module.__getattr__
+            del module.__getattr__  # names missing while the __init__ runs are errors, not hooks
             spec = module.__spec__
             assert spec is not None and spec.loader is not None
-            spec.loader.exec_module(module)
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                module.__getattr__ = hook  # type: ignore[method-assign]  # a later call retries
+                raise
+            _deferred.discard(name)
 
 
 def is_partial() -> bool:

@@ -3,14 +3,17 @@ per-row generators, and speaker embeddings drawn from a seed."""
 
 from __future__ import annotations
 
-import ChatTTS
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
-from ChatTTS.model.speaker import Speaker
 
 from workers.queue.job import SynthesisRequest
 
 from .voices import VoiceData, b14_decode
+
+if TYPE_CHECKING:  # ChatTTS itself is imported where it is used (imports.py: in part at start)
+    import ChatTTS
 
 REFINE_MAX_NEW_TOKEN = 384  # ChatTTS's default for the refinement pass
 REPETITION_PENALTY = 1.05  # ChatTTS's default for audio codes
@@ -26,6 +29,8 @@ def infer_params(
     request: SynthesisRequest, voice: VoiceData, max_new_token: int
 ) -> tuple[ChatTTS.Chat.InferCodeParams, ChatTTS.Chat.RefineTextParams]:
     """Fresh parameter objects for one `infer` (ChatTTS mutates the ones it is given)."""
+    import ChatTTS
+
     code = ChatTTS.Chat.InferCodeParams(
         prompt=f"[speed_{speed_level(request.speed)}]",
         spk_emb=voice.spk_emb,
@@ -58,6 +63,8 @@ def row_generators(seeds: list[int], device: torch.device) -> list[torch.Generat
 
 def draw_speaker(spk_stat: str, seed: int) -> str:
     """A speaker embedding drawn like `Speaker.sample_random`, from a local seeded generator."""
+    from ChatTTS.model.speaker import Speaker
+
     stat = torch.from_numpy(np.frombuffer(b14_decode(spk_stat), dtype=np.float16).copy())
     std, mean = stat.chunk(2)
     generator = torch.Generator("cpu").manual_seed(seed)

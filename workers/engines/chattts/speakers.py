@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,16 +17,11 @@ VOICE_CACHE_SIZE = 64  # parsed registered voices kept per worker (a recording c
 
 
 class Speakers:
-    """Voice data for segments, for one loaded model (None before the engine is loaded);
-    `whole_chat()` gives ChatTTS's Chat, whose DVAE encodes recordings."""
+    """Voice data for segments, for one loaded model (assembly.Model; None before the engine is
+    loaded)."""
 
-    def __init__(
-        self,
-        model: Any = None,
-        builtin: dict[str, str] | None = None,
-        whole_chat: Callable[[], Any] | None = None,
-    ) -> None:
-        self.model, self.whole_chat = model, whole_chat
+    def __init__(self, model: Any = None, builtin: dict[str, str] | None = None) -> None:
+        self.model = model
         self._builtin = builtin or {}
         self._cache: OrderedDict[str, VoiceData] = OrderedDict()
 
@@ -58,11 +52,11 @@ class Speakers:
 
     def _encode_recording(self, voice: VoiceData) -> VoiceData:
         """ChatTTS's sample-audio path: the DVAE encodes the recording into prompt codes."""
-        if self.whole_chat is None or voice.recording is None:
+        if self.model is None or voice.recording is None:
             raise EngineError("the chattts engine was not loaded", retryable=True)
-        chat = self.whole_chat()
-        with torch.inference_mode():
-            spk_smp: str = chat.sample_audio_speaker(voice.recording)
+        with torch.inference_mode():  # as ChatTTS's `Chat.sample_audio_speaker`
+            codes = self.model.recording_encoder().sample_audio(voice.recording)
+            spk_smp: str = self.model.speaker.encode_prompt(codes)
         return VoiceData("sample", spk_smp=spk_smp, txt_smp=voice.txt_smp)
 
     def from_recording(self, audio: np.ndarray, sample_rate: int, transcript: str) -> str:

@@ -5,14 +5,20 @@
 -- ARGV: token, index, total, audio, duration_s, now, maxlen_job, maxlen_client, ttl, cue_json,
 --       samples (this segment's, its leading pause included), sample_rate, eta (unix time, or
 --       ''), document ('1' | '0')
--- Returns 'ok' | 'cancel' | 'lost'
+-- Returns 'ok' | 'cancel' | 'lost' (idempotent for the last segment stored)
 local job, segments, ev_job, ev_client, parts, cues =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local values = redis.call('HMGET', job, 'state', 'token', 'cancel_requested', 'segments_done')
 if values[1] ~= 'running' or values[2] ~= ARGV[1] then return 'lost' end
 local index = tonumber(ARGV[2])
--- Once each, in order: a resumed document continues after its last stored part.
-if index ~= tonumber(values[4] or '0') + 1 then return 'lost' end
+local done = tonumber(values[4] or '0')
+-- Once each, in order: a resumed document continues after its last stored part. The last one
+-- again is the same attempt retrying a call whose answer it lost: stored already.
+if index == done and done > 0 then
+  if values[3] == '1' then return 'cancel' end
+  return 'ok'
+end
+if index ~= done + 1 then return 'lost' end
 local ttl = tonumber(ARGV[9])
 if ARGV[14] == '1' then
   redis.call('RPUSH', parts, ARGV[4])

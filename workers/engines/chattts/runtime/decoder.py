@@ -28,7 +28,8 @@ def zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> t
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     if device.type != "cpu" or nbytes == 0:
         return torch.zeros(shape, dtype=dtype, device=device)
-    return torch.frombuffer(mmap.mmap(-1, nbytes), dtype=dtype).view(shape)
+    pages = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # not shmem
+    return torch.frombuffer(pages, dtype=dtype).view(shape)
 
 
 class Decoder:
@@ -41,15 +42,16 @@ class Decoder:
         slots: int,
         context: int,
         dtype: torch.dtype | None = None,
+        device: torch.device | None = None,
     ) -> None:
-        self.device = transformer.device
+        self.device = device or transformer.device
         self.dtype = dtype or transformer.norm.dtype
         self.heads, self.head_dim = transformer.heads, transformer.head_dim
         self.eps, self.hidden = transformer.eps, transformer.hidden
         self.slots, self.context = slots, context
 
-        def w(t: torch.Tensor) -> torch.Tensor:
-            return t.to(self.dtype)  # the same storage when the dtype already matches
+        def w(t: torch.Tensor) -> torch.Tensor:  # the same storage when nothing changes
+            return t.to(device=self.device, dtype=self.dtype)
 
         self.layers = [
             Layer(*(w(getattr(layer, f.name)) for f in fields(Layer)))

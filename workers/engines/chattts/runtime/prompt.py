@@ -38,8 +38,10 @@ def spoken_text(model: Any, text: str, refine: Any | None = None, chat: Any = No
     ChatTTS, the refined text keeps its word-level tokens ([uv_break], [laugh] ...) and drops the
     sentence-level ones (ids from [break_0] on)."""
     text = model.normalizer(text, True, True, None)
-    if refine is None or chat is None:
+    if refine is None:
         return text
+    if chat is None:
+        raise ValueError("refinement needs ChatTTS's Chat")
     refined = chat._refine_text([text], chat.device, refine)
     tokens = [ids[ids.less(chat.tokenizer.break_0_ids)] for ids in refined.ids]
     out: str = chat.tokenizer.decode(tokens)[0]

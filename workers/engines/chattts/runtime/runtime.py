@@ -68,15 +68,15 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 class Runtime:
     def __init__(self, model: Any, max_new_token: int, config: RuntimeConfig) -> None:
-        """`model`: its `transformer` (weights.Transformer), `embed`, `decoder` and `vocos`."""
+        """`model`: its `device`, `transformer` (weights.Transformer, on the CPU), `embed`,
+        `decoder` and `vocos`."""
         transformer: Transformer = model.transformer
-        device = transformer.device
+        device: torch.device = model.device
         self.config = config
         context = config.context or max_new_token + PROMPT_ALLOWANCE
         context = min(context, transformer.max_positions)
-        self.decoder = Decoder(
-            transformer, model.embed, config.slots, context, resolve_dtype(config.dtype, device)
-        )
+        dtype = resolve_dtype(config.dtype, device)
+        self.decoder = Decoder(transformer, model.embed, config.slots, context, dtype, device)
         self.vocoder = Vocoder(model.decoder, model.vocos)
         lookahead = config.lookahead_tokens
         if lookahead < 0:

@@ -1,0 +1,45 @@
+"""A job's text as ChatTTS segments: sentences as submitted, each spelled out in its language,
+cut again where spelling made one too long; and a segment cut in two to retry it shorter."""
+
+from __future__ import annotations
+
+import math
+
+from workers.queue.job import SynthesisRequest
+from workers.queue.voices import BUILTIN_BY_NAME
+from workers.text.normalize import normalize
+from workers.text.sentences import locate, split_sentences
+
+from ..base import EngineError, Pieces
+
+# Segment lengths that stay well inside MAX_NEW_TOKEN: 120 Mandarin characters take about 27 s
+# at 4.5 syllables per second, 200 English characters about 13 s.
+SEGMENT_CHARS_CJK = 120
+SEGMENT_CHARS_LATIN = 200
+
+
+def language(voice: str, registered: str | None = None) -> str:
+    """The normalizer's language: a built-in voice's, else the registered voice's, else zh."""
+    builtin = BUILTIN_BY_NAME.get(voice)
+    tag = builtin.language if builtin is not None else (registered or "zh")
+    return "en" if tag.lower().startswith("en") else "zh"
+
+
+def pieces(text: str, request: SynthesisRequest, registered: str | None = None) -> Pieces:
+    """The text cut into sentences as submitted, each normalized on its own (so that each
+    segment knows its characters), cut again where spelling made it too long."""
+    lang = language(request.voice, registered)
+    cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
+    limit = SEGMENT_CHARS_CJK if cjk * 2 > len(text) else SEGMENT_CHARS_LATIN
+    out: Pieces = []
+    for start, end in locate(text, split_sentences(text, limit)):
+        normalized = normalize(text[start:end], lang, spell=request.normalize)
+        out.extend((piece, start, end) for piece in split_sentences(normalized, limit))
+    if not out:
+        raise EngineError("the text holds nothing ChatTTS can speak", retryable=False)
+    return out
+
+
+def halves(text: str) -> list[str]:
+    """A segment cut in (about) two at a sentence, clause or word break."""
+    return split_sentences(text, max(4, math.ceil(len(text) / 2)))

@@ -1,0 +1,41 @@
+"""Subtitle files from cues (`{"index", "start", "end", "text"}`, in seconds), written by `srt`
+and `webvtt-py`: for the web tier's subtitles route, and for the CLI without the web tier."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import srt
+import webvtt
+
+
+def to_srt(cues: list[dict[str, Any]]) -> str:
+    return str(
+        srt.compose(
+            srt.Subtitle(
+                index=cue["index"],
+                start=datetime.timedelta(seconds=cue["start"]),
+                end=datetime.timedelta(seconds=cue["end"]),
+                content=cue["text"],
+            )
+            for cue in cues
+        )
+    )
+
+
+def to_vtt(cues: list[dict[str, Any]]) -> str:
+    document = webvtt.WebVTT()
+    for cue in cues:
+        document.captions.append(
+            webvtt.Caption(_vtt_time(cue["start"]), _vtt_time(cue["end"]), cue["text"])
+        )
+    content: str = document.content
+    return content
+
+
+def _vtt_time(seconds: float) -> str:
+    millis = round(seconds * 1000)
+    hours, rest = divmod(millis, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    return f"{hours:02d}:{minutes:02d}:{rest // 1000:02d}.{rest % 1000:03d}"
