@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import harness
-from .clients import BenchError
-from .stack import REPO_ROOT
-from .table import Row
+from bench import harness
+from bench.clients import BenchError
+from bench.stack import REPO_ROOT
+from bench.table import Row
 
 SECTION = "6. ChatTTS batching"  # (the suite's name for it since before the runtime)
 SCRIPT = REPO_ROOT / "bench" / "chattts_bench.py"

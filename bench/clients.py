@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
-from .identities import cookie_header
+from bench.identities import cookie_header
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "dead"})
 JOB_TIMEOUT_S = 120.0

@@ -19,12 +19,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import harness
-from .clients import BenchError, Client, ClientEventsClient, PollingClient
-from .procs import Processes
-from .runs import run_clients, summarize
-from .stack import Stack, wait_ready
-from .table import Row
+from bench import harness
+from bench.clients import BenchError, Client, ClientEventsClient, PollingClient
+from bench.procs import Processes
+from bench.runs import run_clients, summarize
+from bench.stack import Stack, wait_ready
+from bench.table import Row
 
 SECTION = "4. jobs/s end to end"
 

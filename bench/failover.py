@@ -36,9 +36,9 @@ from workers.infra.redis_client import connect_sync
 from workers.infra.settings import LIMITS_OFF, Settings
 from workers.queue.keys import Keys
 
-from .procs import Processes, bench_run
-from .servers import start_service
-from .topologies import SentinelGroup
+from bench.procs import Processes, bench_run
+from bench.servers import start_service
+from bench.topologies import SentinelGroup
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "bench" / "results" / "failover.json"

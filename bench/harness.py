@@ -17,12 +17,12 @@ from typing import Any
 
 import aiohttp
 
-from . import baseline_env
-from .clients import BenchError
-from .procs import bench_run, interrupt
-from .runs import percentile
-from .stack import REPO_ROOT, Stack, start_stack
-from .table import Row
+from bench import baseline_env
+from bench.clients import BenchError
+from bench.procs import bench_run, interrupt
+from bench.runs import percentile
+from bench.stack import REPO_ROOT, Stack, start_stack
+from bench.table import Row
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
 

@@ -36,8 +36,8 @@ import soundfile as sf
 from workers.infra.settings import LIMITS_OFF, Settings
 from workers.queue.keys import Keys
 
-from .procs import Processes, bench_run
-from .servers import REPO_ROOT, start_ours, start_redis, wait_http
+from bench.procs import Processes, bench_run
+from bench.servers import REPO_ROOT, start_ours, start_redis, wait_http
 
 WEB_LIMIT_KB = 1024 * 1024  # the web pod's memory limit in docker/k8s/web.yaml
 HONEST_GAP_S = 0.25  # the honest client's pace: 4 submissions a second, under its 5/s

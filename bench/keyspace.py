@@ -20,7 +20,7 @@ from pathlib import Path
 
 import redis
 
-from .clients import BenchError
+from bench.clients import BenchError
 
 CHANNELS = ("__keyevent@0__:set", "__keyevent@1__:set", "__keyevent@1__:rpop")
 

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .runs import percentile
-from .servers import REPO_ROOT, BenchFailure
+from bench.runs import percentile
+from bench.servers import REPO_ROOT, BenchFailure
 
 _WRK_LUA = """
 wrk.method = "POST"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .stack import REPO_ROOT
+from bench.stack import REPO_ROOT
 
 # The layer scales of the ConvNeXt blocks: ChatTTS's decoder names them `weight`, Vocos `gamma`.
 LAYER_SCALE = re.compile(r"(decoder_block\.\d+\.weight|\.gamma)$")

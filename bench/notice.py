@@ -31,11 +31,11 @@ import orjson
 from workers.infra.settings import Settings
 from workers.queue.keys import Keys
 
-from . import harness
-from .clients import BenchError, ClientEventsClient, PollingClient, _check_wav, text_for
-from .keyspace import KeyspaceLog
-from .stack import REPO_ROOT, Stack, wait_ready
-from .table import Row
+from bench import harness
+from bench.clients import BenchError, ClientEventsClient, PollingClient, _check_wav, text_for
+from bench.keyspace import KeyspaceLog
+from bench.stack import REPO_ROOT, Stack, wait_ready
+from bench.table import Row
 
 SECTION_NOTICE = "2. completion notice"
 SECTION_OVERHEAD = "3. pipeline overhead"

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import baseline_env
-from .clients import (
+from bench import baseline_env
+from bench.clients import (
     BenchError,
     Client,
     ClientEventsClient,
@@ -28,10 +28,10 @@ from .clients import (
     PollingClient,
     WebSocketClient,
 )
-from .procs import bench_run
-from .report import LABELS, render
-from .runs import Run, run_clients, summarize
-from .stack import REPO_ROOT, Stack, start_stack, wait_ready
+from bench.procs import bench_run
+from bench.report import LABELS, render
+from bench.runs import Run, run_clients, summarize
+from bench.stack import REPO_ROOT, Stack, start_stack, wait_ready
 
 RESULTS = REPO_ROOT / "bench" / "results" / "pipeline.json"
 

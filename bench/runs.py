@@ -12,8 +12,8 @@ from typing import Any
 
 import aiohttp
 
-from .clients import BenchError, Client, Sample, text_for
-from .stack import Stack
+from bench.clients import BenchError, Client, Sample, text_for
+from bench.stack import Stack
 
 STAGES = ("accept", "queue", "synth", "push")
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from workers.infra.embedded_redis import EmbeddedRedis, free_port
 from workers.infra.settings import ENV_PREFIX, LIMITS_OFF, Settings
 
-from . import baseline_env
-from .identities import COOKIE_SECRET
-from .procs import Proc, Processes
+from bench import baseline_env
+from bench.identities import COOKIE_SECRET
+from bench.procs import Proc, Processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 60.0

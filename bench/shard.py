@@ -23,8 +23,8 @@ import redis
 
 from workers.infra.settings import LIMITS_OFF, Settings
 
-from .procs import bench_run
-from .servers import start_redis, start_service
+from bench.procs import bench_run
+from bench.servers import start_redis, start_service
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "bench" / "results" / "shard.json"

@@ -31,8 +31,8 @@ from workers.infra.settings import Settings
 from workers.queue.job import SynthesisRequest
 from workers.queue.store import Queue
 
-from .procs import Processes, bench_run
-from .servers import (
+from bench.procs import Processes, bench_run
+from bench.servers import (
     REPO_ROOT,
     BenchFailure,
     add_setting_arg,
@@ -41,9 +41,9 @@ from .servers import (
     start_ours,
     start_redis,
 )
-from .sse_clients import client_token
-from .submit import render, write
-from .table import Row
+from bench.sse_clients import client_token
+from bench.submit import render, write
+from bench.table import Row
 
 RESULTS = REPO_ROOT / "bench" / "results" / "sse_capacity.json"
 SECTION = "5. SSE capacity"

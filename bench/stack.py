@@ -17,9 +17,9 @@ import redis.asyncio as aioredis
 from workers.infra.embedded_redis import EmbeddedRedis, free_port
 from workers.infra.settings import LIMITS_OFF, Settings
 
-from . import baseline_env
-from .identities import COOKIE_SECRET
-from .procs import Processes
+from bench import baseline_env
+from bench.identities import COOKIE_SECRET
+from bench.procs import Processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 90.0

@@ -25,8 +25,8 @@ import aiohttp
 from workers.infra.embedded_redis import EmbeddedRedis, free_port
 from workers.infra.settings import Settings
 
-from .procs import Processes, bench_run
-from .stack import REPO_ROOT
+from bench.procs import Processes, bench_run
+from bench.stack import REPO_ROOT
 
 RATE = 24_000
 VOICES = (

@@ -27,11 +27,11 @@ from typing import Any
 
 import redis
 
-from . import loadgen
-from .identities import cookie_header
-from .loadgen import Load
-from .procs import Processes, bench_run
-from .servers import (
+from bench import loadgen
+from bench.identities import cookie_header
+from bench.loadgen import Load
+from bench.procs import Processes, bench_run
+from bench.servers import (
     REPO_ROOT,
     BenchFailure,
     add_baseline_args,
@@ -40,7 +40,7 @@ from .servers import (
     start_ours,
     start_redis,
 )
-from .table import Row
+from bench.table import Row
 
 RESULTS = REPO_ROOT / "bench" / "results" / "submit.json"
 SECTION = "1. submit throughput"

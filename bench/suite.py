@@ -30,9 +30,9 @@ from typing import Any
 
 from workers.infra.embedded_redis import find_redis_server
 
-from .stack import REPO_ROOT
-from .summary import Line, fold, markdown_table, section_number, text_table
-from .table import Row
+from bench.stack import REPO_ROOT
+from bench.summary import Line, fold, markdown_table, section_number, text_table
+from bench.table import Row
 
 SECTIONS = {
     1: "1. submit throughput",

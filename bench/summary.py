@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .table import Row
+from bench.table import Row
 
 HEADER = ("section", "metric", "ours", "baseline", "ratio", "target", "met")
 

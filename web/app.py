@@ -16,8 +16,8 @@ from workers.queue.callbacks import Outbox
 from workers.queue.keys import Keys
 from workers.queue.store import Queue
 
-from .access_log import JobAccessLogger
-from .appkeys import (
+from web.access_log import JobAccessLogger
+from web.appkeys import (
     CALLBACK_SECRET,
     CONNECTIONS,
     COOKIE_SECRET,
@@ -29,18 +29,18 @@ from .appkeys import (
     SETTINGS,
     THROUGHPUT,
 )
-from .backlog import BacklogAlert
-from .callbacks.sender import CallbackSender, parse_schedule
-from .callbacks.signing import service_secret
-from .callbacks.targets import parse_allow
-from .error_handling import error_middleware, expect_handler, json_error_bodies
-from .hub import Connections, EventHub
-from .identity import cookie_secret, identity_middleware, set_client_cookie
-from .metrics import Metrics
-from .origin import origin_middleware
-from .routes import setup_routes
-from .throughput import ThroughputMeter
-from .views.metrics import metrics_middleware
+from web.backlog import BacklogAlert
+from web.callbacks.sender import CallbackSender, parse_schedule
+from web.callbacks.signing import service_secret
+from web.callbacks.targets import parse_allow
+from web.error_handling import error_middleware, expect_handler, json_error_bodies
+from web.hub import Connections, EventHub
+from web.identity import cookie_secret, identity_middleware, set_client_cookie
+from web.metrics import Metrics
+from web.origin import origin_middleware
+from web.routes import setup_routes
+from web.throughput import ThroughputMeter
+from web.views.metrics import metrics_middleware
 
 log = logging.getLogger("chattts_online.web")
 

@@ -13,9 +13,9 @@ from workers.infra.settings import Settings
 from workers.queue.keys import Keys
 from workers.queue.store import Queue
 
-from .hub import Connections, EventHub
-from .metrics import Metrics
-from .throughput import ThroughputMeter
+from web.hub import Connections, EventHub
+from web.metrics import Metrics
+from web.throughput import ThroughputMeter
 
 SETTINGS = web.AppKey("settings", Settings)
 KEYS = web.AppKey("keys", Keys)

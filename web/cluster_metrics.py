@@ -17,8 +17,8 @@ from prometheus_client.registry import Collector
 from workers.queue.keys import CONSUMER_GROUP
 from workers.queue.store import Queue
 
-from .backlog import BacklogAlert
-from .fleet import live_heartbeats
+from web.backlog import BacklogAlert
+from web.fleet import live_heartbeats
 
 # Terminal states a job ends in, as counted by the Lua scripts in the stats hash.
 OUTCOMES = ("succeeded", "failed", "cancelled", "dead")

@@ -19,9 +19,9 @@ from workers.infra.logs import job_context
 from workers.infra.redis_client import REDIS_DOWN
 from workers.queue.store import QueueError
 
-from .access_log import request_job_id
-from .appkeys import METRICS, SETTINGS, THROUGHPUT
-from .errors import LEGACY_PREFIX, ApiError, dumps, redis_unavailable
+from web.access_log import request_job_id
+from web.appkeys import METRICS, SETTINGS, THROUGHPUT
+from web.errors import LEGACY_PREFIX, ApiError, dumps, redis_unavailable
 
 log = logging.getLogger("chattts_online.web")
 

@@ -19,7 +19,7 @@ from workers.queue.store import Queue
 from workers.queue.voices import BUILTIN_BY_NAME
 from workers.text.sentences import has_speakable
 
-from .errors import ApiError
+from web.errors import ApiError
 
 # A worker that starts or stops changes the answer within this long.
 ENGINES_TTL_S = 1.5

@@ -23,8 +23,8 @@ from aiohttp.typedefs import Handler
 
 from workers.infra.settings import Settings
 
-from .appkeys import CLIENT, COOKIE_SECRET, NEW_COOKIE, SETTINGS
-from .errors import ApiError
+from web.appkeys import CLIENT, COOKIE_SECRET, NEW_COOKIE, SETTINGS
+from web.errors import ApiError
 
 log = logging.getLogger("chattts_online.web")
 

@@ -28,9 +28,9 @@ from aiohttp import web
 from workers.infra.redis_client import RedisClient
 from workers.queue.keys import Keys
 
-from .appkeys import QUEUE, SETTINGS
-from .errors import ApiError
-from .identity import client_id
+from web.appkeys import QUEUE, SETTINGS
+from web.errors import ApiError
+from web.identity import client_id
 
 # A connection's lease: renewed every LEASE_S / 3 while it lives, gone LEASE_S after a crash.
 LEASE_S = 60.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from .cluster_metrics import QueueCollector
+from web.cluster_metrics import QueueCollector
 
 
 class Metrics:

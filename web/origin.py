@@ -22,8 +22,8 @@ from aiohttp.typedefs import Handler
 
 from workers.infra.settings import Settings
 
-from .appkeys import SETTINGS
-from .errors import ApiError
+from web.appkeys import SETTINGS
+from web.errors import ApiError
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 

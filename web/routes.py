@@ -7,7 +7,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .views import (
+from web.views import (
     audio,
     callbacks,
     chunks,

@@ -17,10 +17,10 @@ from workers.queue.voices import BUILTIN_BY_NAME
 from workers.text.control_tokens import TokenError, check_text_tokens, parse_prompt, strip_tokens
 from workers.text.sentences import clean_text, has_speakable
 
-from .appkeys import SETTINGS
-from .callbacks.targets import Network, check_url, parse_allow
-from .errors import ApiError
-from .fleet import check_speakable
+from web.appkeys import SETTINGS
+from web.callbacks.targets import Network, check_url, parse_allow
+from web.errors import ApiError
+from web.fleet import check_speakable
 
 # Redis stream ids: two unsigned 64-bit numbers, ASCII digits only (`\d` would take any script's).
 _STREAM_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")

@@ -43,7 +43,7 @@ from workers.infra.topology import replicas_in_sync
 from workers.queue.keys import CONSUMER_GROUP
 from workers.queue.store import Queue
 
-from .backlog import BacklogAlert
+from web.backlog import BacklogAlert
 
 log = logging.getLogger("chattts_online.web.throughput")
 

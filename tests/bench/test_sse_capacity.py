@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.table import Row
 
-from .helpers import run_quick
+from tests.bench.helpers import run_quick
 
 
 def _bench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from .conftest import Console
+from tests.browser.conftest import Console
 
 ENGLISH = "Hello from the browser test. The quick brown fox jumps over the lazy dog."
 CHINESE = "你好，欢迎使用在线语音合成服务。今天天气很好。"

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .engines import CHROMIUM, FIREFOX, HEIGHT, MINIBROWSER, WEBKIT_DRIVER, WIDTH
+from tests.browser.engines import CHROMIUM, FIREFOX, HEIGHT, MINIBROWSER, WEBKIT_DRIVER, WIDTH
 
 
 def missing(engine: str) -> str | None:

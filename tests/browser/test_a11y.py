@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import Console, WebProcess
-from .helpers import (
+from tests.browser.conftest import Console, WebProcess
+from tests.browser.helpers import (
     ENGLISH,
     assert_no_console_errors,
     card_of,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import Console, WebProcess
-from .helpers import (
+from tests.browser.conftest import Console, WebProcess
+from tests.browser.helpers import (
     LONG_ENGLISH,
     assert_no_console_errors,
     audio_duration,

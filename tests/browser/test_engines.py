@@ -19,10 +19,10 @@ import srt
 
 from tests.web.webproc import WebProcess
 
-from .conftest import ARTIFACTS, TcpProxy
-from .engines import ENGINES, ChromiumDriver, Driver, FirefoxDriver, WebKitDriver
-from .helpers import CHINESE, LONG_ENGLISH, get_json
-from .host import missing, virtual_display, virtual_sound_card
+from tests.browser.conftest import ARTIFACTS, TcpProxy
+from tests.browser.engines import ENGINES, ChromiumDriver, Driver, FirefoxDriver, WebKitDriver
+from tests.browser.helpers import CHINESE, LONG_ENGLISH, get_json
+from tests.browser.host import missing, virtual_display, virtual_sound_card
 
 pytestmark = pytest.mark.browser
 

@@ -14,8 +14,8 @@ from playwright.sync_api import expect
 from workers.infra.settings import Settings
 from workers.queue.keys import Keys
 
-from .conftest import Console, WebProcess
-from .helpers import (
+from tests.browser.conftest import Console, WebProcess
+from tests.browser.helpers import (
     ENGLISH,
     assert_no_console_errors,
     cards,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import Console, TcpProxy, WebProcess
-from .helpers import (
+from tests.browser.conftest import Console, TcpProxy, WebProcess
+from tests.browser.helpers import (
     CHINESE,
     ENGLISH,
     LONG_ENGLISH,

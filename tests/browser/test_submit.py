@@ -13,8 +13,8 @@ import pytest
 import soundfile as sf
 from playwright.sync_api import expect
 
-from .conftest import Console, WebProcess
-from .helpers import (
+from tests.browser.conftest import Console, WebProcess
+from tests.browser.helpers import (
     CHINESE,
     ENGLISH,
     assert_no_console_errors,

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient
 
 from workers.infra.settings import Settings
 
-from .conftest import ClientFactory, submit
+from tests.web.conftest import ClientFactory, submit
 
 Client = TestClient[Any, Any]
 

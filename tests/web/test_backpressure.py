@@ -20,7 +20,7 @@ from web import throughput
 from web.throughput import DEFAULT_S, MAX_S, WINDOW_S, ThroughputMeter
 from workers.queue.keys import Keys
 
-from .conftest import ClientFactory, cookie, submit
+from tests.web.conftest import ClientFactory, cookie, submit
 
 Client = TestClient[Any, Any]
 ME = "backpressure-client-01"

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient
 
 from tests.conftest import WorkerProcess
 
-from .conftest import submit, wait_job
+from tests.web.conftest import submit, wait_job
 
 Client = TestClient[Any, Any]
 LONG = "This sentence is one of several that make a long text to speak. " * 8

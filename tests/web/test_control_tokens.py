@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient
 
 from workers.queue.keys import Keys
 
-from .conftest import ClientFactory, submit
+from tests.web.conftest import ClientFactory, submit
 
 Client = TestClient[Any, Any]
 

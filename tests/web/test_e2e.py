@@ -19,7 +19,7 @@ from aiohttp.test_utils import TestClient
 
 from tests.conftest import WorkerProcess
 
-from .conftest import ClientFactory, collect_sse, submit, wait_job
+from tests.web.conftest import ClientFactory, collect_sse, submit, wait_job
 
 Client = TestClient[Any, Any]
 TERMINAL = {"succeeded", "failed", "cancelled", "dead"}
@@ -138,7 +138,7 @@ async def test_client_stream_sees_all_my_jobs(client: Client, worker: WorkerProc
     second = await submit(client, text="two", voice="en_female")
     wanted = {first["id"], second["id"]}
     finished: set[str] = set()
-    from .conftest import sse_events
+    from tests.web.conftest import sse_events
 
     async with asyncio.timeout(20):
         async for event in sse_events(response):

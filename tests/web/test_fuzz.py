@@ -27,8 +27,8 @@ from tests.conftest import WorkerProcess
 from workers.queue.job import TERMINAL_STATES
 from workers.queue.keys import Keys
 
-from . import webproc
-from .fuzzdata import (
+from tests.web import webproc
+from tests.web.fuzzdata import (
     MAX_BODY,
     ODD_CURSORS,
     PROBES,
@@ -40,7 +40,7 @@ from .fuzzdata import (
     junk,
     texts,
 )
-from .webproc import WebProcess
+from tests.web.webproc import WebProcess
 
 start_web = webproc.start_web  # a fixture
 

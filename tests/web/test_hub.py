@@ -16,7 +16,7 @@ from workers.queue.job import SynthesisRequest
 from workers.queue.keys import Keys
 from workers.queue.store import Queue
 
-from .conftest import cookie, sse_events
+from tests.web.conftest import cookie, sse_events
 
 
 async def _hub(settings: Settings, keys: Keys) -> EventHub:

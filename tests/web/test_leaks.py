@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient
 
 from web.cli.check import mask_url
 
-from .conftest import ClientFactory
+from tests.web.conftest import ClientFactory
 
 Client = TestClient[Any, Any]
 

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient
 
 from tests.conftest import WorkerProcess
 
-from .conftest import ClientFactory
+from tests.web.conftest import ClientFactory
 
 Client = TestClient[Any, Any]
 

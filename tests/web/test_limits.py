@@ -8,8 +8,8 @@ from typing import Any
 import aiohttp
 from aiohttp.test_utils import TestClient
 
-from .conftest import ClientFactory, cookie
-from .test_voices import EMBEDDING
+from tests.web.conftest import ClientFactory, cookie
+from tests.web.test_voices import EMBEDDING
 
 Client = TestClient[Any, Any]
 

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import WorkerProcess
 from workers.queue.keys import CONSUMER_GROUP, Keys
 
-from .conftest import ClientFactory, collect_sse, submit, wait_job
+from tests.web.conftest import ClientFactory, collect_sse, submit, wait_job
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

@@ -27,7 +27,7 @@ from web.views.openai_request import mostly_mandarin, resolve_voice
 from workers.infra.settings import Settings
 from workers.queue.keys import Keys
 
-from .conftest import ClientFactory, wait_job
+from tests.web.conftest import ClientFactory, wait_job
 
 Client = TestClient[Any, Any]
 RATE = 24_000

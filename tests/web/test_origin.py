@@ -11,8 +11,8 @@ from aiohttp.test_utils import TestClient
 from web.origin import host_allowed, is_loopback_name
 from workers.infra.settings import Settings
 
-from .conftest import ClientFactory, submit
-from .test_voices import recording_form, wav_bytes
+from tests.web.conftest import ClientFactory, submit
+from tests.web.test_voices import recording_form, wav_bytes
 
 Client = TestClient[Any, Any]
 EVIL = "https://evil.example"

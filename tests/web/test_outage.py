@@ -21,7 +21,7 @@ from web import throughput
 from web.throughput import ThroughputMeter
 from workers.infra.embedded_redis import EmbeddedRedis
 
-from .conftest import ClientFactory, sse_events, submit, wait_job
+from tests.web.conftest import ClientFactory, sse_events, submit, wait_job
 
 
 @pytest.fixture

@@ -23,9 +23,9 @@ from workers.queue.job import TERMINAL_STATES
 from workers.queue.keys import Keys
 from workers.queue.store import Queue
 
-from . import webproc
-from .conftest import sse_events
-from .webproc import WebProcess
+from tests.web import webproc
+from tests.web.conftest import sse_events
+from tests.web.webproc import WebProcess
 
 start_web = webproc.start_web  # a fixture
 

@@ -27,9 +27,9 @@ from workers.queue.job import SynthesisRequest
 from workers.queue.keys import Keys
 from workers.queue.store import Queue
 
-from . import webproc
-from .conftest import sse_events
-from .webproc import WebProcess
+from tests.web import webproc
+from tests.web.conftest import sse_events
+from tests.web.webproc import WebProcess
 
 start_web = webproc.start_web  # a fixture
 

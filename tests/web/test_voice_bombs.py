@@ -26,7 +26,7 @@ from web.views import voice_uploads as voice_views
 from workers.engines.chattts.voices import MAX_B14_CHARS
 from workers.infra.settings import Settings
 
-from .test_voices import recording_form, wav_bytes
+from tests.web.test_voices import recording_form, wav_bytes
 
 Client = TestClient[Any, Any]
 

@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestClient
 from workers.engines.chattts.voices import builtin_embeddings, validate_voice_data
 from workers.queue.keys import Keys
 
-from .conftest import ClientFactory, submit
+from tests.web.conftest import ClientFactory, submit
 
 Client = TestClient[Any, Any]
 EMBEDDING = builtin_embeddings()["en_male_2"]

@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient
 
 from tests.conftest import WorkerProcess
 
-from .conftest import ClientFactory, submit, wait_job
+from tests.web.conftest import ClientFactory, submit, wait_job
 
 Client = TestClient[Any, Any]
 

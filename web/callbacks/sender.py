@@ -25,8 +25,8 @@ from redis.exceptions import RedisError
 
 from workers.queue.callbacks import Callback, Outbox, Outcome
 
-from .signing import client_secret, headers
-from .targets import ALLOW_SETTING, ForbiddenAddress, Network, guarded_socket
+from web.callbacks.signing import client_secret, headers
+from web.callbacks.targets import ALLOW_SETTING, ForbiddenAddress, Network, guarded_socket
 
 log = logging.getLogger("chattts_online.web.callbacks")
 

@@ -29,9 +29,9 @@ from workers.audio.formats import FORMATS, SAMPLE_RATE, SEGMENT_GAP_S, extension
 from workers.text.sentences import clean_text, split_sentences
 from workers.text.subtitles import to_srt, to_vtt
 
-from .errors import FAILED, INTERRUPTED, OK, REJECTED, UNAVAILABLE, USAGE, CliError
-from .interrupts import CANCEL_TIMEOUT_S, until_interrupted
-from .output import PcmWriter, Progress, opened
+from web.cli.errors import FAILED, INTERRUPTED, OK, REJECTED, UNAVAILABLE, USAGE, CliError
+from web.cli.interrupts import CANCEL_TIMEOUT_S, until_interrupted
+from web.cli.output import PcmWriter, Progress, opened
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 SAY_FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")  # what /v1/audio/speech returns

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from .errors import INTERRUPTED, CliError
+from web.cli.errors import INTERRUPTED, CliError
 
 # After Ctrl-C: how long submissions in flight and the cancelling of jobs may take, and how long
 # the whole exit may take before the process ends regardless (a library that swallowed the

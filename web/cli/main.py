@@ -11,8 +11,8 @@ from workers.audio.formats import FORMATS
 from workers.infra import logs
 from workers.infra.settings import Settings
 
-from . import client
-from .client import DEFAULT_URL, MAX_CHARS
+from web.cli import client
+from web.cli.client import DEFAULT_URL, MAX_CHARS
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -191,17 +191,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return web_main(settings)
     if args.command == "run":
-        from .supervisor import main as run_main
+        from web.cli.supervisor import main as run_main
 
         return run_main(settings, workers=args.workers)
     if args.command == "models":
-        from . import models as model_commands
+        from web.cli import models as model_commands
 
         if args.action == "pull":
             return model_commands.pull(settings, args.revision, args.source)
         return (model_commands.verify if args.action == "verify" else model_commands.info)(settings)
     if args.command == "check":
-        from .check import main as check_main
+        from web.cli.check import main as check_main
 
         named = args.worker_name is not None
         return check_main(settings, live=args.live, ready=args.ready, named=named)

@@ -16,7 +16,7 @@ import soundfile as sf
 from workers.audio.formats import FORMATS, SAMPLE_RATE
 from workers.audio.stream_encode import StreamEncoder
 
-from .errors import USAGE, CliError
+from web.cli.errors import USAGE, CliError
 
 
 @contextlib.contextmanager

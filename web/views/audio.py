@@ -14,7 +14,7 @@ from workers.audio.formats import SAMPLE_RATE, extension, mime_type
 from workers.audio.stream_encode import wav_header
 from workers.queue.job import Job, JobState
 
-from .document_audio import stream_document
+from web.views.document_audio import stream_document
 
 _TRUE = ("1", "true", "yes", "on")
 

@@ -30,7 +30,7 @@ from workers.queue.store import QueueError
 from workers.queue.voices import BUILTIN_VOICES
 from workers.text.sentences import has_speakable
 
-from .jobs import retry_after_s
+from web.views.jobs import retry_after_s
 
 MAX_CHARS = 500
 VOICE_PATTERN = "^(" + "|".join(v.name for v in BUILTIN_VOICES) + ")$"

@@ -32,9 +32,9 @@ from workers.audio.stream_encode import StreamEncoder
 from workers.queue.job import SynthesisRequest
 from workers.queue.store import QueueError, Submitted
 
-from .chunks import Closing, closing_error, job_error, pcm_pieces, unless_gone
-from .jobs import retry_after_s
-from .openai_request import Speech, parse
+from web.views.chunks import Closing, closing_error, job_error, pcm_pieces, unless_gone
+from web.views.jobs import retry_after_s
+from web.views.openai_request import Speech, parse
 
 DELTA_BYTES = 32 * 1024  # audio bytes per SSE delta, at most
 FRAME_MS = 20  # usage: one output "token" per 20 ms of audio

@@ -26,7 +26,7 @@ from workers.queue.durable import NotReplicated, run_replicated
 from workers.queue.store import Unreplicated
 from workers.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, DEFAULT_VOICE
 
-from .voice_uploads import NAME, read_registration
+from web.views.voice_uploads import NAME, read_registration
 
 # Registered voices carry large fields (speaker embeddings, reference clips): only short scalar
 # fields are listed, and never the voice data itself.

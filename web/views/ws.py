@@ -48,8 +48,8 @@ from web.origin import origin_allowed
 from web.schemas import idempotency_key, valid_cursor, valid_job_id
 from workers.infra.redis_client import REDIS_DOWN
 
-from .events import send_timeout_s
-from .jobs import cancel, submit_job
+from web.views.events import send_timeout_s
+from web.views.jobs import cancel, submit_job
 
 log = logging.getLogger("chattts_online.web.ws")
 

@@ -7,7 +7,7 @@ import io
 import numpy as np
 import soundfile as sf
 
-from .stream_encode import encode_whole, to_pcm16
+from workers.audio.stream_encode import encode_whole, to_pcm16
 
 # Every engine delivers 24 kHz mono: ChatTTS's native rate, one of Opus's rates, OpenAI's pcm rate.
 SAMPLE_RATE = 24_000

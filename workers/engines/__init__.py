@@ -6,7 +6,7 @@ import logging
 
 from workers.infra.settings import Settings
 
-from .base import Engine, EngineError, Segment
+from workers.engines.base import Engine, EngineError, Segment
 
 __all__ = ["Engine", "EngineError", "Segment", "create_engine"]
 
@@ -24,11 +24,11 @@ def create_engine(settings: Settings) -> Engine:
             log.info("engine auto: using espeak because %s", reason)
             name = "espeak"
     if name == "espeak":
-        from .espeak import EspeakEngine
+        from workers.engines.espeak import EspeakEngine
 
         return EspeakEngine(settings)
     if name == "chattts":
-        from .chattts import ChatTTSEngine  # type: ignore[import-not-found,unused-ignore]
+        from workers.engines.chattts import ChatTTSEngine  # type: ignore[import-not-found,unused-ignore]
 
         engine: Engine = ChatTTSEngine(settings)
         return engine
@@ -42,7 +42,7 @@ def _chattts_unavailable(settings: Settings) -> str | None:
     if importlib.util.find_spec("ChatTTS") is None or importlib.util.find_spec("torch") is None:
         return "the chattts extra is not installed (pip install 'chattts-online[chattts]')"
     try:
-        from .chattts import find_weights  # type: ignore[import-not-found,unused-ignore]
+        from workers.engines.chattts import find_weights  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
         return f"the ChatTTS engine cannot be imported: {exc}"
     problem: str | None = find_weights(settings.model_dir)

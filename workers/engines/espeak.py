@@ -24,7 +24,7 @@ from workers.queue.voices import BUILTIN_VOICES, Voice
 from workers.text.control_tokens import PAUSE_MS, TOKEN_SHAPE
 from workers.text.sentences import locate, split_sentences
 
-from .base import SAMPLE_RATE, ChunkSink, EngineError, Pieces, Segment
+from workers.engines.base import SAMPLE_RATE, ChunkSink, EngineError, Pieces, Segment
 
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
 _CHARS_UTF8 = 1

@@ -29,7 +29,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .settings import Settings
+from workers.infra.settings import Settings
 
 # Commands fail fast while Redis is down (the web tier answers 503, workers back off and retry
 # in their own loops) instead of hanging a request on a long reconnect schedule.

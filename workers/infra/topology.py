@@ -7,7 +7,7 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.sentinel import SentinelConnectionPool
 
-from .redis_client import RedisClient, target_of
+from workers.infra.redis_client import RedisClient, target_of
 
 CLUSTER_SLOTS = 16_384
 

@@ -6,7 +6,7 @@ import hashlib
 
 import orjson
 
-from .job import SynthesisRequest
+from workers.queue.job import SynthesisRequest
 
 # Parameters that change the audio; `cache` itself and the text (hashed normalized) are apart.
 _AUDIO_FIELDS = (

@@ -16,7 +16,7 @@ from redis.commands.core import AsyncScript
 
 from workers.infra.redis_client import RedisClient
 
-from .keys import Keys
+from workers.queue.keys import Keys
 
 Outcome = Literal["delivered", "retry", "failed"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .durable import NotReplicated
-from .job import SynthesisRequest
+from workers.queue.durable import NotReplicated
+from workers.queue.job import SynthesisRequest
 
 
 class QueueError(Exception):

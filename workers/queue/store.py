@@ -13,10 +13,10 @@ from redis.exceptions import ResponseError
 from workers.infra.redis_client import RedisClient, parse_url
 from workers.infra.settings import Settings
 
-from .durable import NotReplicated, run_replicated
-from .job import Job, SynthesisRequest, new_job_id, queue_position
-from .keys import CONSUMER_GROUP, Keys
-from .results import (
+from workers.queue.durable import NotReplicated, run_replicated
+from workers.queue.job import Job, SynthesisRequest, new_job_id, queue_position
+from workers.queue.keys import CONSUMER_GROUP, Keys
+from workers.queue.results import (
     BacklogFull,
     ClientCapReached,
     QueueError,

@@ -11,9 +11,9 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
-from .control_tokens import TEXT_TOKEN, TOKEN_SHAPE
-from .normalize_numbers import Lang
-from .normalize_rules import RULES, Rule
+from workers.text.control_tokens import TEXT_TOKEN, TOKEN_SHAPE
+from workers.text.normalize_numbers import Lang
+from workers.text.normalize_rules import RULES, Rule
 
 # ChatTTS's control tokens that a person may type on purpose (pauses, laughter, see
 # control_tokens.py) are kept verbatim; any other token-shaped `[word]` (refused at submission)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from .normalize_numbers import (
+from workers.text.normalize_numbers import (
     Lang,
     en_digits,
     en_number,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from .control_tokens import TOKEN_SHAPE
+from workers.text.control_tokens import TOKEN_SHAPE
 
 # Unicode categories that carry no speech: controls, format characters (zero-width, bidi
 # overrides), surrogates, private use, unassigned.

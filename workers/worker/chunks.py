@@ -21,7 +21,7 @@ from workers.audio import formats as audio
 from workers.infra.logs import job_log
 from workers.queue.store import Queue
 
-from .batch import ActiveJob
+from workers.worker.batch import ActiveJob
 
 log = logging.getLogger("chattts_online.worker")
 # Chunks go out as fast as Redis takes them; this only bounds a completion's wait on a stuck one.

@@ -21,11 +21,11 @@ from workers.engines import EngineError
 from workers.engines.base import ChunkSink, Segment, SegmentResult
 from workers.infra.logs import job_log
 
-from .batch import ActiveJob
-from .chunks import ChunkPublisher
-from .metrics import WorkerMetrics
-from .outcomes import Outcomes
-from .stats import WorkerStats
+from workers.worker.batch import ActiveJob
+from workers.worker.chunks import ChunkPublisher
+from workers.worker.metrics import WorkerMetrics
+from workers.worker.outcomes import Outcomes
+from workers.worker.stats import WorkerStats
 
 log = logging.getLogger("chattts_online.worker")
 # How long a round waits for a finished segment before it reads the queue again: new jobs join

@@ -21,11 +21,11 @@ from workers.queue.keys import CONSUMER_GROUP
 from workers.queue.store import Queue, Started
 from workers.queue.voices import BUILTIN_BY_NAME
 
-from .batch import ActiveJob
-from .chunks import ChunkPublisher
-from .leases import Reclaimer
-from .metrics import WorkerMetrics
-from .outcomes import Outcomes
+from workers.worker.batch import ActiveJob
+from workers.worker.chunks import ChunkPublisher
+from workers.worker.leases import Reclaimer
+from workers.worker.metrics import WorkerMetrics
+from workers.worker.outcomes import Outcomes
 
 log = logging.getLogger("chattts_online.worker")
 

@@ -14,8 +14,8 @@ from workers.infra.redis_client import RedisClient
 from workers.queue.keys import CONSUMER_GROUP, Keys
 from workers.queue.store import Queue
 
-from .batch import ActiveJob
-from .metrics import WorkerMetrics
+from workers.worker.batch import ActiveJob
+from workers.worker.metrics import WorkerMetrics
 
 log = logging.getLogger("chattts_online.worker")
 

@@ -20,7 +20,7 @@ from prometheus_client import (
 
 from workers.engines import Engine, Segment
 
-from .batch import ActiveJob
+from workers.worker.batch import ActiveJob
 
 log = logging.getLogger("chattts_online.worker")
 

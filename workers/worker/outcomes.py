@@ -22,10 +22,10 @@ from workers.infra.logs import job_log
 from workers.infra.redis_client import REDIS_UNAVAILABLE
 from workers.queue.store import Queue, SegmentDone, Started
 
-from .batch import ActiveJob, render
-from .chunks import ChunkPublisher
-from .metrics import WorkerMetrics
-from .stats import WorkerStats
+from workers.worker.batch import ActiveJob, render
+from workers.worker.chunks import ChunkPublisher
+from workers.worker.metrics import WorkerMetrics
+from workers.worker.stats import WorkerStats
 
 log = logging.getLogger("chattts_online.worker")
 # What a document's finished segment leaves in the worker's hand: its samples are in Redis.

@@ -27,14 +27,14 @@ from workers.infra.redis_client import REDIS_UNAVAILABLE, RedisClient, connect
 from workers.infra.settings import Settings
 from workers.queue.store import Queue
 
-from .batch import ActiveJob, next_batch
-from .chunks import ChunkPublisher
-from .continuous import Continuous
-from .intake import Intake
-from .leases import Reclaimer, renew_leases
-from .metrics import WorkerMetrics
-from .outcomes import Outcomes
-from .stats import WorkerStats, publish_heartbeats
+from workers.worker.batch import ActiveJob, next_batch
+from workers.worker.chunks import ChunkPublisher
+from workers.worker.continuous import Continuous
+from workers.worker.intake import Intake
+from workers.worker.leases import Reclaimer, renew_leases
+from workers.worker.metrics import WorkerMetrics
+from workers.worker.outcomes import Outcomes
+from workers.worker.stats import WorkerStats, publish_heartbeats
 
 log = logging.getLogger("chattts_online.worker")
 T = TypeVar("T")

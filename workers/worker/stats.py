@@ -17,8 +17,8 @@ from redis.exceptions import RedisError
 from workers.engines import Engine, Segment
 from workers.queue.store import Queue
 
-from .batch import ActiveJob
-from .metrics import WorkerMetrics
+from workers.worker.batch import ActiveJob
+from workers.worker.metrics import WorkerMetrics
 
 log = logging.getLogger("chattts_online.worker")
 

@@ -12,7 +12,7 @@ from workers.infra.settings import Settings
 from workers.queue.job import SynthesisRequest
 from workers.queue.store import Queue
 
-from .test_process import wait_terminal
+from tests.workers.worker.test_process import wait_terminal
 
 TEXT = "The first sentence of several. " * 12 + "And one that ends it all."
 

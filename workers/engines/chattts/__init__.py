@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from workers.text.normalize import is_speakable, normalize
 
-from .loader import find_weights
-from .voices import (
+from workers.engines.chattts.loader import find_weights
+from workers.engines.chattts.voices import (
     parse_voice_data,
     recording_voice_data,
     sample_voice_data,
@@ -19,7 +19,7 @@ from .voices import (
 )
 
 if TYPE_CHECKING:
-    from .engine import ChatTTSEngine
+    from workers.engines.chattts.engine import ChatTTSEngine
 
 __all__ = [
     "ChatTTSEngine",
@@ -35,7 +35,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "ChatTTSEngine":
-        from .engine import ChatTTSEngine
+        from workers.engines.chattts.engine import ChatTTSEngine
 
         return ChatTTSEngine
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

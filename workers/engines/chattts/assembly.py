@@ -22,10 +22,10 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from ..base import EngineError
-from . import imports
-from .runtime.weights import Transformer
-from .sampling import FRAMES_PER_TOKEN, SeededGenerate
+from workers.engines.base import EngineError
+from workers.engines.chattts import imports
+from workers.engines.chattts.runtime.weights import Transformer
+from workers.engines.chattts.sampling import FRAMES_PER_TOKEN, SeededGenerate
 
 HOMOPHONES = "homophones_map.json"  # the normalizer's table, in ChatTTS's package data
 # torch.nn.init's in-place initialisers: during `skipped_init` each leaves its tensor as it is.
@@ -184,7 +184,7 @@ def chat_around(model: Model, compile: bool, logger: logging.Logger) -> Any:
     imports.complete()
     from ChatTTS.model.gpt import GPT
 
-    from .chat import BatchChat
+    from workers.engines.chattts.chat import BatchChat
 
     chat = BatchChat(logger)
     chat.config = model.config

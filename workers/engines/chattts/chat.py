@@ -10,7 +10,7 @@ import ChatTTS
 import numpy as np
 import torch
 
-from .sampling import FRAMES_PER_TOKEN, Batch, trim_rows
+from workers.engines.chattts.sampling import FRAMES_PER_TOKEN, Batch, trim_rows
 
 
 class BatchChat(ChatTTS.Chat):  # type: ignore[misc]

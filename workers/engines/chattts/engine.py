@@ -33,15 +33,15 @@ from workers.infra.settings import Settings
 from workers.queue.job import SynthesisRequest
 from workers.queue.voices import BUILTIN_VOICES, Voice
 
-from ..base import SAMPLE_RATE, ChunkSink, EngineError, Pieces, Segment
-from . import assembly, imports, library, loader
-from . import segments as text_segments
-from .faults import FAULT_OOM_ENV, InjectedOom
-from .params import speed_level
-from .rows import RowDone, RuntimeRows, row_seed
-from .runtime.runtime import Runtime, RuntimeConfig
-from .sampling import MAX_NEW_TOKEN, Row
-from .speakers import Speakers
+from workers.engines.base import SAMPLE_RATE, ChunkSink, EngineError, Pieces, Segment
+from workers.engines.chattts import assembly, imports, library, loader
+from workers.engines.chattts import segments as text_segments
+from workers.engines.chattts.faults import FAULT_OOM_ENV, InjectedOom
+from workers.engines.chattts.params import speed_level
+from workers.engines.chattts.rows import RowDone, RuntimeRows, row_seed
+from workers.engines.chattts.runtime.runtime import Runtime, RuntimeConfig
+from workers.engines.chattts.sampling import MAX_NEW_TOKEN, Row
+from workers.engines.chattts.speakers import Speakers
 
 log = logging.getLogger(__name__)
 

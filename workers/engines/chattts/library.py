@@ -12,13 +12,13 @@ import torch
 
 from workers.infra.logs import DemoteToDebug
 
-from ..base import EngineError, Segment
-from .params import draw_speaker, infer_params, row_generators
-from .sampling import Batch, Row
+from workers.engines.base import EngineError, Segment
+from workers.engines.chattts.params import draw_speaker, infer_params, row_generators
+from workers.engines.chattts.sampling import Batch, Row
 
 if TYPE_CHECKING:
-    from .chat import BatchChat
-from .voices import VoiceData, builtin_embeddings, builtin_seeds, parse_voice_data
+    from workers.engines.chattts.chat import BatchChat
+from workers.engines.chattts.voices import VoiceData, builtin_embeddings, builtin_seeds, parse_voice_data
 
 # ChatTTS's normalizer quotes pieces of the text it was given in these lines (see its norm.py).
 TEXT_QUOTING_LINES = ("found invalid characters", "replace homophones")

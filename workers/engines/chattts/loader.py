@@ -16,8 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..base import EngineError
-from . import stamp
+from workers.engines.base import EngineError
+from workers.engines.chattts import stamp
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ def apply_config(config: Any, overrides: dict[str, Any]) -> None:
     ChatTTS's config defaults are shared class-level instances: assigning new objects (never
     mutating the old ones) keeps other configs and later loads unaffected.
     """
-    from . import imports
+    from workers.engines.chattts import imports
 
     imports.partial()
     from ChatTTS.config import config as cc
@@ -228,7 +228,7 @@ def load_model(checkpoint: Checkpoint, device: Any, logger: logging.Logger) -> A
     """The runtime's modules (`assembly.Model`) from the checkpoint: verified (once: a stamp
     remembers it), then built around the files' own tensors. ChatTTS's loader is not used: it
     hashes every file on every start and copies weights it first initialised at random."""
-    from . import assembly, imports
+    from workers.engines.chattts import assembly, imports
 
     imports.partial()
     from ChatTTS.config import Config
@@ -259,8 +259,8 @@ def load_model(checkpoint: Checkpoint, device: Any, logger: logging.Logger) -> A
 def load_chat(checkpoint: Checkpoint, device: Any, compile: bool = False) -> Any:
     """A whole ChatTTS Chat (our BatchChat) loaded from the checkpoint, for the library's paths,
     tests and benchmarks."""
-    from . import assembly
-    from .library import library_logger
+    from workers.engines.chattts import assembly
+    from workers.engines.chattts.library import library_logger
 
     logger = library_logger()
     return assembly.chat_around(load_model(checkpoint, device, logger), compile, logger)

@@ -29,7 +29,7 @@ OUTPUT = Path(__file__).resolve().parent / "data" / "voices.json"
 def main() -> None:
     from ChatTTS.config import Config
 
-    from .params import draw_speaker
+    from workers.engines.chattts.params import draw_speaker
 
     spk_stat = Config().spk_stat
     doc = {

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..base import EngineError
-from . import stamp
-from .loader import (
+from workers.engines.base import EngineError
+from workers.engines.chattts import stamp
+from workers.engines.chattts.loader import (
     ASSET_FILES,
     MANIFEST,
     checksum_key,

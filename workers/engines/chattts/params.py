@@ -10,7 +10,7 @@ import torch
 
 from workers.queue.job import SynthesisRequest
 
-from .voices import VoiceData, b14_decode
+from workers.engines.chattts.voices import VoiceData, b14_decode
 
 if TYPE_CHECKING:  # ChatTTS itself is imported where it is used (imports.py: in part at start)
     import ChatTTS

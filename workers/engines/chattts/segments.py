@@ -10,7 +10,7 @@ from workers.queue.voices import BUILTIN_BY_NAME
 from workers.text.normalize import normalize
 from workers.text.sentences import locate, split_sentences
 
-from ..base import EngineError, Pieces
+from workers.engines.base import EngineError, Pieces
 
 # Segment lengths that stay well inside MAX_NEW_TOKEN: 120 Mandarin characters take about 27 s
 # at 4.5 syllables per second, 200 English characters about 13 s.

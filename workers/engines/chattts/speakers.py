@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..base import EngineError, Segment
-from .voices import VoiceData, parse_voice_data, recording_voice_data, sample_voice_data
+from workers.engines.base import EngineError, Segment
+from workers.engines.chattts.voices import VoiceData, parse_voice_data, recording_voice_data, sample_voice_data
 
 VOICE_CACHE_SIZE = 64  # parsed registered voices kept per worker (a recording costs an encode)
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from .checkpoint import build_tiny_checkpoint
-from .service import client, make_client, service  # noqa: F401 (the service tests' fixtures)
+from tests.workers.engines.chattts.checkpoint import build_tiny_checkpoint
+from tests.workers.engines.chattts.service import client, make_client, service  # noqa: F401 (the service tests' fixtures)
 
 # Locally the engine tests need the chattts extra; in CI (CI=true) or with
 # CHATTTS_REQUIRE_CHATTTS=1 a missing extra fails them instead of skipping them.

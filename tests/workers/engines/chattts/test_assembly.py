@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import requires_chattts
+from tests.workers.engines.chattts.conftest import requires_chattts
 
 pytestmark = [pytest.mark.chattts, requires_chattts]
 ROOT = Path(__file__).resolve().parents[4]

@@ -20,7 +20,7 @@ from workers.text.control_tokens import (
     WORD_TOKENS,
 )
 
-from .conftest import requires_chattts
+from tests.workers.engines.chattts.conftest import requires_chattts
 
 pytestmark = [
     pytest.mark.chattts,

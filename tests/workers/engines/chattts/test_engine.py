@@ -10,7 +10,7 @@ import pytest
 from workers.engines.base import EngineError, Segment
 from workers.queue.job import SynthesisRequest
 
-from .conftest import requires_chattts
+from tests.workers.engines.chattts.conftest import requires_chattts
 
 pytestmark = [
     pytest.mark.chattts,

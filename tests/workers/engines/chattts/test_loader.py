@@ -18,7 +18,7 @@ from workers.engines.chattts.loader import (
 )
 from workers.infra.settings import Settings
 
-from .conftest import requires_chattts
+from tests.workers.engines.chattts.conftest import requires_chattts
 
 pytestmark = pytest.mark.chattts
 

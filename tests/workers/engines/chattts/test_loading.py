@@ -14,7 +14,7 @@ import redis
 from tests.conftest import WorkerProcess
 from workers.queue.keys import CONSUMER_GROUP, Keys
 
-from .service import WORKER_ENV, MakeClient, _settings
+from tests.workers.engines.chattts.service import WORKER_ENV, MakeClient, _settings
 
 
 async def test_a_loading_worker_is_alive_not_ready(

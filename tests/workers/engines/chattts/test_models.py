@@ -19,7 +19,7 @@ from workers.engines.chattts import stamp
 from workers.engines.chattts.loader import ASSET_FILES, resolve_root
 from workers.engines.chattts.models import expected_checksums, published_checksums
 
-from .hub import FakeHub
+from tests.workers.engines.chattts.hub import FakeHub
 
 
 @pytest.fixture

@@ -25,8 +25,8 @@ from tests.web.conftest import sse_events, submit, wait_job
 from tests.workers.worker.test_metrics import scrape, value
 from workers.engines.chattts.voices import validate_voice_data
 
-from .conftest import requires_chattts
-from .service import (
+from tests.workers.engines.chattts.conftest import requires_chattts
+from tests.workers.engines.chattts.service import (
     RECEPTIVE_SAMPLES,
     SENTENCE,
     TERMINAL,
@@ -43,7 +43,7 @@ from .service import (
     run_alone,
     run_together,
 )
-from .test_loader import link_copy
+from tests.workers.engines.chattts.test_loader import link_copy
 
 pytestmark = [pytest.mark.chattts, requires_chattts]
 

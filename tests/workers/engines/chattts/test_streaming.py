@@ -11,8 +11,8 @@ import pytest
 
 from tests.web.conftest import sse_events, submit, wait_job
 
-from .conftest import requires_chattts
-from .service import (
+from tests.workers.engines.chattts.conftest import requires_chattts
+from tests.workers.engines.chattts.service import (
     SENTENCE,
     TERMINAL,
     Client,

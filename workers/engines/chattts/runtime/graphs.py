@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .decoder import Decoder
+from workers.engines.chattts.runtime.decoder import Decoder
 
 log = logging.getLogger(__name__)
 WARMUP_STEPS = 2  # eager passes on a side stream before capture (cuBLAS workspaces, autotuning)

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ..voices import VoiceData
+from workers.engines.chattts.voices import VoiceData
 
 
 def prompt_embeddings(chat: Any, text: str, voice: VoiceData, speed_prompt: str) -> torch.Tensor:

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from .decoder import Decoder
-from .graphs import GraphedSteps, buckets_for
-from .scheduler import RowRequest, RowResult, Sampling, Scheduler
-from .vocoder import Vocoder
-from .weights import Transformer
+from workers.engines.chattts.runtime.decoder import Decoder
+from workers.engines.chattts.runtime.graphs import GraphedSteps, buckets_for
+from workers.engines.chattts.runtime.scheduler import RowRequest, RowResult, Sampling, Scheduler
+from workers.engines.chattts.runtime.vocoder import Vocoder
+from workers.engines.chattts.runtime.weights import Transformer
 
 log = logging.getLogger(__name__)
 

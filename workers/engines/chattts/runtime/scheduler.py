@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from .decoder import Decoder, zeros
-from .graphs import GraphedSteps
-from .sampler import PENALTY_WINDOW, draw, process_logits
-from .vocoder import Cursor, Vocoder
+from workers.engines.chattts.runtime.decoder import Decoder, zeros
+from workers.engines.chattts.runtime.graphs import GraphedSteps
+from workers.engines.chattts.runtime.sampler import PENALTY_WINDOW, draw, process_logits
+from workers.engines.chattts.runtime.vocoder import Cursor, Vocoder
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ import torch
 from workers.engines.chattts.runtime.decoder import Decoder
 from workers.engines.chattts.runtime.weights import Transformer
 
-from ..conftest import requires_chattts
-from .helpers import mixed_prompts, prompt
+from tests.workers.engines.chattts.conftest import requires_chattts
+from tests.workers.engines.chattts.runtime.helpers import mixed_prompts, prompt
 
 pytestmark = [pytest.mark.chattts, requires_chattts]
 # float32 on the CPU: our attention and HF's differ in summation order only.

@@ -12,7 +12,7 @@ from workers.engines.chattts.runtime.sampler import (
     process_logits,
 )
 
-from ..conftest import requires_chattts
+from tests.workers.engines.chattts.conftest import requires_chattts
 
 pytestmark = [pytest.mark.chattts, requires_chattts]
 ROWS, BOOKS, TOKENS = 5, 4, 626

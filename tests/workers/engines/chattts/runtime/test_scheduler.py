@@ -15,9 +15,9 @@ from workers.engines.chattts.runtime.scheduler import RowRequest, RowResult, Sam
 from workers.engines.chattts.runtime.vocoder import Vocoder
 from workers.engines.chattts.runtime.weights import Transformer
 
-from ..checkpoint import build_checkpoint
-from ..conftest import requires_chattts
-from .helpers import TEXTS, VOICES, mixed_prompts, prompt
+from tests.workers.engines.chattts.checkpoint import build_checkpoint
+from tests.workers.engines.chattts.conftest import requires_chattts
+from tests.workers.engines.chattts.runtime.helpers import TEXTS, VOICES, mixed_prompts, prompt
 
 pytestmark = [
     pytest.mark.chattts,

@@ -10,7 +10,7 @@ import torch
 
 from workers.engines.chattts.runtime.vocoder import Cursor, Vocoder, conv_reach
 
-from ..conftest import requires_chattts
+from tests.workers.engines.chattts.conftest import requires_chattts
 
 pytestmark = [pytest.mark.chattts, requires_chattts]
 
