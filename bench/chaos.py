@@ -25,10 +25,10 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from workers.infra.embedded_redis import EmbeddedRedis
-from workers.infra.settings import LIMITS_OFF, Settings
-from workers.queue.job import SynthesisRequest
-from workers.queue.store import Queue
+from core.infra.embedded_redis import EmbeddedRedis
+from core.infra.settings import LIMITS_OFF, Settings
+from core.queue.job import SynthesisRequest
+from core.queue.store import Queue
 
 ROOT = Path(__file__).resolve().parent.parent
 TERMINAL = {"succeeded", "failed", "cancelled", "dead"}
@@ -52,7 +52,7 @@ class Workers:
         env = {**os.environ, **self.settings.to_env(), "CHATTTS_WORKER_NAME": name}
         log = (self.log_dir / f"{name}.log").open("wb")
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "web.cli", "worker"],
+            [sys.executable, "-m", "cli", "worker"],
             cwd=ROOT,
             env=env,
             stdout=log,

@@ -43,7 +43,7 @@ import json, logging, sys
 logging.disable(logging.WARNING)
 sys.path.insert(0, sys.argv[1])
 from workers.engines import create_engine
-from workers.infra.settings import Settings
+from core.infra.settings import Settings
 engine = create_engine(Settings(engine="chattts", model_dir=sys.argv[2], device=sys.argv[3]))
 engine.load()
 engine.warmup()
@@ -128,7 +128,11 @@ def main() -> None:
 
 def quiet() -> None:
     """Every row is cut at --tokens on purpose: the engine's truncation warnings are expected."""
-    for name in ("ChatTTS", "workers.engines.chattts.engine", "workers.engines.chattts.loader"):
+    for name in (
+        "ChatTTS",
+        "workers.engines.chattts.engine",
+        "workers.engines.chattts.loading.loader",
+    ):
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
@@ -165,7 +169,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def ensure_checkpoint(model_dir: Path) -> Path:
-    from tests.workers.engines.chattts.checkpoint import MANIFEST, build_checkpoint
+    from workers.engines.chattts.loading.checkpoint import MANIFEST, build_checkpoint
 
     if (model_dir / MANIFEST).is_file():
         return model_dir
@@ -216,10 +220,10 @@ def run_batches(
 
     import torch
 
+    from core.infra.settings import Settings
+    from core.queue.job import SynthesisRequest
     from workers.engines.base import Segment
     from workers.engines.chattts.engine import ChatTTSEngine
-    from workers.infra.settings import Settings
-    from workers.queue.job import SynthesisRequest
 
     settings = Settings(
         model_dir=str(model_dir),

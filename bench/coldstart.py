@@ -42,7 +42,7 @@ t["torch"] = time.time()
 logging.disable(logging.WARNING)
 sys.path.insert(0, sys.argv[1])
 from workers.engines.chattts import ChatTTSEngine
-from workers.infra.settings import Settings
+from core.infra.settings import Settings
 t["engine"] = time.time()
 engine = ChatTTSEngine(Settings(engine="chattts", model_dir=sys.argv[2], device=sys.argv[3]))
 t["ours"] = time.time()

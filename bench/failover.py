@@ -32,13 +32,12 @@ import aiohttp
 import orjson
 import redis
 
-from workers.infra.redis_client import connect_sync
-from workers.infra.settings import LIMITS_OFF, Settings
-from workers.queue.keys import Keys
-
 from bench.procs import Processes, bench_run
 from bench.servers import start_service
 from bench.topologies import SentinelGroup
+from core.infra.redis_client import connect_sync
+from core.infra.settings import LIMITS_OFF, Settings
+from core.queue.keys import Keys
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "bench" / "results" / "failover.json"

@@ -33,11 +33,10 @@ import numpy as np
 import redis
 import soundfile as sf
 
-from workers.infra.settings import LIMITS_OFF, Settings
-from workers.queue.keys import Keys
-
 from bench.procs import Processes, bench_run
 from bench.servers import REPO_ROOT, start_ours, start_redis, wait_http
+from core.infra.settings import LIMITS_OFF, Settings
+from core.queue.keys import Keys
 
 WEB_LIMIT_KB = 1024 * 1024  # the web pod's memory limit in docker/k8s/web.yaml
 HONEST_GAP_S = 0.25  # the honest client's pace: 4 submissions a second, under its 5/s
@@ -285,7 +284,7 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
     async def run() -> dict[str, Any]:
         # No worker yet: the cancelled jobs are cancelled while queued, as the figure means.
         refused_b, cancelled_b, ttl = await _growth_per_request(url, store, args.growth_requests)
-        procs.start("ours-worker", [sys.executable, "-m", "web.cli", "worker"], env, cwd=REPO_ROOT)
+        procs.start("ours-worker", [sys.executable, "-m", "cli", "worker"], env, cwd=REPO_ROOT)
         await asyncio.to_thread(wait_http, procs, f"{url}/readyz")
         idle_tally = Tally()
         idle = await honest(url, args.jobs, idle_tally)

@@ -1,5 +1,6 @@
 """Identities of simulated users: identity cookies signed with the secret the benchmarks give
-their web tier (stdlib only: the SSE client processes import nothing else). As web.identity."""
+their web tier (stdlib only: the SSE client processes import nothing else), as
+web.clients.identity signs them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ COOKIE_SECRET = "chattts-bench-cookie-secret"
 
 
 def cookie_value(token: str) -> str:
-    """The `tts_client` cookie of `token` (16-64 url-safe characters), as web.identity.signed."""
+    """The `tts_client` cookie of `token` (16-64 url-safe characters), as `identity.signed`."""
     mac = hmac.new(COOKIE_SECRET.encode(), token.encode(), hashlib.sha256).digest()[:16]
     return f"{token}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
 

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from bench.chattts_bench import ensure_checkpoint
-    from workers.engines.chattts import loader
+    from workers.engines.chattts.loading import loader
     from workers.engines.chattts.runtime.vocoder import Cursor, Vocoder
 
     torch.manual_seed(0)

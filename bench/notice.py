@@ -28,14 +28,13 @@ from typing import Any
 
 import orjson
 
-from workers.infra.settings import Settings
-from workers.queue.keys import Keys
-
 from bench import harness
 from bench.clients import BenchError, ClientEventsClient, PollingClient, _check_wav, text_for
 from bench.keyspace import KeyspaceLog
 from bench.stack import REPO_ROOT, Stack, wait_ready
 from bench.table import Row
+from core.infra.settings import Settings
+from core.queue.keys import Keys
 
 SECTION_NOTICE = "2. completion notice"
 SECTION_OVERHEAD = "3. pipeline overhead"

@@ -13,12 +13,11 @@ import urllib.request
 from dataclasses import fields
 from pathlib import Path
 
-from workers.infra.embedded_redis import EmbeddedRedis, free_port
-from workers.infra.settings import ENV_PREFIX, LIMITS_OFF, Settings
-
 from bench import baseline_env
 from bench.identities import COOKIE_SECRET
 from bench.procs import Proc, Processes
+from core.infra.embedded_redis import EmbeddedRedis, free_port
+from core.infra.settings import ENV_PREFIX, LIMITS_OFF, Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 60.0
@@ -66,7 +65,7 @@ def start_ours(procs: Processes, redis_url: str, tmp: Path, **changes: object) -
         cookie_secret=COOKIE_SECRET,  # the simulated users' cookies are signed with it
     ).replace(**{**LIMITS_OFF, **changes})
     env = {**os.environ, **settings.to_env()}
-    proc = procs.start("ours-web", [sys.executable, "-m", "web.cli", "web"], env, cwd=REPO_ROOT)
+    proc = procs.start("ours-web", [sys.executable, "-m", "cli", "web"], env, cwd=REPO_ROOT)
     url = f"http://127.0.0.1:{port}"
     wait_http(procs, f"{url}/healthz")
     return url, proc
@@ -76,10 +75,10 @@ def start_service(procs: Processes, settings: Settings, workers: int) -> str:
     """One web process and `workers` workers of `settings`, ready (a worker alive): its URL."""
     port = free_port()
     env = {**os.environ, **settings.replace(port=port).to_env()}
-    procs.start("web", [sys.executable, "-m", "web.cli", "web"], env, cwd=REPO_ROOT)
+    procs.start("web", [sys.executable, "-m", "cli", "web"], env, cwd=REPO_ROOT)
     for n in range(workers):
         worker_env = {**env, "CHATTTS_WORKER_NAME": f"w{n}", "CHATTTS_WORKER_METRICS_PORT": "0"}
-        procs.start(f"worker{n}", [sys.executable, "-m", "web.cli", "worker"], worker_env)
+        procs.start(f"worker{n}", [sys.executable, "-m", "cli", "worker"], worker_env)
     url = f"http://127.0.0.1:{port}"
     wait_http(procs, f"{url}/readyz")
     return url

@@ -21,10 +21,9 @@ from typing import Any
 import aiohttp
 import redis
 
-from workers.infra.settings import LIMITS_OFF, Settings
-
 from bench.procs import bench_run
 from bench.servers import start_redis, start_service
+from core.infra.settings import LIMITS_OFF, Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "bench" / "results" / "shard.json"

@@ -27,10 +27,6 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from workers.infra.settings import Settings
-from workers.queue.job import SynthesisRequest
-from workers.queue.store import Queue
-
 from bench.procs import Processes, bench_run
 from bench.servers import (
     REPO_ROOT,
@@ -44,6 +40,9 @@ from bench.servers import (
 from bench.sse_clients import client_token
 from bench.submit import render, write
 from bench.table import Row
+from core.infra.settings import Settings
+from core.queue.job import SynthesisRequest
+from core.queue.store import Queue
 
 RESULTS = REPO_ROOT / "bench" / "results" / "sse_capacity.json"
 SECTION = "5. SSE capacity"

@@ -14,12 +14,11 @@ from pathlib import Path
 import aiohttp
 import redis.asyncio as aioredis
 
-from workers.infra.embedded_redis import EmbeddedRedis, free_port
-from workers.infra.settings import LIMITS_OFF, Settings
-
 from bench import baseline_env
 from bench.identities import COOKIE_SECRET
 from bench.procs import Processes
+from core.infra.embedded_redis import EmbeddedRedis, free_port
+from core.infra.settings import LIMITS_OFF, Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 90.0
@@ -66,11 +65,11 @@ def start_stack(args: argparse.Namespace, tmp: Path, procs: Processes) -> Stack:
 
     def cli(name: str) -> list[str]:
         if not args.profile:
-            return [sys.executable, "-m", "web.cli"]
+            return [sys.executable, "-m", "cli"]
         # cProfile of the process's main thread (its event loop), written when it exits.
         out = Path(args.profile) / f"{name}.prof"
         out.parent.mkdir(parents=True, exist_ok=True)
-        return [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "web.cli"]
+        return [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "cli"]
 
     stack = Stack(procs, redis_server.url, f"http://127.0.0.1:{ours_port}", None, args.workers)
     procs.start("ours-web", [*cli("ours-web"), "web"], env, cwd=REPO_ROOT)

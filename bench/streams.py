@@ -22,11 +22,10 @@ from typing import Any
 
 import aiohttp
 
-from workers.infra.embedded_redis import EmbeddedRedis, free_port
-from workers.infra.settings import Settings
-
 from bench.procs import Processes, bench_run
 from bench.stack import REPO_ROOT
+from core.infra.embedded_redis import EmbeddedRedis, free_port
+from core.infra.settings import Settings
 
 RATE = 24_000
 VOICES = (
@@ -40,7 +39,7 @@ READY_TIMEOUT_S = 600.0  # the library path loads, warms up and steps a 1 GB mod
 def ensure_checkpoint(tokens: int) -> Path:
     """A full-size random checkpoint whose rows never end: each runs exactly `tokens`."""
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.workers.engines.chattts.checkpoint import MANIFEST, build_checkpoint
+    from workers.engines.chattts.loading.checkpoint import MANIFEST, build_checkpoint
 
     root = Path(os.environ.get("TMPDIR", "/tmp")) / f"chattts-online-bench-streams-{tokens}"
     if not (root / MANIFEST).is_file():
@@ -137,7 +136,7 @@ def run_path(runtime: str, model: Path, args: argparse.Namespace) -> list[dict[s
         )
         env = {**os.environ, **settings.to_env()}
         for name in ("web", "worker"):
-            procs.start(name, [sys.executable, "-m", "web.cli", name], env, cwd=REPO_ROOT)
+            procs.start(name, [sys.executable, "-m", "cli", name], env, cwd=REPO_ROOT)
         url = f"http://127.0.0.1:{port}"
         asyncio.run(wait_ready(url, procs))
         rows = []

@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workers.infra.embedded_redis import find_redis_server
-
 from bench.stack import REPO_ROOT
 from bench.summary import Line, fold, markdown_table, section_number, text_table
 from bench.table import Row
+from core.infra.embedded_redis import find_redis_server
 
 SECTIONS = {
     1: "1. submit throughput",

@@ -21,7 +21,7 @@ from typing import Any
 import redis
 from redis.crc import key_slot
 
-from workers.infra.embedded_redis import die_with_parent, find_redis_server, free_port
+from core.infra.embedded_redis import die_with_parent, find_redis_server, free_port
 
 START_TIMEOUT_S = 15.0
 # Sentinel timings compressed for tests: a primary silent for a second is down, and a failover

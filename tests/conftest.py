@@ -17,10 +17,10 @@ import orjson
 import pytest
 from redis.asyncio import Redis as AsyncRedis
 
-from workers.infra.embedded_redis import EmbeddedRedis
-from workers.infra.redis_client import connect_sync
-from workers.infra.settings import LIMITS_OFF, Settings
-from workers.queue.keys import Keys
+from core.infra.embedded_redis import EmbeddedRedis
+from core.infra.redis_client import connect_sync
+from core.infra.settings import LIMITS_OFF, Settings
+from core.queue.keys import Keys
 
 ROOT = Path(__file__).resolve().parent.parent
 # Compressed intervals: minutes of production timing become fractions of a second.
@@ -94,7 +94,7 @@ class WorkerProcess:
         }
         self._log = log_path.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "web.cli", "worker"],
+            [sys.executable, "-m", "cli", "worker"],
             cwd=ROOT,
             env=environment,
             stdout=self._log,

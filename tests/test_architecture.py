@@ -37,7 +37,7 @@ def test_the_tree_keeps_every_contract() -> None:
 @pytest.fixture
 def tree_copy(tmp_path: Path) -> Path:
     """The packages and the contracts, copied where they can be broken."""
-    for name in ("web", "workers"):
+    for name in ("cli", "core", "web", "workers"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     return tmp_path
@@ -47,29 +47,33 @@ def _append(path: Path, code: str) -> None:
     path.write_text(path.read_text() + "\n" + code)
 
 
+TIERS = "cli over web | workers over core"
+
+
 @pytest.mark.parametrize(
     ("module", "code", "broken"),
     [
         # A type-level circle: the hub typing itself with the keys that type it.
         (
             "web/hub.py",
-            "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .appkeys import HUB\n",
+            "from typing import TYPE_CHECKING\n\n"
+            "if TYPE_CHECKING:\n    from web.appkeys import HUB\n",
             "no import cycles",
         ),
-        # workers reaching up into web, even lazily inside a function.
-        (
-            "workers/infra/logs.py",
-            "def _f() -> None:\n    from web import app\n",
-            "web uses workers",
-        ),
-        # the queue contract importing the worker process.
-        ("workers/queue/job.py", "from workers.worker import batch\n", "workers: the process"),
-        # the application starting a worker of its own.
-        (
-            "web/views/health.py",
-            "from workers.worker import process\n",
-            "the web application runs no worker",
-        ),
+        # the contract reaching up into a tier, even lazily inside a function.
+        ("core/infra/logs.py", "def _f() -> None:\n    from web import app\n", TIERS),
+        # the web application starting a worker of its own.
+        ("web/views/health.py", "from workers import process\n", TIERS),
+        # a worker reaching into the web tier.
+        ("workers/process.py", "from web.monitors import fleet\n", TIERS),
+        # either tier starting the command line.
+        ("web/app.py", "from cli import supervisor\n", TIERS),
+        # an engine importing the worker process that drives it.
+        ("workers/engines/base.py", "from workers import batch\n", "workers: the process"),
+        # what the web tier stands on reaching up to its views.
+        ("web/errors.py", "from web.views import health\n", "web: the app"),
+        # settings, below everything of the contract, importing the queue.
+        ("core/infra/settings.py", "from core.queue import keys\n", "core: the queue"),
     ],
 )
 def test_a_broken_contract_fails(tree_copy: Path, module: str, code: str, broken: str) -> None:

@@ -10,13 +10,11 @@ import aiohttp_jinja2
 import jinja2
 from aiohttp import web
 
-from workers.infra.redis_client import connect
-from workers.infra.settings import Settings
-from workers.queue.callbacks import Outbox
-from workers.queue.keys import Keys
-from workers.queue.store import Queue
-
-from web.access_log import JobAccessLogger
+from core.infra.redis_client import connect
+from core.infra.settings import Settings
+from core.queue.callbacks import Outbox
+from core.queue.keys import Keys
+from core.queue.store import Queue
 from web.appkeys import (
     CALLBACK_SECRET,
     CONNECTIONS,
@@ -29,18 +27,19 @@ from web.appkeys import (
     SETTINGS,
     THROUGHPUT,
 )
-from web.backlog import BacklogAlert
 from web.callbacks.sender import CallbackSender, parse_schedule
 from web.callbacks.signing import service_secret
 from web.callbacks.targets import parse_allow
-from web.error_handling import error_middleware, expect_handler, json_error_bodies
+from web.clients.identity import cookie_secret, identity_middleware, set_client_cookie
 from web.hub import Connections, EventHub
-from web.identity import cookie_secret, identity_middleware, set_client_cookie
 from web.metrics import Metrics
-from web.origin import origin_middleware
+from web.middlewares.access_log import JobAccessLogger
+from web.middlewares.error_handling import error_middleware, expect_handler, json_error_bodies
+from web.middlewares.metrics import metrics_middleware
+from web.middlewares.origin import origin_middleware
+from web.monitors.backlog import BacklogAlert
+from web.monitors.store import ThroughputMeter
 from web.routes import setup_routes
-from web.throughput import ThroughputMeter
-from web.views.metrics import metrics_middleware
 
 log = logging.getLogger("chattts_online.web")
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from workers.infra.redis_client import RedisClient
-from workers.infra.settings import Settings
-from workers.queue.keys import Keys
-from workers.queue.store import Queue
-
+from core.infra.redis_client import RedisClient
+from core.infra.settings import Settings
+from core.queue.keys import Keys
+from core.queue.store import Queue
 from web.hub import Connections, EventHub
 from web.metrics import Metrics
-from web.throughput import ThroughputMeter
+from web.monitors.store import ThroughputMeter
 
 SETTINGS = web.AppKey("settings", Settings)
 KEYS = web.AppKey("keys", Keys)
@@ -25,7 +24,7 @@ HUB = web.AppKey("hub", EventHub)
 CONNECTIONS = web.AppKey("connections", Connections)
 METRICS = web.AppKey("metrics", Metrics)
 THROUGHPUT = web.AppKey("throughput", ThroughputMeter)
-# The key that signs identity cookies (web/identity.py): a client cannot mint an identity.
+# The key that signs identity cookies (web/clients/identity.py): a client cannot mint an identity.
 COOKIE_SECRET = web.AppKey("cookie_secret", bytes)
 # The key each client's callback signing secret derives from (web/callbacks/signing.py).
 CALLBACK_SECRET = web.AppKey("callback_secret", bytes)

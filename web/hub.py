@@ -18,11 +18,11 @@ from aiohttp import WSCloseCode, web
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
-from workers.infra.redis_client import REDIS_DOWN, RedisClient, connect
-from workers.infra.settings import Settings
-from workers.queue.job import TERMINAL_STATES
-from workers.queue.keys import Keys
-from workers.queue.store import Queue
+from core.infra.redis_client import REDIS_DOWN, RedisClient, connect
+from core.infra.settings import Settings
+from core.queue.job import TERMINAL_STATES
+from core.queue.keys import Keys
+from core.queue.store import Queue
 
 log = logging.getLogger("chattts_online.web.hub")
 

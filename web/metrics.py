@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from web.cluster_metrics import QueueCollector
+from web.monitors.queue_metrics import QueueCollector
 
 
 class Metrics:

@@ -1,1 +1,4 @@
-"""Queue contract (keys, Lua scripts, job model, events) and the worker process with its engines."""
+"""The worker process: reads the queue, batches segments across jobs, renews leases, reports.
+
+Its engines are in `workers.engines`; what it shares with the web tier is in `core`.
+"""

@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 from bench.table import Row
-
 from tests.bench.helpers import run_quick
 
 

@@ -11,7 +11,6 @@ import pytest
 
 from bench import loadgen
 from bench.table import Row
-
 from tests.bench.helpers import run_quick
 
 

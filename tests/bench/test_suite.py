@@ -15,7 +15,7 @@ from aiohttp import web
 
 from bench import notice
 from bench.clients import BenchError
-from workers.infra.embedded_redis import free_port
+from core.infra.embedded_redis import free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -113,7 +113,7 @@ async def test_notice_clients_raise_on_errored_requests(
 
 
 async def test_chattts_online_bench_runs_the_suite(tmp_path: Path) -> None:
-    code, out, _ = await _run("-m", "web.cli", "bench", "--help", timeout=60)
+    code, out, _ = await _run("-m", "cli", "bench", "--help", timeout=60)
     assert code == 0 and "python -m bench.suite" in out and "--only" in out
-    code, _, err = await _run("-m", "web.cli", "bench", "--only", "9", timeout=60)
+    code, _, err = await _run("-m", "cli", "bench", "--only", "9", timeout=60)
     assert code == 2 and "--only" in err

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from core.infra.settings import Settings
 from tests.web.webproc import WebProcess
-from workers.infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("CHATTTS_CHROMIUM", "/usr/bin/chromium")

@@ -9,13 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import Console, WebProcess
-from tests.browser.helpers import (
-    ENGLISH,
-    assert_no_console_errors,
-    card_of,
-    cards,
-    open_page,
-)
+from tests.browser.helpers import ENGLISH, assert_no_console_errors, card_of, cards, open_page
 
 pytestmark = pytest.mark.browser
 

@@ -17,12 +17,11 @@ import pytest
 import soundfile as sf
 import srt
 
-from tests.web.webproc import WebProcess
-
 from tests.browser.conftest import ARTIFACTS, TcpProxy
 from tests.browser.engines import ENGINES, ChromiumDriver, Driver, FirefoxDriver, WebKitDriver
 from tests.browser.helpers import CHINESE, LONG_ENGLISH, get_json
 from tests.browser.host import missing, virtual_display, virtual_sound_card
+from tests.web.webproc import WebProcess
 
 pytestmark = pytest.mark.browser
 

@@ -11,9 +11,8 @@ import pytest
 import redis
 from playwright.sync_api import expect
 
-from workers.infra.settings import Settings
-from workers.queue.keys import Keys
-
+from core.infra.settings import Settings
+from core.queue.keys import Keys
 from tests.browser.conftest import Console, WebProcess
 from tests.browser.helpers import (
     ENGLISH,

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
+from cli.main import build_parser, settings_from_args
+from core.infra.settings import ENV_PREFIX, Settings
 from web.app import create_app
-from web.cli.main import build_parser, settings_from_args
-from workers.infra.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -59,7 +59,7 @@ def route_paths() -> frozenset[str]:
 
 def check_env_name(name: str, where: str) -> None:
     if name.startswith(ENV_PREFIX):
-        assert name in SETTING_VARS, f"{where}: {name} is not a setting (workers/infra/settings.py)"
+        assert name in SETTING_VARS, f"{where}: {name} is not a setting (core/infra/settings.py)"
 
 
 # -- the Dockerfile ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from core.infra.redis_client import DEFAULT_SENTINEL_PORT, parse_url
 from tests.deploy.helpers import (
     COMPOSE,
     CONSOLE_SCRIPT,
@@ -28,7 +29,6 @@ from tests.deploy.helpers import (
     route_paths,
 )
 from web.app import SHUTDOWN_TIMEOUT_S
-from workers.infra.redis_client import DEFAULT_SENTINEL_PORT, parse_url
 
 REDIS_PORT = 6379  # the port of redis-server unless told otherwise (no --port anywhere here)
 # What a user must export before `docker compose up` (the file's ${VAR:?...}).

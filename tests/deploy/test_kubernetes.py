@@ -14,6 +14,10 @@ from urllib.parse import urlsplit
 import yaml
 from redis.asyncio import Redis as AsyncRedis
 
+from core.infra.settings import Settings
+from core.queue.job import SynthesisRequest
+from core.queue.keys import CONSUMER_GROUP, Keys
+from core.queue.store import Queue
 from tests.conftest import WorkerProcess
 from tests.deploy.helpers import (
     CONSOLE_SCRIPT,
@@ -29,10 +33,6 @@ from tests.deploy.helpers import (
     route_paths,
 )
 from web.app import SHUTDOWN_TIMEOUT_S
-from workers.infra.settings import Settings
-from workers.queue.job import SynthesisRequest
-from workers.queue.keys import CONSUMER_GROUP, Keys
-from workers.queue.store import Queue
 
 # Every metadata key of KEDA's redis-streams scaler (keda.sh/docs/latest/scalers/redis-streams).
 KEDA_REDIS_STREAMS_KEYS = {

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from bench.topologies import Cluster, SentinelGroup, redis_server_version
+from core.infra.embedded_redis import find_redis_server
+from core.infra.settings import Settings
 from tests.conftest import WorkerProcess
 from tests.web.webproc import WebProcess
-from workers.infra.embedded_redis import find_redis_server
-from workers.infra.settings import Settings
 
 StartService = Callable[[Settings, str], tuple[WebProcess, WorkerProcess]]
 

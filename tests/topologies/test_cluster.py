@@ -14,18 +14,18 @@ import redis
 from redis.crc import key_slot
 
 from bench.topologies import Cluster
+from core.infra.redis_client import RedisClient, connect
+from core.infra.settings import Settings
+from core.queue.keys import Keys
+from core.queue.store import Queue
 from tests.conftest import WorkerProcess
 from tests.topologies.conftest import StartService
 from tests.web.test_shutdown import TEXT as LONG_TEXT
 from tests.web.test_shutdown import SseReader, WsReader, wait_until
 from tests.web.test_voices import EMBEDDING
 from tests.web.webproc import WebProcess
-from tests.workers.worker.test_process import wait_terminal
-from tests.workers.worker.test_reliability import wait_running
-from workers.infra.redis_client import RedisClient, connect
-from workers.infra.settings import Settings
-from workers.queue.keys import Keys
-from workers.queue.store import Queue
+from tests.workers.test_process import wait_terminal
+from tests.workers.test_reliability import wait_running
 
 KEY = "cluster-test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}

@@ -17,10 +17,10 @@ import pytest
 from bench import failover
 from bench.procs import Processes
 from bench.topologies import SentinelGroup
+from core.infra.settings import Settings
 from tests.topologies.conftest import StartService
 from tests.web.conftest import sse_events
 from tests.web.webproc import WebProcess
-from workers.infra.settings import Settings
 
 KEY = "sentinel-test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}

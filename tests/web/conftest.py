@@ -13,10 +13,10 @@ import pytest
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 
+from core.infra.settings import Settings
 from web.app import create_app
 from web.appkeys import COOKIE_SECRET
-from web.identity import COOKIE, signed
-from workers.infra.settings import Settings
+from web.clients.identity import COOKIE, signed
 
 ClientFactory = Callable[..., Awaitable[TestClient[Any, Any]]]
 

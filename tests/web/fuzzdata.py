@@ -13,8 +13,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from workers.audio.formats import FORMATS
-from workers.queue.voices import BUILTIN_VOICES
+from core.audio.formats import FORMATS
+from core.queue.voices import BUILTIN_VOICES
 
 MAX_BODY = 64 * 1024
 EDGE_CHARS = [

@@ -10,8 +10,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from workers.infra.settings import Settings
-
+from core.infra.settings import Settings
 from tests.web.conftest import ClientFactory, submit
 
 Client = TestClient[Any, Any]

@@ -16,11 +16,10 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from web import throughput
-from web.throughput import DEFAULT_S, MAX_S, WINDOW_S, ThroughputMeter
-from workers.queue.keys import Keys
-
+from core.queue.keys import Keys
 from tests.web.conftest import ClientFactory, cookie, submit
+from web.monitors import store as throughput
+from web.monitors.store import DEFAULT_S, MAX_S, WINDOW_S, ThroughputMeter
 
 Client = TestClient[Any, Any]
 ME = "backpressure-client-01"

@@ -18,13 +18,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from standardwebhooks import Webhook
 
+from core.infra.embedded_redis import free_port
+from core.infra.settings import Settings
 from tests.conftest import WorkerProcess
 from tests.web.conftest import ClientFactory
 from tests.web.webproc import WebProcess, start_web
 from web.callbacks.sender import IN_FLIGHT
 from web.callbacks.targets import parse_allow, refusal
-from workers.infra.embedded_redis import free_port
-from workers.infra.settings import Settings
 
 __all__ = ["start_web"]  # a fixture
 QUICK = {

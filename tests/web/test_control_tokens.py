@@ -11,8 +11,7 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient
 
-from workers.queue.keys import Keys
-
+from core.queue.keys import Keys
 from tests.web.conftest import ClientFactory, submit
 
 Client = TestClient[Any, Any]

@@ -15,13 +15,13 @@ import orjson
 import soundfile as sf
 from redis.asyncio import Redis
 
+from core.audio.formats import SAMPLE_RATE, SEGMENT_GAP_S
+from core.infra.settings import Settings
+from core.queue.job import SynthesisRequest
+from core.queue.store import Queue
 from tests.conftest import WorkerProcess
 from tests.web.conftest import ClientFactory
-from tests.workers.worker.test_process import wait_terminal
-from workers.audio.formats import SAMPLE_RATE, SEGMENT_GAP_S
-from workers.infra.settings import Settings
-from workers.queue.job import SynthesisRequest
-from workers.queue.store import Queue
+from tests.workers.test_process import wait_terminal
 
 SENTENCES = 240
 DOCUMENT = " ".join(

@@ -18,7 +18,6 @@ import soundfile as sf
 from aiohttp.test_utils import TestClient
 
 from tests.conftest import WorkerProcess
-
 from tests.web.conftest import ClientFactory, collect_sse, submit, wait_job
 
 Client = TestClient[Any, Any]

@@ -23,10 +23,9 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.queue.job import TERMINAL_STATES
+from core.queue.keys import Keys
 from tests.conftest import WorkerProcess
-from workers.queue.job import TERMINAL_STATES
-from workers.queue.keys import Keys
-
 from tests.web import webproc
 from tests.web.fuzzdata import (
     MAX_BODY,

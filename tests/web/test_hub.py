@@ -10,13 +10,12 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
-from web.hub import EventHub, follow
-from workers.infra.settings import Settings
-from workers.queue.job import SynthesisRequest
-from workers.queue.keys import Keys
-from workers.queue.store import Queue
-
+from core.infra.settings import Settings
+from core.queue.job import SynthesisRequest
+from core.queue.keys import Keys
+from core.queue.store import Queue
 from tests.web.conftest import cookie, sse_events
+from web.hub import EventHub, follow
 
 
 async def _hub(settings: Settings, keys: Keys) -> EventHub:

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from web.cli.check import mask_url
-
+from cli.check import mask_url
 from tests.web.conftest import ClientFactory
 
 Client = TestClient[Any, Any]

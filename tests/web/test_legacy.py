@@ -13,7 +13,6 @@ import soundfile as sf
 from aiohttp.test_utils import TestClient
 
 from tests.conftest import WorkerProcess
-
 from tests.web.conftest import ClientFactory
 
 Client = TestClient[Any, Any]

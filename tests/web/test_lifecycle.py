@@ -16,11 +16,11 @@ import pytest
 from aiohttp import WSMsgType
 from aiohttp.test_utils import TestServer
 
+from cli.check import main as check_main
+from cli.check import mask_url
+from core.infra.embedded_redis import free_port
+from core.infra.settings import Settings
 from web.app import create_app
-from web.cli.check import main as check_main
-from web.cli.check import mask_url
-from workers.infra.embedded_redis import free_port
-from workers.infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def test_web_command_serves_and_stops_on_sigterm(settings: Settings) -> None:
     port = free_port()
     env = {**os.environ, **settings.to_env(), "CHATTTS_PORT": str(port)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "web.cli", "web"],
+        [sys.executable, "-m", "cli", "web"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -12,9 +12,8 @@ import pytest
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.queue.keys import CONSUMER_GROUP, Keys
 from tests.conftest import WorkerProcess
-from workers.queue.keys import CONSUMER_GROUP, Keys
-
 from tests.web.conftest import ClientFactory, collect_sse, submit, wait_job
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

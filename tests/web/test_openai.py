@@ -20,14 +20,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
+from core.infra.settings import Settings
+from core.queue.keys import Keys
 from tests.conftest import WorkerProcess
+from tests.web.conftest import ClientFactory, wait_job
 from web.app import create_app
 from web.appkeys import HUB
-from web.views.openai_request import mostly_mandarin, resolve_voice
-from workers.infra.settings import Settings
-from workers.queue.keys import Keys
-
-from tests.web.conftest import ClientFactory, wait_job
+from web.schemas.openai import mostly_mandarin, resolve_voice
 
 Client = TestClient[Any, Any]
 RATE = 24_000

@@ -8,11 +8,10 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from web.origin import host_allowed, is_loopback_name
-from workers.infra.settings import Settings
-
+from core.infra.settings import Settings
 from tests.web.conftest import ClientFactory, submit
 from tests.web.test_voices import recording_form, wav_bytes
+from web.middlewares.origin import host_allowed, is_loopback_name
 
 Client = TestClient[Any, Any]
 EVIL = "https://evil.example"

@@ -16,12 +16,11 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
+from core.infra.embedded_redis import EmbeddedRedis
 from tests.conftest import WorkerProcess
-from web import throughput
-from web.throughput import ThroughputMeter
-from workers.infra.embedded_redis import EmbeddedRedis
-
 from tests.web.conftest import ClientFactory, sse_events, submit, wait_job
+from web.monitors import store as throughput
+from web.monitors.store import ThroughputMeter
 
 
 @pytest.fixture

@@ -16,16 +16,15 @@ from typing import Any
 import aiohttp
 from aiohttp import WSMsgType
 
+from core.infra.settings import Settings
+from core.queue.job import TERMINAL_STATES
+from core.queue.keys import Keys
+from core.queue.store import Queue
 from tests.conftest import WorkerProcess
-from web.identity import key_client
-from workers.infra.settings import Settings
-from workers.queue.job import TERMINAL_STATES
-from workers.queue.keys import Keys
-from workers.queue.store import Queue
-
 from tests.web import webproc
 from tests.web.conftest import sse_events
 from tests.web.webproc import WebProcess
+from web.clients.identity import key_client
 
 start_web = webproc.start_web  # a fixture
 

@@ -21,15 +21,14 @@ import aiohttp
 import orjson
 from redis.asyncio import Redis
 
-from web.identity import key_client
-from workers.infra.settings import Settings
-from workers.queue.job import SynthesisRequest
-from workers.queue.keys import Keys
-from workers.queue.store import Queue
-
+from core.infra.settings import Settings
+from core.queue.job import SynthesisRequest
+from core.queue.keys import Keys
+from core.queue.store import Queue
 from tests.web import webproc
 from tests.web.conftest import sse_events
 from tests.web.webproc import WebProcess
+from web.clients.identity import key_client
 
 start_web = webproc.start_web  # a fixture
 

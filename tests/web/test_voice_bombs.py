@@ -21,12 +21,11 @@ import pytest
 import soundfile as sf
 from aiohttp.test_utils import TestClient
 
+from core.infra.settings import Settings
+from core.voices.chattts import MAX_B14_CHARS
+from tests.web.test_voices import recording_form, wav_bytes
 from tests.web.webproc import WebProcess
 from web.views import voice_uploads as voice_views
-from workers.engines.chattts.voices import MAX_B14_CHARS
-from workers.infra.settings import Settings
-
-from tests.web.test_voices import recording_form, wav_bytes
 
 Client = TestClient[Any, Any]
 

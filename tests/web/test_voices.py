@@ -17,9 +17,8 @@ import pytest
 import soundfile as sf
 from aiohttp.test_utils import TestClient
 
-from workers.engines.chattts.voices import builtin_embeddings, validate_voice_data
-from workers.queue.keys import Keys
-
+from core.queue.keys import Keys
+from core.voices.chattts import builtin_embeddings, validate_voice_data
 from tests.web.conftest import ClientFactory, submit
 
 Client = TestClient[Any, Any]

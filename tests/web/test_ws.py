@@ -9,7 +9,6 @@ import aiohttp
 from aiohttp.test_utils import TestClient
 
 from tests.conftest import WorkerProcess
-
 from tests.web.conftest import ClientFactory, submit, wait_job
 
 Client = TestClient[Any, Any]

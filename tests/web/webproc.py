@@ -1,4 +1,4 @@
-"""A real `python -m web.cli web` process for tests that need one: its port, pid, memory, log.
+"""A real `python -m cli web` process for tests that need one: its port, pid, memory, log.
 
 In-process test servers share the test's event loop and memory; tests of memory, dead clients,
 signals and restarts need the production command in a process of its own.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from workers.infra.embedded_redis import free_port
-from workers.infra.settings import Settings
+from core.infra.embedded_redis import free_port
+from core.infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 _SERVER_ERRORS = re.compile(r'^chattts_http_requests_total\{[^}]*status="5\d\d"\} (\S+)$', re.M)
@@ -35,7 +35,7 @@ class WebProcess:
         self._log = log_path.open("ab")
         env = {**os.environ, **self.settings.to_env()}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "web.cli", "web"],
+            [sys.executable, "-m", "cli", "web"],
             cwd=ROOT,
             env=env,
             stdout=self._log,

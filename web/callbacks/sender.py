@@ -1,4 +1,4 @@
-"""Delivers callbacks from the queue's outbox (workers/queue/callbacks.py), in every web process.
+"""Delivers callbacks from the queue's outbox (core/queue/callbacks.py), in every web process.
 
 Each attempt is a POST of the ended job to its `callback_url`, signed per Standard Webhooks with
 the job owner's secret; `webhook-id` is the same for every attempt of a job, so receivers can
@@ -23,8 +23,7 @@ import aiohttp
 import orjson
 from redis.exceptions import RedisError
 
-from workers.queue.callbacks import Callback, Outbox, Outcome
-
+from core.queue.callbacks import Callback, Outbox, Outcome
 from web.callbacks.signing import client_secret, headers
 from web.callbacks.targets import ALLOW_SETTING, ForbiddenAddress, Network, guarded_socket
 

@@ -6,14 +6,13 @@ from typing import Any
 
 from aiohttp import web
 
+from core.audio.documents import BYTES_PER_SAMPLE, document_size
+from core.audio.formats import SAMPLE_RATE, extension, mime_type
+from core.audio.stream_encode import wav_header
+from core.queue.job import Job, JobState
 from web.appkeys import QUEUE
 from web.errors import ApiError, not_found
-from web.schemas import valid_job_id
-from workers.audio.documents import BYTES_PER_SAMPLE, document_size
-from workers.audio.formats import SAMPLE_RATE, extension, mime_type
-from workers.audio.stream_encode import wav_header
-from workers.queue.job import Job, JobState
-
+from web.schemas.jobs import valid_job_id
 from web.views.document_audio import stream_document
 
 _TRUE = ("1", "true", "yes", "on")

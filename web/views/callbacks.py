@@ -6,8 +6,8 @@ from aiohttp import web
 
 from web.appkeys import CALLBACK_SECRET
 from web.callbacks.signing import client_secret
+from web.clients.identity import client_id
 from web.errors import json_response
-from web.identity import client_id
 
 
 async def callback_secret(request: web.Request) -> web.Response:

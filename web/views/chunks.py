@@ -19,11 +19,11 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from core.audio.formats import SAMPLE_RATE, mime_type
 from web.appkeys import HUB, QUEUE
 from web.errors import ApiError, not_found
 from web.hub import TERMINAL_TYPES, follow
-from web.schemas import valid_job_id
-from workers.audio.formats import SAMPLE_RATE, mime_type
+from web.schemas.jobs import valid_job_id
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""A document job's file, streamed from its parts (workers/audio/documents.py), Range aware."""
+"""A document job's file, streamed from its parts (core/audio/documents.py), Range aware."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from core.audio.documents import BYTES_PER_SAMPLE, WAV_HEADER_BYTES, document_size
+from core.audio.formats import SAMPLE_RATE
+from core.audio.stream_encode import wav_header
+from core.queue.job import Job
 from web.appkeys import QUEUE
 from web.errors import ApiError, not_found
-from workers.audio.documents import BYTES_PER_SAMPLE, WAV_HEADER_BYTES, document_size
-from workers.audio.formats import SAMPLE_RATE
-from workers.audio.stream_encode import wav_header
-from workers.queue.job import Job
 
 PARTS_PER_READ = 16  # parts fetched per round trip: a few MB, whatever the document's length
 

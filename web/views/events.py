@@ -12,11 +12,11 @@ from aiohttp import web
 from aiohttp_sse import EventSourceResponse
 
 from web.appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS
+from web.clients.identity import client_id
+from web.clients.limits import stream_lease
 from web.errors import dumps, not_found
 from web.hub import TERMINAL_TYPES, follow
-from web.identity import client_id
-from web.limits import stream_lease
-from web.schemas import valid_cursor, valid_job_id
+from web.schemas.jobs import valid_cursor, valid_job_id
 
 log = logging.getLogger("chattts_online.web.sse")
 

@@ -9,10 +9,10 @@ from typing import Any
 from aiohttp import web
 from redis.exceptions import RedisError
 
+from core.infra.topology import report
 from web.appkeys import HUB, QUEUE, SETTINGS, THROUGHPUT
 from web.errors import json_response
-from web.fleet import live_heartbeats
-from workers.infra.topology import report
+from web.monitors.fleet import live_heartbeats
 
 READY_TIMEOUT_S = 2.0
 

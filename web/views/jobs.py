@@ -7,11 +7,15 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from core.audio.documents import DOCUMENT_FORMATS
+from core.queue.job import SynthesisRequest
+from core.queue.store import BacklogFull, ClientCapReached, QueueError, Submitted
 from web.appkeys import METRICS, QUEUE, SETTINGS, THROUGHPUT
+from web.clients.identity import client_id, is_admin
+from web.clients.limits import check_submit
 from web.errors import ApiError, json_response, not_found
-from web.identity import client_id, is_admin
-from web.limits import check_submit
-from web.schemas import (
+from web.monitors.store import DEFAULT_S
+from web.schemas.jobs import (
     callback_url,
     idempotency_key,
     job_urls,
@@ -20,15 +24,11 @@ from web.schemas import (
     synthesis_request,
     valid_job_id,
 )
-from web.throughput import DEFAULT_S
-from workers.audio.documents import DOCUMENT_FORMATS
-from workers.queue.job import SynthesisRequest
-from workers.queue.store import BacklogFull, ClientCapReached, QueueError, Submitted
 
 
 def retry_after_s(exc: QueueError, app: web.Application | None = None) -> int:
     """How long a refused client should wait, from the queue's measured throughput (pass the
-    app: without it, a fixed guess). See web/throughput.py."""
+    app: without it, a fixed guess). See web/monitors/store.py."""
     meter = app.get(THROUGHPUT) if app is not None else None
     if meter is None:
         return DEFAULT_S if isinstance(exc, BacklogFull | ClientCapReached) else 1
@@ -85,7 +85,7 @@ async def submit_job(
 
 def check_document(request: SynthesisRequest, max_text_chars: int) -> None:
     """A job past CHATTTS_MAX_TEXT_CHARS is a document: kept in parts and served joined from
-    them (workers/audio/documents.py), so its file is wav or pcm, and it is not streamed."""
+    them (core/audio/documents.py), so its file is wav or pcm, and it is not streamed."""
     if request.format not in DOCUMENT_FORMATS:
         raise ApiError(
             422,

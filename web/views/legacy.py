@@ -20,16 +20,15 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from core.queue.job import JobState, SynthesisRequest, is_job_id, legacy_job_id
+from core.queue.store import QueueError
+from core.queue.voices import BUILTIN_VOICES
+from core.text.sentences import has_speakable
 from web.appkeys import METRICS, QUEUE, SETTINGS
+from web.clients.identity import client_id
+from web.clients.limits import check_submit
 from web.errors import ApiError, json_response, not_found
-from web.identity import client_id
-from web.limits import check_submit
-from web.schemas import callback_url, clean, read_body
-from workers.queue.job import JobState, SynthesisRequest, is_job_id, legacy_job_id
-from workers.queue.store import QueueError
-from workers.queue.voices import BUILTIN_VOICES
-from workers.text.sentences import has_speakable
-
+from web.schemas.jobs import callback_url, clean, read_body
 from web.views.jobs import retry_after_s
 
 MAX_CHARS = 500

@@ -5,7 +5,7 @@ answer is the whole file once the job succeeds; with `stream_format: "audio"` th
 a chunked body as segments finish; with `"sse"` it leaves as `speech.audio.delta` events (base64
 chunks) and a final `speech.audio.done` event with usage. Streams are synthesized as PCM and
 encoded here, piece by piece, into one continuous file of the asked format (see
-workers/audio/stream_encode.py). Errors use OpenAI's JSON shape; a failure after the first audio
+core/audio/stream_encode.py). Errors use OpenAI's JSON shape; a failure after the first audio
 byte cuts a chunked body short (an incomplete transfer, never a truncated "success") and is an
 `error` event in SSE. A client that goes away stops the wait; its job still completes (and is
 cached).
@@ -21,20 +21,19 @@ from typing import Any
 
 from aiohttp import web
 
+from core.audio.formats import SAMPLE_RATE, mime_type
+from core.audio.stream_encode import StreamEncoder
+from core.queue.job import SynthesisRequest
+from core.queue.store import QueueError, Submitted
 from web.appkeys import HUB, METRICS, QUEUE
+from web.clients.identity import client_id
+from web.clients.limits import check_submit
 from web.errors import ApiError, dumps
 from web.hub import TERMINAL_TYPES, follow
-from web.identity import client_id
-from web.limits import check_submit
-from web.schemas import json_body
-from workers.audio.formats import SAMPLE_RATE, mime_type
-from workers.audio.stream_encode import StreamEncoder
-from workers.queue.job import SynthesisRequest
-from workers.queue.store import QueueError, Submitted
-
+from web.schemas.jobs import json_body
+from web.schemas.openai import Speech, parse
 from web.views.chunks import Closing, closing_error, job_error, pcm_pieces, unless_gone
 from web.views.jobs import retry_after_s
-from web.views.openai_request import Speech, parse
 
 DELTA_BYTES = 32 * 1024  # audio bytes per SSE delta, at most
 FRAME_MS = 20  # usage: one output "token" per 20 ms of audio

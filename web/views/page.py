@@ -5,9 +5,9 @@ from __future__ import annotations
 import aiohttp_jinja2
 from aiohttp import web
 
+from core.audio.formats import FORMATS
+from core.queue.voices import BUILTIN_VOICES, DEFAULT_VOICE
 from web.appkeys import SETTINGS
-from workers.audio.formats import FORMATS
-from workers.queue.voices import BUILTIN_VOICES, DEFAULT_VOICE
 
 
 async def index(request: web.Request) -> web.StreamResponse:

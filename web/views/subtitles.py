@@ -2,10 +2,10 @@
 final audio (the pauses between segments included), its text from the job's own text.
 
 A segment is a sentence, short sentences merged up to the segment length, or a part of a long
-sentence cut at a clause: cue-sized. Cues come from the worker (workers/worker/batch.py `place`):
+sentence cut at a clause: cue-sized. Cues come from the worker (workers/batch.py `place`):
 each segment's first and last sample in the final file and its characters in the submitted text
 (the text as the job holds it: invisible characters removed, before any normalization). The
-files are written by `workers/text/subtitles.py` (`srt` and `webvtt-py`), never by hand.
+files are written by `core/text/subtitles.py` (`srt` and `webvtt-py`), never by hand.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from core.audio.formats import SAMPLE_RATE
+from core.queue.job import Job, JobState
+from core.text.control_tokens import TOKEN_SHAPE
+from core.text.subtitles import to_srt, to_vtt
 from web.appkeys import QUEUE
 from web.errors import ApiError, json_response, not_found
 from web.views.audio import disposition, job_or_404
-from workers.audio.formats import SAMPLE_RATE
-from workers.queue.job import Job, JobState
-from workers.text.control_tokens import TOKEN_SHAPE
-from workers.text.subtitles import to_srt, to_vtt
 
 FORMATS = {"srt": "application/x-subrip", "vtt": "text/vtt", "json": "application/json"}
 _SPACES = re.compile(r"\s+")

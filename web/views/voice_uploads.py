@@ -13,15 +13,15 @@ import numpy as np
 import soundfile as sf
 from aiohttp import BodyPartReader, web
 
-from web.errors import ApiError
-from web.schemas import json_body
-from workers.engines.chattts.voices import (
+from core.queue.voices import BUILTIN_BY_NAME
+from core.voices.chattts import (
     MAX_RECORDING_S,
     MIN_RECORDING_S,
     recording_voice_data,
     validate_voice_data,
 )
-from workers.queue.voices import BUILTIN_BY_NAME
+from web.errors import ApiError
+from web.schemas.jobs import json_body
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{1,40}")
 _MAX_FIELD_CHARS = 256

@@ -17,15 +17,14 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from core.queue.durable import NotReplicated, run_replicated
+from core.queue.store import Unreplicated
+from core.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, DEFAULT_VOICE
 from web.appkeys import QUEUE, SETTINGS
+from web.clients.identity import client_id, is_admin
+from web.clients.limits import RateLimited
 from web.errors import ApiError, json_response, not_found
-from web.fleet import live_heartbeats
-from web.identity import client_id, is_admin
-from web.limits import RateLimited
-from workers.queue.durable import NotReplicated, run_replicated
-from workers.queue.store import Unreplicated
-from workers.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, DEFAULT_VOICE
-
+from web.monitors.fleet import live_heartbeats
 from web.views.voice_uploads import NAME, read_registration
 
 # Registered voices carry large fields (speaker embeddings, reference clips): only short scalar

@@ -39,15 +39,14 @@ from typing import Any
 import orjson
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from core.infra.redis_client import REDIS_DOWN
 from web.appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS, THROUGHPUT
+from web.clients.identity import client_id, is_admin
+from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, dumps, not_found, redis_unavailable
 from web.hub import follow
-from web.identity import client_id, is_admin
-from web.limits import check_submit, stream_lease
-from web.origin import origin_allowed
-from web.schemas import idempotency_key, valid_cursor, valid_job_id
-from workers.infra.redis_client import REDIS_DOWN
-
+from web.middlewares.origin import origin_allowed
+from web.schemas.jobs import idempotency_key, valid_cursor, valid_job_id
 from web.views.events import send_timeout_s
 from web.views.jobs import cancel, submit_job
 

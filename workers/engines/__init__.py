@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from workers.infra.settings import Settings
-
+from core.infra.settings import Settings
 from workers.engines.base import Engine, EngineError, Segment
 
 __all__ = ["Engine", "EngineError", "Segment", "create_engine"]

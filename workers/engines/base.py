@@ -8,9 +8,9 @@ from typing import Protocol
 
 import numpy as np
 
-from workers.audio.formats import SAMPLE_RATE
-from workers.queue.job import SynthesisRequest
-from workers.queue.voices import Voice
+from core.audio.formats import SAMPLE_RATE
+from core.queue.job import SynthesisRequest
+from core.queue.voices import Voice
 
 __all__ = ["SAMPLE_RATE", "ChunkSink", "Engine", "EngineError", "Segment", "SegmentResult"]
 

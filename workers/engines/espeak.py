@@ -3,7 +3,7 @@
 The C library keeps global state and is not thread-safe: one instance per process, used only from
 the worker's engine thread.
 
-ChatTTS's control tokens in a text (workers/text/control_tokens.py) are never read aloud: a break
+ChatTTS's control tokens in a text (core/text/control_tokens.py) are never read aloud: a break
 token is a pause of `PAUSE_MS` ([uv_break] 150 ms, [v_break] 300, [lbreak] 600, [llbreak] 1000,
 [break_N] N x 100), silence inserted where the next word starts (eSpeak's word events say where
 that is in the audio), on top of eSpeak's own pauses and whatever the speed; every other token
@@ -18,12 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from workers.infra.settings import Settings
-from workers.queue.job import SynthesisRequest
-from workers.queue.voices import BUILTIN_VOICES, Voice
-from workers.text.control_tokens import PAUSE_MS, TOKEN_SHAPE
-from workers.text.sentences import locate, split_sentences
-
+from core.infra.settings import Settings
+from core.queue.job import SynthesisRequest
+from core.queue.voices import BUILTIN_VOICES, Voice
+from core.text.control_tokens import PAUSE_MS, TOKEN_SHAPE
+from core.text.sentences import locate, split_sentences
 from workers.engines.base import SAMPLE_RATE, ChunkSink, EngineError, Pieces, Segment
 
 _AUDIO_OUTPUT_SYNCHRONOUS = 2

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from core.infra.settings import Settings
+from core.queue.job import SynthesisRequest
+from core.text.control_tokens import PAUSE_MS
 from workers.engines.base import SAMPLE_RATE, Segment
 from workers.engines.espeak import EspeakEngine, speech_text
-from workers.infra.settings import Settings
-from workers.queue.job import SynthesisRequest
-from workers.text.control_tokens import PAUSE_MS
 
 ENGINE = EspeakEngine(Settings())
 ENGINE.load()

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from workers.text.normalize import is_speakable, normalize
-
-from workers.engines.chattts.loader import find_weights
-from workers.engines.chattts.voices import (
+from core.text.normalize import is_speakable, normalize
+from core.voices.chattts import (
     parse_voice_data,
     recording_voice_data,
     sample_voice_data,
     validate_voice_data,
 )
+from workers.engines.chattts.loading.loader import find_weights
 
 if TYPE_CHECKING:
     from workers.engines.chattts.engine import ChatTTSEngine

@@ -28,20 +28,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from workers.infra.logs import job_log
-from workers.infra.settings import Settings
-from workers.queue.job import SynthesisRequest
-from workers.queue.voices import BUILTIN_VOICES, Voice
-
+from core.infra.logs import job_log
+from core.infra.settings import Settings
+from core.queue.job import SynthesisRequest
+from core.queue.voices import BUILTIN_VOICES, Voice
 from workers.engines.base import SAMPLE_RATE, ChunkSink, EngineError, Pieces, Segment
-from workers.engines.chattts import assembly, imports, library, loader
 from workers.engines.chattts import segments as text_segments
 from workers.engines.chattts.faults import FAULT_OOM_ENV, InjectedOom
-from workers.engines.chattts.params import speed_level
+from workers.engines.chattts.library import infer as library
+from workers.engines.chattts.library.params import speed_level
+from workers.engines.chattts.library.sampling import MAX_NEW_TOKEN, Row
+from workers.engines.chattts.loading import assembly, imports, loader
 from workers.engines.chattts.rows import RowDone, RuntimeRows, row_seed
 from workers.engines.chattts.runtime.runtime import Runtime, RuntimeConfig
-from workers.engines.chattts.sampling import MAX_NEW_TOKEN, Row
-from workers.engines.chattts.speakers import Speakers
+from workers.engines.chattts.voices.speakers import Speakers
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,17 @@ import numpy as np
 import torch
 
 from workers.engines.base import ChunkSink, EngineError, Segment
-from workers.engines.chattts.params import REPETITION_PENALTY, infer_params, row_generators, speed_level
+from workers.engines.chattts.library.params import (
+    REPETITION_PENALTY,
+    infer_params,
+    row_generators,
+    speed_level,
+)
+from workers.engines.chattts.library.sampling import Batch, Row
 from workers.engines.chattts.runtime.prompt import prompt_embeddings, spoken_text
 from workers.engines.chattts.runtime.runtime import Runtime
 from workers.engines.chattts.runtime.scheduler import RowRequest, RowResult, Sampling
-from workers.engines.chattts.sampling import Batch, Row
-from workers.engines.chattts.speakers import Speakers
+from workers.engines.chattts.voices.speakers import Speakers
 
 log = logging.getLogger(__name__)
 # How long the serving loop sleeps when it has nothing to do before looking at its inbox again

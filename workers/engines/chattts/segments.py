@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import math
 
-from workers.queue.job import SynthesisRequest
-from workers.queue.voices import BUILTIN_BY_NAME
-from workers.text.normalize import normalize
-from workers.text.sentences import locate, split_sentences
-
+from core.queue.job import SynthesisRequest
+from core.queue.voices import BUILTIN_BY_NAME
+from core.text.normalize import normalize
+from core.text.sentences import locate, split_sentences
 from workers.engines.base import EngineError, Pieces
 
 # Segment lengths that stay well inside MAX_NEW_TOKEN: 120 Mandarin characters take about 27 s

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.workers.engines.chattts.checkpoint import build_tiny_checkpoint
 from tests.workers.engines.chattts.service import client, make_client, service  # noqa: F401 (the service tests' fixtures)
+from workers.engines.chattts.loading.checkpoint import build_tiny_checkpoint
 
 # Locally the engine tests need the chattts extra; in CI (CI=true) or with
 # CHATTTS_REQUIRE_CHATTTS=1 a missing extra fails them instead of skipping them.
@@ -39,8 +39,8 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _load_engine(checkpoint: Path, runtime: str) -> Any:
     import torch
 
+    from core.infra.settings import Settings
     from workers.engines.chattts.engine import ChatTTSEngine
-    from workers.infra.settings import Settings
 
     # One thread: on a small shared CPU, OpenMP threads waiting on each other cost more than
     # they give for a model this small.

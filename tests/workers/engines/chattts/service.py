@@ -19,12 +19,12 @@ import pytest
 import soundfile as sf
 from aiohttp.test_utils import TestClient
 
+from core.infra.embedded_redis import free_port
+from core.infra.settings import Settings
 from tests.conftest import FAST, WorkerProcess
 from tests.web.conftest import submit, wait_job
 from web.app import create_app
 from web.appkeys import QUEUE
-from workers.infra.embedded_redis import free_port
-from workers.infra.settings import Settings
 
 Client = TestClient[Any, Any]
 MakeClient = Callable[[Settings], Awaitable[Client]]

@@ -26,8 +26,8 @@ def _tensors(module: Any) -> dict[str, Any]:
 def test_every_tensor_is_the_one_chattts_own_loader_gives(tiny_checkpoint: Path) -> None:
     import torch
 
-    from workers.engines.chattts import loader
-    from workers.engines.chattts.chat import BatchChat
+    from workers.engines.chattts.library.chat import BatchChat
+    from workers.engines.chattts.loading import loader
 
     checkpoint = loader.locate(str(tiny_checkpoint))
     ours = loader.load_chat(checkpoint, torch.device("cpu"))
@@ -65,7 +65,8 @@ def test_weights_are_pages_of_the_files_shared_by_the_model_and_the_chat(
 ) -> None:
     import torch
 
-    from workers.engines.chattts import library, loader
+    from workers.engines.chattts.library import infer as library
+    from workers.engines.chattts.loading import loader
 
     model = loader.load_model(
         loader.locate(str(tiny_checkpoint)), torch.device("cpu"), library.library_logger()
@@ -74,7 +75,7 @@ def test_weights_are_pages_of_the_files_shared_by_the_model_and_the_chat(
     assert _mapping_of(q.data_ptr()).endswith("asset/gpt/model.safetensors")
     emb = next(iter(model.embed.parameters()))
     assert _mapping_of(emb.data_ptr()).endswith("asset/Embed.safetensors")
-    from workers.engines.chattts import assembly
+    from workers.engines.chattts.loading import assembly
 
     chat = assembly.chat_around(model, False, library.library_logger())
     layer = chat.gpt.gpt.layers[0].self_attn.q_proj.weight
@@ -105,9 +106,9 @@ START = r"""
 import json, sys, logging
 logging.disable(logging.WARNING)
 from workers.engines import create_engine
-from workers.infra.settings import Settings
+from core.infra.settings import Settings
 from workers.engines.base import Segment
-from workers.queue.job import SynthesisRequest
+from core.queue.job import SynthesisRequest
 engine = create_engine(Settings(engine="chattts", model_dir=sys.argv[1], device="cpu"))
 engine.load()
 engine.warmup()

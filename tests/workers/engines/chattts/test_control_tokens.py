@@ -11,16 +11,10 @@ from typing import Any
 
 import pytest
 
-from workers.engines.base import EngineError, Segment
-from workers.queue.job import SynthesisRequest
-from workers.text.control_tokens import (
-    PROMPT_TOKENS,
-    SPEED_TOKENS,
-    VOCABULARY,
-    WORD_TOKENS,
-)
-
+from core.queue.job import SynthesisRequest
+from core.text.control_tokens import PROMPT_TOKENS, SPEED_TOKENS, VOCABULARY, WORD_TOKENS
 from tests.workers.engines.chattts.conftest import requires_chattts
+from workers.engines.base import EngineError, Segment
 
 pytestmark = [
     pytest.mark.chattts,
@@ -34,7 +28,7 @@ BERT_SPECIALS = frozenset({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
 
 
 def test_the_constant_is_the_tokenizers_vocabulary(tiny_checkpoint: Path) -> None:
-    """workers/text/control_tokens.py against the tokenizer ChatTTS loads (its own class)."""
+    """core/text/control_tokens.py against the tokenizer ChatTTS loads (its own class)."""
     from ChatTTS.model.tokenizer import Tokenizer
 
     tokenizer = Tokenizer(str(tiny_checkpoint / "asset" / "tokenizer"))

@@ -7,10 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from workers.engines.base import EngineError, Segment
-from workers.queue.job import SynthesisRequest
-
+from core.queue.job import SynthesisRequest
 from tests.workers.engines.chattts.conftest import requires_chattts
+from workers.engines.base import EngineError, Segment
 
 pytestmark = [
     pytest.mark.chattts,
@@ -169,8 +168,8 @@ def test_refine_runs_the_refinement_pass(engine: Any) -> None:
 
 
 def test_registered_voices_embedding_and_recording(engine: Any) -> None:
-    from workers.engines.chattts.params import draw_speaker
-    from workers.engines.chattts.voices import recording_voice_data, validate_voice_data
+    from core.voices.chattts import recording_voice_data, validate_voice_data
+    from workers.engines.chattts.library.params import draw_speaker
 
     embedding = draw_speaker(engine.chat.config.spk_stat, 99)
     t = np.arange(16_000 * 2) / 16_000
@@ -241,7 +240,7 @@ def test_any_mix_of_requests_shares_one_runtime_batch(engine: Any) -> None:
 
 
 def test_speed_maps_onto_chattts_speed_levels() -> None:
-    from workers.engines.chattts.params import speed_level
+    from workers.engines.chattts.library.params import speed_level
 
     assert [speed_level(s) for s in (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)] == [0, 2, 5, 6, 7, 9]
 
@@ -261,8 +260,8 @@ def test_the_runtime_in_bfloat16_speaks_every_row(tiny_checkpoint: Any) -> None:
     logits in float32; the same rows come out whole (their codes may differ from float32's)."""
     import torch
 
+    from core.infra.settings import Settings
     from workers.engines.chattts.engine import ChatTTSEngine
-    from workers.infra.settings import Settings
 
     settings = Settings(model_dir=str(tiny_checkpoint), device="cpu", max_batch=4, dtype="bfloat16")
     engine = ChatTTSEngine(settings)

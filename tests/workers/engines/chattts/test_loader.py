@@ -8,17 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from core.infra.settings import Settings
+from tests.workers.engines.chattts.conftest import requires_chattts
 from workers.engines.base import EngineError
-from workers.engines.chattts.loader import (
+from workers.engines.chattts.loading.loader import (
     ASSET_FILES,
     MANIFEST,
     find_weights,
     locate,
     resolve_root,
 )
-from workers.infra.settings import Settings
-
-from tests.workers.engines.chattts.conftest import requires_chattts
 
 pytestmark = pytest.mark.chattts
 
@@ -109,7 +108,7 @@ def test_without_a_manifest_the_published_checksums_apply(
 def test_unusable_devices_are_refused(device: str) -> None:
     import torch
 
-    from workers.engines.chattts.loader import resolve_device
+    from workers.engines.chattts.loading.loader import resolve_device
 
     if device == "cuda:99" or not torch.cuda.is_available():
         with pytest.raises(EngineError, match=r"device|CUDA"):

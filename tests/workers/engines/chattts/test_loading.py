@@ -11,9 +11,8 @@ from typing import Any
 import orjson
 import redis
 
+from core.queue.keys import CONSUMER_GROUP, Keys
 from tests.conftest import WorkerProcess
-from workers.queue.keys import CONSUMER_GROUP, Keys
-
 from tests.workers.engines.chattts.service import WORKER_ENV, MakeClient, _settings
 
 

@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from workers.engines.base import EngineError
-from workers.engines.chattts import stamp
-from workers.engines.chattts.loader import ASSET_FILES, resolve_root
-from workers.engines.chattts.models import expected_checksums, published_checksums
-
 from tests.workers.engines.chattts.hub import FakeHub
+from workers.engines.base import EngineError
+from workers.engines.chattts.loading import stamp
+from workers.engines.chattts.loading.loader import ASSET_FILES, resolve_root
+from workers.engines.chattts.loading.models import expected_checksums, published_checksums
 
 
 @pytest.fixture
@@ -40,7 +39,7 @@ def models(hub: FakeHub, home: Path, *args: str, **env: str) -> subprocess.Compl
     environment.pop("CHATTTS_MODEL_DIR", None)
     environment.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "web.cli", "models", *args],
+        [sys.executable, "-m", "cli", "models", *args],
         cwd=ROOT,
         env=environment,
         capture_output=True,

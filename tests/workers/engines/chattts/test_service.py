@@ -20,11 +20,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from core.voices.chattts import validate_voice_data
 from tests.conftest import WorkerProcess
 from tests.web.conftest import sse_events, submit, wait_job
-from tests.workers.worker.test_metrics import scrape, value
-from workers.engines.chattts.voices import validate_voice_data
-
 from tests.workers.engines.chattts.conftest import requires_chattts
 from tests.workers.engines.chattts.service import (
     RECEPTIVE_SAMPLES,
@@ -44,6 +42,7 @@ from tests.workers.engines.chattts.service import (
     run_together,
 )
 from tests.workers.engines.chattts.test_loader import link_copy
+from tests.workers.test_metrics import scrape, value
 
 pytestmark = [pytest.mark.chattts, requires_chattts]
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from tests.web.conftest import sse_events, submit, wait_job
-
 from tests.workers.engines.chattts.conftest import requires_chattts
 from tests.workers.engines.chattts.service import (
     SENTENCE,

@@ -8,7 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from workers.engines.chattts.voices import (
+from core.queue.voices import BUILTIN_VOICES
+from core.voices.chattts import (
     SPEAKER_DIM,
     b14_decode,
     builtin_embeddings,
@@ -17,7 +18,6 @@ from workers.engines.chattts.voices import (
     recording_voice_data,
     validate_voice_data,
 )
-from workers.queue.voices import BUILTIN_VOICES
 
 
 def test_every_builtin_voice_has_a_stored_embedding() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from workers.engines.chattts.voices import VoiceData
+from core.voices.chattts import VoiceData
 
 
 def prompt_embeddings(chat: Any, text: str, voice: VoiceData, speed_prompt: str) -> torch.Tensor:

@@ -7,11 +7,10 @@ from typing import Any
 import pytest
 import torch
 
-from workers.engines.chattts.runtime.decoder import Decoder
-from workers.engines.chattts.runtime.weights import Transformer
-
 from tests.workers.engines.chattts.conftest import requires_chattts
 from tests.workers.engines.chattts.runtime.helpers import mixed_prompts, prompt
+from workers.engines.chattts.runtime.decoder import Decoder
+from workers.engines.chattts.runtime.weights import Transformer
 
 pytestmark = [pytest.mark.chattts, requires_chattts]
 # float32 on the CPU: our attention and HF's differ in summation order only.

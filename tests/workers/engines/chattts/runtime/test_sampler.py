@@ -5,14 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.workers.engines.chattts.conftest import requires_chattts
 from workers.engines.chattts.runtime.sampler import (
     PENALTY_WINDOW,
     counter_uniform,
     draw,
     process_logits,
 )
-
-from tests.workers.engines.chattts.conftest import requires_chattts
 
 pytestmark = [pytest.mark.chattts, requires_chattts]
 ROWS, BOOKS, TOKENS = 5, 4, 626

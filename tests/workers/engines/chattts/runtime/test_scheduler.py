@@ -10,14 +10,13 @@ import numpy as np
 import pytest
 import torch
 
+from tests.workers.engines.chattts.conftest import requires_chattts
+from tests.workers.engines.chattts.runtime.helpers import TEXTS, VOICES, mixed_prompts, prompt
+from workers.engines.chattts.loading.checkpoint import build_checkpoint
 from workers.engines.chattts.runtime.decoder import Decoder
 from workers.engines.chattts.runtime.scheduler import RowRequest, RowResult, Sampling, Scheduler
 from workers.engines.chattts.runtime.vocoder import Vocoder
 from workers.engines.chattts.runtime.weights import Transformer
-
-from tests.workers.engines.chattts.checkpoint import build_checkpoint
-from tests.workers.engines.chattts.conftest import requires_chattts
-from tests.workers.engines.chattts.runtime.helpers import TEXTS, VOICES, mixed_prompts, prompt
 
 pytestmark = [
     pytest.mark.chattts,
@@ -29,7 +28,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def endless_chat(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The tiny architecture with rows that never end by themselves: each runs its budget."""
-    from workers.engines.chattts import loader
+    from workers.engines.chattts.loading import loader
 
     root = build_checkpoint(tmp_path_factory.mktemp("endless") / "model", shape_eos=False)
     return loader.load_chat(loader.locate(str(root)), torch.device("cpu"))
@@ -77,7 +76,7 @@ def test_greedy_rows_give_chatttss_own_tokens_and_audio(engine: Any) -> None:
         )
     run.run()
     for i, voice in enumerate(voices):
-        from workers.engines.chattts.voices import builtin_embeddings
+        from core.voices.chattts import builtin_embeddings
 
         params = ChatTTS.Chat.InferCodeParams(
             prompt="[speed_5]",

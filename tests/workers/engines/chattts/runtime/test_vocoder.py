@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from workers.engines.chattts.runtime.vocoder import Cursor, Vocoder, conv_reach
-
 from tests.workers.engines.chattts.conftest import requires_chattts
+from workers.engines.chattts.runtime.vocoder import Cursor, Vocoder, conv_reach
 
 pytestmark = [pytest.mark.chattts, requires_chattts]
 

@@ -1,0 +1,174 @@
+"""`chattts-online check`: print the settings (secrets masked), ping Redis, list live workers.
+
+With `--live` or `--ready` it is a quiet probe for an orchestrator: one line, exit 0 or 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import socket
+import time
+from typing import Any
+
+import orjson
+from redis.exceptions import RedisError
+
+from core.infra.redis_client import connect, mask_url, target_of
+from core.infra.settings import ENV_PREFIX, Settings
+from core.infra.topology import report
+from core.queue.store import Queue
+
+# A probe answers within this, whatever state Redis is in (kubelet's default timeout is 1 s;
+# probes set their own above it).
+PROBE_TIMEOUT_S = 3.0
+# A heartbeat older than this many periods is stale: one beat may be late, two may not.
+STALE_PERIODS = 2.0
+
+
+def masked_settings(settings: Settings) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(settings):
+        value = getattr(settings, field.name)
+        if field.name in ("api_keys", "admin_keys") and value:
+            value = f"*** ({len([k for k in value.split(',') if k.strip()])} keys)"
+        elif field.name == "redis_url" and value:
+            value = mask_url(value)
+        elif ("secret" in field.name or "password" in field.name) and value:
+            value = "***"
+        out[field.name] = value
+    return out
+
+
+def _engine_line(settings: Settings) -> tuple[bool, str]:
+    try:
+        from workers.engines import create_engine
+
+        engine = create_engine(settings)
+    except Exception as exc:
+        return False, f"engine: {settings.engine!r} cannot be used here: {exc}"
+    return True, f"engine: {settings.engine!r} -> {engine.name} (a worker here would use it)"
+
+
+async def _probe(settings: Settings) -> bool:
+    client = connect(settings)
+    try:
+        start = time.perf_counter()
+        await client.ping()
+        latency_ms = (time.perf_counter() - start) * 1000
+        queue = Queue(client, settings)
+        info: Any = await client.info("server", **await target_of(client, queue.keys.jobs))
+        print(f"redis: ok, version {info.get('redis_version')}, ping {latency_ms:.1f} ms")
+        print(f"redis topology: {_topology_line(await report(client, queue.keys.jobs), settings)}")
+        print(f"queue {settings.queue!r}: {await queue.depth()} entries in {queue.keys.jobs}")
+        names: Any = await client.zrange(queue.keys.workers, 0, -1)
+        beats: Any = (
+            await client.mget([queue.keys.worker(n.decode()) for n in names]) if names else []
+        )
+        live = [orjson.loads(b) for b in beats if b is not None]
+        print(f"workers: {len(live)} alive")
+        for beat in live:
+            print(
+                f"  {beat.get('name')}: engine {beat.get('engine')} {beat.get('model_version')}, "
+                f"{len(beat.get('voices') or [])} voices, {beat.get('jobs_succeeded', 0)} jobs done"
+            )
+        if not live:
+            print("  (none: start one with `chattts-online worker`)")
+        return True
+    except RedisError as exc:
+        print(f"redis: UNREACHABLE at {mask_url(settings.redis_url or '')}: {exc}")
+        return False
+    finally:
+        await client.aclose()
+
+
+def _topology_line(topology: dict[str, Any], settings: Settings) -> str:
+    """One line: shape, the queue's primary, replicas in sync (and required), slot coverage."""
+    line = f"{topology['shape']}, the queue's primary {topology['primary']}"
+    line += f", {topology['replicas_in_sync']} replica(s) in sync"
+    if settings.redis_min_replicas:
+        line += f" ({settings.redis_min_replicas} required)"
+    if topology["shape"] == "cluster":
+        line += f", {topology['masters']} masters, {topology['slots_ok']}/16384 slots served"
+        line += f" (cluster_state {topology['cluster_state']})"
+    return line
+
+
+async def _heartbeats(client: Any, queue: Queue, name: str | None) -> list[dict[str, Any]]:
+    """The heartbeat of worker `name`, or of every worker on this host when `name` is None."""
+    if name is not None:
+        raw: Any = await client.get(queue.keys.worker(name))
+        return [orjson.loads(raw)] if raw is not None else []
+    names: Any = await client.zrange(queue.keys.workers, 0, -1)
+    if not names:
+        return []
+    beats: Any = await client.mget([queue.keys.worker(n.decode()) for n in names])
+    host = socket.gethostname()
+    found = [orjson.loads(b) for b in beats if b is not None]
+    return [b for b in found if b.get("host", str(b.get("name", "")).rsplit("-", 1)[0]) == host]
+
+
+async def _probe_quietly(settings: Settings, live: bool, name: str | None) -> tuple[bool, str]:
+    client = connect(settings)
+    try:
+        async with asyncio.timeout(PROBE_TIMEOUT_S):
+            if not live:
+                topology = await report(client, Queue(client, settings).keys.jobs)
+                line = _topology_line(topology, settings)
+                if topology["replicas_in_sync"] < settings.redis_min_replicas:
+                    return False, f"not ready: too few replicas in sync: {line}"
+                if topology["shape"] == "cluster" and not topology["slots_covered"]:
+                    return False, f"not ready: the cluster does not serve every slot: {line}"
+                return True, f"ready: Redis answers ({line})"
+            await client.ping()
+            beats = await _heartbeats(client, Queue(client, settings), name)
+    except (RedisError, OSError, TimeoutError) as exc:
+        where = mask_url(settings.redis_url or "")
+        if live:
+            # A liveness probe that failed here would restart every worker during a Redis
+            # outage (each reloading its model); the worker rides it out itself. Readiness
+            # says the outage.
+            return True, f"live (cannot tell: Redis unreachable at {where}: {exc!r})"
+        return False, f"Redis unreachable at {where}: {exc!r}"
+    finally:
+        await client.aclose()
+    who = f"worker {name!r}" if name else f"any worker on host {socket.gethostname()!r}"
+    if not beats:
+        return False, f"not live: no heartbeat of {who}"
+    newest = max(float(b.get("ts", 0.0)) for b in beats)
+    age = time.time() - newest
+    if age > STALE_PERIODS * settings.heartbeat_s:
+        return False, f"not live: the heartbeat of {who} is {age:.1f} s old (stale)"
+    return True, f"live: {who} beat {age:.1f} s ago"
+
+
+def probe(settings: Settings, live: bool, worker_name: str | None = None) -> int:
+    """`--live` (this worker's heartbeat is fresh) or `--ready` (Redis answers): 0 or 1."""
+    if not settings.redis_url:
+        print("not ready: no Redis URL configured (CHATTTS_REDIS_URL)")
+        return 1
+    ok, line = asyncio.run(_probe_quietly(settings, live, worker_name))
+    print(line)
+    return 0 if ok else 1
+
+
+def main(settings: Settings, live: bool = False, ready: bool = False, named: bool = False) -> int:
+    """0 when Redis answers and the engine can be created, else 1 (`live`/`ready`: a probe).
+
+    `named`: the worker's name was given on the command line (else only the environment names
+    one; without either, `live` looks for any worker of this host).
+    """
+    if live or ready:
+        named = named or os.environ.get(ENV_PREFIX + "WORKER_NAME") is not None
+        return probe(settings, live, settings.worker_name if named else None)
+    print(f"settings (environment variables {ENV_PREFIX}<NAME>):")
+    for name, value in masked_settings(settings).items():
+        print(f"  {name} = {value!r}")
+    engine_ok, line = _engine_line(settings)
+    print(line)
+    if not settings.redis_url:
+        print("redis: no URL configured (CHATTTS_REDIS_URL); `chattts-online run` starts one")
+        return 1
+    redis_ok = asyncio.run(_probe(settings))
+    return 0 if redis_ok and engine_ok else 1

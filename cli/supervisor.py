@@ -1,0 +1,169 @@
+"""`chattts-online run`: embedded Redis (unless a URL is given), a web and worker processes.
+
+Children are separate OS processes, restarted when they die, stopped together on Ctrl-C or
+SIGTERM; on Linux each child also dies with the supervisor (PR_SET_PDEATHSIG), so none is orphaned.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.infra.embedded_redis import EmbeddedRedis, die_with_parent
+from core.infra.redis_client import mask_url
+from core.infra.settings import Settings
+
+log = logging.getLogger("chattts_online.run")
+
+# A child that keeps dying is restarted with growing pauses, never in a tight loop.
+RESTART_BACKOFF_S = (0.5, 1, 2, 5, 10)
+# A child that lived this long is considered healthy again: its back-off resets.
+HEALTHY_AFTER_S = 30.0
+POLL_S = 0.2
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    process: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+    failures: int = 0
+    next_start: float = 0.0
+    restarts: int = field(default=0)
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent if sys.platform == "linux" else None,
+        )
+        self.started_at = time.monotonic()
+        log.info("started %s (pid %d)", self.name, self.process.pid)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class Supervisor:
+    def __init__(self, settings: Settings, workers: int = 1) -> None:
+        self.settings = settings
+        self.n_workers = workers
+        self.redis: EmbeddedRedis | None = None
+        self.children: list[Child] = []
+        self._stop = False
+
+    def _stop_signal(self, signum: int, _frame: object) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        self._stop = True
+
+    def start(self) -> None:
+        settings = self.settings
+        if not settings.redis_url:
+            self.redis = EmbeddedRedis(Path(settings.data_dir) / "redis").start()
+            settings = settings.replace(redis_url=self.redis.url)
+            self.settings = settings
+            log.info(
+                "embedded Redis on %s, data in %s", mask_url(self.redis.url), self.redis.data_dir
+            )
+        self.children = self.plan()
+        for child in self.children:
+            child.start()
+
+    def plan(self) -> list[Child]:
+        """The children to start: the web process, then the workers, each with its environment."""
+        env = {**os.environ, **self.settings.to_env()}
+        env.pop("CHATTTS_WORKER_NAME", None)  # each worker names itself (host-pid)
+        cli = [sys.executable, "-m", "cli"]
+        children = [Child("web", [*cli, "web"], env)]
+        base = self.settings.worker_metrics_port
+        for i in range(1, self.n_workers + 1):
+            # Worker i serves /metrics on base + i - 1, so that workers of one host never collide.
+            port = base + i - 1 if base > 0 else 0
+            worker_env = {**env, "CHATTTS_WORKER_METRICS_PORT": str(port)}
+            children.append(Child(f"worker-{i}", [*cli, "worker"], worker_env))
+        return children
+
+    def supervise(self) -> None:
+        """Restart dead children until asked to stop."""
+        while not self._stop:
+            now = time.monotonic()
+            for child in self.children:
+                if child.alive():
+                    if child.failures and now - child.started_at > HEALTHY_AFTER_S:
+                        child.failures = 0
+                    continue
+                if child.next_start == 0.0:
+                    code = child.process.returncode if child.process else None
+                    delay = RESTART_BACKOFF_S[min(child.failures, len(RESTART_BACKOFF_S) - 1)]
+                    log.error(
+                        "%s exited with code %s; restarting in %.1fs", child.name, code, delay
+                    )
+                    child.failures += 1
+                    child.next_start = now + delay
+                elif now >= child.next_start:
+                    child.next_start = 0.0
+                    child.restarts += 1
+                    child.start()
+            redis_process = self.redis.process if self.redis is not None else None
+            if self.redis is not None and redis_process and redis_process.poll() is not None:
+                log.error("embedded Redis exited (%s); restarting it", redis_process.returncode)
+                self.redis.start()
+            time.sleep(POLL_S)
+
+    def stop(self) -> None:
+        for child in self.children:
+            if child.alive() and child.process is not None:
+                child.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.settings.shutdown_grace_s + 5
+        for child in self.children:
+            if child.process is None:
+                continue
+            try:
+                child.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop in time: killing it", child.name)
+                child.process.kill()
+                child.process.wait()
+        if self.redis is not None:
+            self.redis.stop()
+        log.info("all processes stopped")
+
+    def wait_web_ready(self, timeout: float = 60.0) -> bool:
+        url = f"http://{self._display_host()}:{self.settings.port}/healthz"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self._stop:
+            try:
+                with urllib.request.urlopen(url, timeout=1) as response:
+                    if response.status == 200:
+                        return True
+            except OSError:
+                time.sleep(0.2)
+        return False
+
+    def _display_host(self) -> str:
+        return "127.0.0.1" if self.settings.host in ("0.0.0.0", "::", "") else self.settings.host
+
+
+def main(settings: Settings, workers: int = 1) -> int:
+    supervisor = Supervisor(settings, workers)
+    signal.signal(signal.SIGTERM, supervisor._stop_signal)
+    signal.signal(signal.SIGINT, supervisor._stop_signal)
+    try:
+        supervisor.start()
+        if supervisor.wait_web_ready():
+            page = f"http://{supervisor._display_host()}:{supervisor.settings.port}/"
+            print(f"\n  ChatTTS Online is running: open {page}\n  (Ctrl-C stops it)\n", flush=True)
+        supervisor.supervise()
+    finally:
+        supervisor.stop()
+    return 0

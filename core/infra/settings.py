@@ -1,0 +1,211 @@
+"""Settings shared by every process: one dataclass, read from `CHATTTS_*` environment variables."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, get_type_hints
+
+ENV_PREFIX = "CHATTTS_"
+
+
+def _default_worker_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+# What benchmarks and load tests set: they measure the machinery, not the limits that guard it.
+LIMITS_OFF: dict[str, float] = {
+    "submit_rate_per_client": 0,
+    "submit_rate_per_address": 0,
+    "streams_per_client": 0,
+    "streams_per_address": 0,
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of the service. Each field is read from `CHATTTS_<FIELD NAME IN CAPITALS>`."""
+
+    # Redis. None means "start an embedded server" (only `chattts-online run` does that).
+    redis_url: str | None = None  # redis://, rediss://, redis+sentinel://, redis+cluster://
+    redis_sentinel_password: str = ""  # the sentinels' own, when they have one
+    # Replicas that must hold a job before its submission is answered 202 (Redis WAIT): with 1,
+    # an accepted job survives the loss of the primary. 0: answer once the primary has it.
+    redis_min_replicas: int = 0
+    # How long a submission waits for them; a replica on the same network acks in a millisecond.
+    redis_replica_wait_ms: int = 500
+    queue: str = "main"
+    key_prefix: str = "tts"
+    # A day: long enough to download a result the next morning, short enough to bound memory.
+    job_ttl_s: int = 86_400
+    # A job cancelled before it ran has no audio to fetch: its record and events go soon, so
+    # that submit-then-cancel cannot fill Redis for a day.
+    unstarted_ttl_s: int = 600
+
+    # Submission limits.
+    max_text_chars: int = 4_000
+    # POST /v1/tts/jobs takes whole documents up to this (about 4 hours of speech): kept in
+    # parts, resumed after a crash where it stopped (core/audio/documents.py).
+    max_document_chars: int = 200_000
+    # A JSON job request is small; voice registration with a reference clip needs more room.
+    max_body_bytes: int = 2 * 1024 * 1024
+    max_backlog: int = 10_000
+    max_active_per_client: int = 200
+    # Rate limits and caps, per client (cookie or key) and per source address (0: off). A person
+    # clicking is far below; a script pacing itself too; a flood is refused with 429.
+    submit_rate_per_client: float = 5.0  # submissions per second, on average...
+    submit_burst_per_client: int = 30  # ... and at once
+    submit_rate_per_address: float = 20.0  # an address mints identities by dropping cookies
+    submit_burst_per_address: int = 100
+    streams_per_client: int = 16  # SSE streams and WebSockets open at once (tabs, scripts)
+    streams_per_address: int = 128
+    ws_subscriptions: int = 32  # job subscriptions per WebSocket (each one follows a stream)
+    # "client": a result answers only the client that asked for it first (an instant answer
+    # would tell another client what someone submitted); "global": any client (clients that
+    # trust each other, e.g. one application behind one key, share more hits).
+    cache_scope: str = "client"
+    voices_per_owner: int = 20
+    voice_bytes_per_owner: int = 32 * 1024 * 1024
+
+    # Worker timings. block_ms stays well below redis-py's 5 s default socket timeout.
+    block_ms: int = 1_000
+    lease_ms: int = 30_000
+    reclaim_interval_ms: int = 5_000
+    heartbeat_s: float = 5.0
+    max_deliveries: int = 3
+    shutdown_grace_s: float = 30.0
+    retry_backoff_ms: int = 500
+
+    # Engine.
+    engine: str = "auto"
+    device: str = "auto"
+    model_dir: str | None = None
+    max_batch: int = 8
+    batch_wait_ms: int = 20
+    compile: bool = False
+    # ChatTTS's decode runtime (workers/engines/chattts/runtime/): "ours", or "library" for
+    # ChatTTS's own `infer` (the benchmarks' "before"). Its slots are `max_batch`.
+    runtime: str = "ours"
+    context: int = 0  # positions per slot; 0: the audio budget plus room for a prompt
+    stream_tokens: int = 24  # audio tokens per streamed chunk: about half a second
+    first_chunk_tokens: int = 0  # the first chunk's tokens; 0: 8 (a sixth of a second)
+    lookahead_tokens: int = -1  # right context before a chunk leaves; -1: 16 on CUDA, 8 on CPU
+    dtype: str = "auto"  # transformer weights and cache: auto (bfloat16 on CUDA), float32, ...
+    worker_name: str = field(default_factory=_default_worker_name)
+
+    # Events: enough history to replay one job fully, and a tab's recent jobs.
+    job_events_maxlen: int = 256
+    client_events_maxlen: int = 2_000
+    sse_ping_s: float = 15.0
+    # Per SSE/WS connection: a client this far behind is disconnected (it resumes by cursor).
+    connection_queue_size: int = 256
+
+    # Web.
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_keys: str = ""
+    # With keys set, /metrics and /readyz need one too (Prometheus sends it: `authorization`);
+    # off by default, for probes and scrapers that cannot send a header.
+    private_metrics: bool = False
+    # Keys of operators: accepted as API keys, and their holder may cancel any job, delete any
+    # voice and sees every voice listed.
+    admin_keys: str = ""
+    # Signs identity cookies; empty: a secret generated into data_dir. Replicas must share one.
+    cookie_secret: str = ""
+    allowed_origins: str = ""  # extra origins whose pages may change state (comma-separated)
+    # Host names answered (comma-separated, or *); empty: loopback names only when bound to
+    # loopback (no DNS rebinding), any when bound to a public address.
+    allowed_hosts: str = ""
+    data_dir: str = "./data"
+    log_level: str = "INFO"
+    # "text" for people at a terminal, "json" (one object per line) for log collectors.
+    log_format: str = "text"
+
+    # Callbacks (webhooks, Standard Webhooks): a job's `callback_url` is POSTed when it ends.
+    callbacks: bool = True  # web processes deliver them (any number: each attempt goes once)
+    # Signs them (each client gets its own secret derived from it: GET /v1/callbacks/secret);
+    # empty: derived from the cookie secret, which every replica shares already.
+    callback_secret: str = ""
+    # Private addresses callbacks may still reach (comma-separated CIDRs, e.g. 10.0.0.0/8):
+    # by default only public ones, so that a job cannot make the service call into its network.
+    callback_allow: str = ""
+    callback_timeout_s: float = 5.0  # an answer slower than this is a failed attempt
+    # Pauses before each retry (Standard Webhooks' schedule, less its last 10 h): about 17 h of
+    # trying, within the day a job is kept.
+    callback_schedule_s: str = "5,300,1800,7200,18000,36000"
+    # The service's address as receivers reach it, for the audio URLs in callbacks; empty: this
+    # process's own http://host:port.
+    public_url: str = ""
+
+    # Operations.
+    # A worker serves Prometheus /metrics on this port (0: off). `run` gives worker i port+i-1.
+    worker_metrics_port: int = 9091
+    # Waiting jobs above this: a warning log, chattts_backlog_alert = 1, a readiness detail.
+    # Half the default cap: an operator hears about it well before submits get 429.
+    backlog_alert: int = 5_000
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Build settings from the environment, then apply explicit overrides (command line)."""
+        env = os.environ if env is None else env
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None and f.name == "redis_url":
+                raw = env.get("REDIS_URL")  # the name every Redis tool knows
+            if raw is not None:
+                values[f.name] = _convert(f.name, raw, hints[f.name])
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that reproduces these settings in a child process."""
+        out: dict[str, str] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            out[ENV_PREFIX + f.name.upper()] = (
+                ("1" if value else "0") if isinstance(value, bool) else str(value)
+            )
+        return out
+
+    @functools.cached_property  # read on every request
+    def admin_key_set(self) -> frozenset[str]:
+        return frozenset(k.strip() for k in self.admin_keys.split(",") if k.strip())
+
+    @functools.cached_property  # read on every request
+    def api_key_set(self) -> frozenset[str]:
+        """Every accepted key: the API keys and the admin keys."""
+        keys = frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
+        return keys | self.admin_key_set
+
+
+def _convert(name: str, raw: str, hint: Any) -> Any:
+    text = raw.strip()
+    try:
+        if hint is bool:
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(raw)
+        if hint is int:
+            return int(text)
+        if hint is float:
+            return float(text)
+    except ValueError:
+        raise ValueError(
+            f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {hint.__name__}"
+        ) from None
+    if text == "" and "None" in str(hint):
+        return None
+    return text

@@ -1,0 +1,88 @@
+"""The callback outbox: callbacks queued by the scripts that end jobs (lua/_prelude.lua), taken by
+senders with a lease (lua/callback_claim.lua) and settled attempt by attempt
+(lua/callback_result.lua). At least once: a sender that dies holding one lets it fall due again
+when its lease lapses; a lapsed sender's late result is refused, so no attempt is recorded twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Literal
+
+import orjson
+from redis.commands.core import AsyncScript
+
+from core.infra.redis_client import RedisClient
+from core.queue.keys import Keys
+
+Outcome = Literal["delivered", "retry", "failed"]
+
+
+def _script(name: str) -> str:
+    return (resources.files("core.queue") / "lua" / f"{name}.lua").read_text()
+
+
+_CLAIM, _RESULT = _script("callback_claim"), _script("callback_result")
+
+
+@dataclass(frozen=True)
+class Callback:
+    """One callback in a sender's hand."""
+
+    job_id: str
+    url: str
+    client: str
+    attempts: int  # attempts made, this one included
+    job: dict[str, Any]  # the job as it ended
+    claim: str
+
+    @property
+    def message_id(self) -> str:
+        """The same for every attempt: receivers de-duplicate by it (Standard Webhooks)."""
+        return f"msg_{self.job_id}"
+
+
+class Outbox:
+    """The callbacks of one queue."""
+
+    def __init__(self, redis: RedisClient, keys: Keys) -> None:
+        self.redis = redis
+        self.keys = keys
+        self._claim: AsyncScript = redis.register_script(_CLAIM)
+        self._result: AsyncScript = redis.register_script(_RESULT)
+
+    async def claim(self, now_ms: int, lease_ms: int, limit: int) -> list[Callback]:
+        """Up to `limit` callbacks due by `now_ms`, each held for `lease_ms`."""
+        token = uuid.uuid4().hex
+        keys = [self.keys.callbacks_due, self.keys.callbacks]
+        reply: list[bytes] = await self._claim(keys=keys, args=[now_ms, lease_ms, limit, token])
+        out: list[Callback] = []
+        for job_id, raw in zip(reply[::2], reply[1::2], strict=True):
+            record = orjson.loads(raw)
+            out.append(
+                Callback(
+                    job_id=job_id.decode(),
+                    url=str(record["url"]),
+                    client=str(record.get("client") or ""),
+                    attempts=int(record.get("attempts") or 0),
+                    job=dict(record.get("job") or {}),
+                    claim=token,
+                )
+            )
+        return out
+
+    async def settle(
+        self, callback: Callback, outcome: Outcome, next_ms: int = 0, error: str = ""
+    ) -> str:
+        """Record an attempt: 'ok', 'stale' (the claim lapsed) or 'gone'."""
+        keys = [
+            self.keys.callbacks_due,
+            self.keys.callbacks,
+            self.keys.job(callback.job_id),
+            self.keys.stats,
+        ]
+        args: list[str | int] = [callback.job_id, callback.claim, outcome, next_ms, error[:300]]
+        verdict: bytes = await self._result(keys=keys, args=args)
+        return verdict.decode()

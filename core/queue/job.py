@@ -1,0 +1,176 @@
+"""The job model: states, the validated synthesis request, and the job snapshot read from Redis."""
+
+from __future__ import annotations
+
+import enum
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+AudioFormat = Literal["wav", "mp3", "opus", "ogg", "flac", "pcm", "aac"]
+
+
+class JobState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    DEAD = "dead"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset(
+    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.DEAD}
+)
+
+
+class SynthesisRequest(BaseModel):
+    """What a client asks for. Stored as JSON in the job hash; the worker reads it back."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: str = Field(min_length=1, description="Text to speak (cleaned of invisible characters)")
+    voice: str = Field(default="zh_female", min_length=1, max_length=64)
+    format: AudioFormat = "wav"
+    speed: float = Field(default=1.0, ge=0.5, le=2.0)
+    seed: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    temperature: float = Field(default=0.3, gt=0.0, le=1.0)
+    top_p: float = Field(default=0.7, gt=0.0, le=1.0)
+    top_k: int = Field(default=20, ge=1, le=100)
+    refine: bool = False
+    # ChatTTS's sentence-level prompt for its refinement pass, e.g. "[oral_2][laugh_0][break_6]"
+    # (checked by the web tier against core/text/control_tokens.py; needs `refine`).
+    prompt: str | None = Field(default=None, min_length=1, max_length=64)
+    # False: ChatTTS gets the text without our spelling of numbers and symbols (normalize.py).
+    normalize: bool = True
+    cache: bool = True
+    # Deliver the audio in chunks of about half a second while it is synthesized (an `audio`
+    # event on the job's event stream per chunk; see core/queue/lua/chunk.lua).
+    stream: bool = False
+    # "high" jobs wait in their own stream, read before the bulk one (interactive requests such
+    # as the OpenAI-compatible endpoint go ahead of bulk submissions).
+    priority: Literal["normal", "high"] = "normal"
+
+
+def queue_position(seq: int, started_seq: int) -> int:
+    """Jobs ahead of a queued job (0 = next): its enqueue number past the last one started."""
+    return max(0, seq - started_seq - 1)
+
+
+# Job ids are uuid4 hex: anything else names no job (and must reach no Redis key or log line).
+_JOB_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex
+
+
+def is_job_id(text: str) -> bool:
+    return _JOB_ID.fullmatch(text) is not None
+
+
+def legacy_job_id(task_id: str) -> str:
+    """The legacy API's task id as a job id: it also accepted them dashed or in capitals."""
+    return task_id.replace("-", "").lower()
+
+
+def _num(value: str | None) -> float | None:
+    return float(value) if value not in (None, "") else None
+
+
+@dataclass(frozen=True)
+class Job:
+    """A snapshot of one job hash."""
+
+    id: str
+    client: str
+    state: JobState
+    request: SynthesisRequest
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    attempts: int
+    error: str | None
+    seq: int
+    segments_done: int
+    segments_total: int
+    duration_s: float | None
+    audio_size: int | None
+    sample_rate: int | None
+    cancel_requested: bool
+    cached: bool
+    chunks_done: int = 0  # a streaming job's chunks out so far (see lua/chunk.lua)
+    # Its callback: pending | delivered | failed, the attempts so far, the last failure.
+    callback: str | None = None
+    callback_attempts: int = 0
+    callback_error: str | None = None
+    document: bool = False  # its audio is kept in parts (core/audio/documents.py)
+    samples_done: int = 0  # samples of its audio stored so far, pauses included
+
+    @classmethod
+    def from_hash(cls, fields: dict[bytes, bytes]) -> Job:
+        h = {k.decode(): v.decode() for k, v in fields.items()}
+        audio_size = _num(h.get("audio_size"))
+        sample_rate = _num(h.get("sample_rate"))
+        return cls(
+            id=h["id"],
+            client=h.get("client", ""),
+            state=JobState(h["state"]),
+            request=SynthesisRequest.model_validate_json(h["request"]),
+            created_at=float(h["created_at"]),
+            started_at=_num(h.get("started_at")),
+            finished_at=_num(h.get("finished_at")),
+            attempts=int(h.get("attempts") or 0),
+            error=h.get("error") or None,
+            seq=int(h.get("seq") or 0),
+            segments_done=int(h.get("segments_done") or 0),
+            segments_total=int(h.get("segments_total") or 0),
+            duration_s=_num(h.get("duration_s")),
+            audio_size=int(audio_size) if audio_size is not None else None,
+            sample_rate=int(sample_rate) if sample_rate is not None else None,
+            cancel_requested=h.get("cancel_requested") == "1",
+            cached=h.get("cached") == "1",
+            chunks_done=int(h.get("chunks_done") or 0),
+            callback=h.get("callback") or None,
+            callback_attempts=int(h.get("callback_attempts") or 0),
+            callback_error=h.get("callback_error") or None,
+            document=h.get("document") == "1",
+            samples_done=int(h.get("samples_done") or 0),
+        )
+
+    def public(self) -> dict[str, Any]:
+        """The snapshot clients see (same fields as the snapshot inside events)."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "state": self.state.value,
+            "voice": self.request.voice,
+            "format": self.request.format,
+            "attempts": self.attempts,
+            "created_at": self.created_at,
+        }
+        optional = {
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "error": self.error,
+            "segments_done": self.segments_done or None,
+            "segments_total": self.segments_total or None,
+            "duration_s": self.duration_s,
+            "audio_size": self.audio_size,
+            "sample_rate": self.sample_rate,
+            "cancel_requested": "1" if self.cancel_requested else None,
+            "cached": "1" if self.cached else None,
+            "chunks_done": self.chunks_done or None,
+            "callback": self.callback,
+            "callback_attempts": self.callback_attempts if self.callback else None,
+            "callback_error": self.callback_error,
+            "document": "1" if self.document else None,
+        }
+        out.update({k: v for k, v in optional.items() if v is not None})
+        return out

@@ -1,0 +1,140 @@
+"""Every Redis key and channel name of one queue, in one place.
+
+All names share the hash tag `{queue}` so that multi-key Lua scripts stay in one Redis Cluster slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CONSUMER_GROUP = "workers"
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str = "tts"
+    queue: str = "main"
+
+    @property
+    def base(self) -> str:
+        return f"{self.prefix}:{{{self.queue}}}"
+
+    @property
+    def jobs(self) -> str:
+        """Stream of runnable jobs, read by the consumer group."""
+        return f"{self.base}:jobs"
+
+    @property
+    def jobs_high(self) -> str:
+        """Stream of high-priority jobs, read before `jobs` (interactive requests)."""
+        return f"{self.base}:jobs:high"
+
+    @property
+    def streams(self) -> tuple[str, str]:
+        """Both job streams, the one read first first."""
+        return (self.jobs_high, self.jobs)
+
+    def stream(self, priority: str) -> str:
+        return self.jobs_high if priority == "high" else self.jobs
+
+    @property
+    def dlq(self) -> str:
+        """Stream of jobs that exhausted their deliveries."""
+        return f"{self.base}:dlq"
+
+    @property
+    def stats(self) -> str:
+        """Hash of counters (completed, failed, fenced, ...) shared by all workers."""
+        return f"{self.base}:stats"
+
+    @property
+    def workers(self) -> str:
+        """Sorted set of worker names scored by their last heartbeat (for listing)."""
+        return f"{self.base}:workers"
+
+    @property
+    def voices(self) -> str:
+        """Hash of registered voices: name -> JSON."""
+        return f"{self.base}:voices"
+
+    def job(self, job_id: str) -> str:
+        return f"{self.base}:job:{job_id}"
+
+    def audio(self, job_id: str) -> str:
+        return f"{self.base}:audio:{job_id}"
+
+    def segments(self, job_id: str) -> str:
+        """List of encoded audio segments, filled while a job streams."""
+        return f"{self.base}:seg:{job_id}"
+
+    def chunks(self, job_id: str) -> str:
+        """List of 16-bit PCM chunks of a streaming job, in order (see lua/chunk.lua)."""
+        return f"{self.base}:chunk:{job_id}"
+
+    def parts(self, job_id: str) -> str:
+        """List of a document job's finished segments as 16-bit PCM, each after its pause: its
+        audio, joined when served (no single value grows with the document)."""
+        return f"{self.base}:parts:{job_id}"
+
+    def cues(self, job_id: str) -> str:
+        """List of a job's subtitle cues, one JSON per finished segment (see lua/progress.lua)."""
+        return f"{self.base}:cues:{job_id}"
+
+    def cache(self, digest: str) -> str:
+        """Hash of a cached result (audio, duration_s, sample_rate) by request digest."""
+        return f"{self.base}:cache:{digest}"
+
+    def idem(self, client: str, key: str) -> str:
+        return f"{self.base}:idem:{client}:{key}"
+
+    def active(self, client: str) -> str:
+        """Set of a client's unfinished job ids (the per-client cap)."""
+        return f"{self.base}:active:{client}"
+
+    def rate(self, scope: str, who: str) -> str:
+        """A rate limit's bucket (web/clients/limits.py): one timestamp."""
+        return f"{self.base}:rate:{scope}:{who}"
+
+    def leases(self, kind: str, who: str) -> str:
+        """Live connections of a client or an address: a sorted set of expiring leases."""
+        return f"{self.base}:conns:{kind}:{who}"
+
+    @property
+    def voice_data(self) -> str:
+        """Hash of registered voices' data (name -> embedding or recording), apart from their
+        metadata in `voices`: listing voices reads no voice data."""
+        return f"{self.base}:voices:data"
+
+    def owned_voices(self, owner: str) -> str:
+        """Names and sizes of the voices one client registered (quota accounting)."""
+        return f"{self.base}:voices:owner:{owner}"
+
+    @property
+    def callbacks_due(self) -> str:
+        """Sorted set of callbacks to deliver: job id scored by when (ms) it is due or, while a
+        sender holds it, by when its claim lapses (see callbacks.py)."""
+        return f"{self.base}:callbacks"
+
+    @property
+    def callbacks(self) -> str:
+        """Hash of pending callbacks: job id -> JSON (target, client, attempts, the job)."""
+        return f"{self.base}:callbacks:data"
+
+    def worker(self, name: str) -> str:
+        return f"{self.base}:worker:{name}"
+
+    def job_events(self, job_id: str) -> str:
+        return f"{self.base}:ev:job:{job_id}"
+
+    def client_events(self, client: str) -> str:
+        return f"{self.base}:ev:client:{client}"
+
+    @property
+    def doorbell(self) -> str:
+        """The queue's one doorbell channel: each message names the event streams that grew.
+
+        One channel in the queue's slot, not one per stream: in a cluster it is a sharded
+        channel (SPUBLISH), carried by the queue's shard alone; every web process subscribes
+        to it once. The Lua scripts derive it from a stream's name (lua/_prelude.lua).
+        """
+        return f"{self.base}:n"

@@ -1,0 +1,91 @@
+"""What the queue's calls answer: the refusals of a submission, and the records of a job's
+submission, start and finished segments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.queue.durable import NotReplicated
+from core.queue.job import SynthesisRequest
+
+
+class QueueError(Exception):
+    """A submission the queue refused; `status` and `code` are the HTTP answer that says so."""
+
+    status = 400
+    code = "queue_refused"
+
+
+class BacklogFull(QueueError):
+    status = 429
+    code = "backlog_full"
+
+    def __init__(self, depth: int) -> None:
+        super().__init__(f"the queue holds {depth} jobs, its limit; retry later")
+        self.depth = depth
+
+
+class ClientCapReached(QueueError):
+    status = 429
+    code = "too_many_active_jobs"
+
+    def __init__(self, active: int) -> None:
+        super().__init__(
+            f"you already have {active} unfinished jobs, the limit per client; "
+            "wait for some to finish"
+        )
+        self.active = active
+
+
+class Unreplicated(QueueError):
+    """The primary holds the change but too few replicas acknowledged it (durable.py)."""
+
+    status = 503
+    code = "not_replicated"
+
+    def __init__(self, cause: NotReplicated, job_id: str | None = None) -> None:
+        what = f"job {job_id}" if job_id else "change"
+        super().__init__(
+            f"the {what} reached Redis's primary, but {cause}, so it is not confirmed. Retry "
+            "(with the same Idempotency-Key for a submission: the retry finds this job instead "
+            "of adding another)"
+        )
+        self.job_id = job_id
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job_id: str
+    event_id: str | None
+    duplicate: bool
+    event: dict[str, Any] | None = None  # the queued event (new jobs only)
+    started_seq: int = 0  # the queue's started watermark at submit (for the position)
+    depth: int = 0  # jobs in the queue (both streams) right after this one joined (new jobs only)
+    seq: int = 0  # its place in the queue-wide count of submissions (for the position)
+
+
+@dataclass(frozen=True)
+class SegmentDone:
+    """A finished segment, as `Queue.progress` stores it."""
+
+    index: int  # 1-based
+    total: int
+    audio: bytes  # encoded in the job's format; a document's: 16-bit PCM after its pause
+    duration_s: float
+    samples: int  # its samples in the job's audio, the pause before it included
+    sample_rate: int
+    cue: dict[str, int]  # its subtitle cue (see workers/cues.py)
+    eta: float | None = None  # when the job should end (unix time), from its pace so far
+    document: bool = False
+
+
+@dataclass(frozen=True)
+class Started:
+    token: str
+    request: SynthesisRequest
+    client: str
+    stream: str  # the job stream its entry lives in
+    document: bool = False  # kept in parts; resumes after its last stored segment
+    segments_done: int = 0  # stored by earlier attempts (a document's), to skip
+    samples_done: int = 0  # their samples, pauses included

@@ -1,0 +1,424 @@
+"""The queue API over Redis: every state change is one atomic Lua script (see lua/ beside it)."""
+
+from __future__ import annotations
+
+import time
+from importlib import resources
+from typing import Any
+
+import orjson
+from redis.commands.core import AsyncScript
+from redis.exceptions import ResponseError
+
+from core.infra.redis_client import RedisClient, parse_url
+from core.infra.settings import Settings
+from core.queue.durable import NotReplicated, run_replicated
+from core.queue.job import Job, SynthesisRequest, new_job_id, queue_position
+from core.queue.keys import CONSUMER_GROUP, Keys
+from core.queue.results import (
+    BacklogFull,
+    ClientCapReached,
+    QueueError,
+    SegmentDone,
+    Started,
+    Submitted,
+    Unreplicated,
+)
+
+__all__ = [
+    "BacklogFull",
+    "ClientCapReached",
+    "Queue",
+    "QueueError",
+    "SegmentDone",
+    "Started",
+    "Submitted",
+    "Unreplicated",
+]
+
+SCRIPT_NAMES = (
+    "enqueue",
+    "start",
+    "renew",
+    "progress",
+    "chunk",
+    "complete",
+    "finish",
+    "release",
+    "cancel",
+)
+# How long a streaming job's chunk list outlives its last chunk: listeners read it live.
+CHUNKS_LINGER_S = 600
+
+
+def _load_scripts(sharded: bool) -> dict[str, str]:
+    """The scripts' sources; `sharded`: doorbells by SPUBLISH, for a Redis Cluster."""
+    folder = resources.files("core.queue") / "lua"
+    doorbell = f"local DOORBELL = '{'SPUBLISH' if sharded else 'PUBLISH'}'\n"
+    prelude = doorbell + (folder / "_prelude.lua").read_text()
+    return {name: prelude + "\n" + (folder / f"{name}.lua").read_text() for name in SCRIPT_NAMES}
+
+
+_SOURCES = {sharded: _load_scripts(sharded) for sharded in (False, True)}
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class Queue:
+    """One queue (`settings.queue`) on one Redis client. Cheap to create; holds no connection."""
+
+    def __init__(self, redis: RedisClient, settings: Settings) -> None:
+        self.redis = redis
+        self.settings = settings
+        self.keys = Keys(settings.key_prefix, settings.queue)
+        sharded = parse_url(settings.redis_url).sharded if settings.redis_url else False
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(source) for name, source in _SOURCES[sharded].items()
+        }
+
+    # -- shared helpers ---------------------------------------------------------------------
+
+    @property
+    def _ttl(self) -> int:
+        return self.settings.job_ttl_s
+
+    @property
+    def _maxlens(self) -> list[int]:
+        return [self.settings.job_events_maxlen, self.settings.client_events_maxlen]
+
+    async def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        return await self._scripts[name](keys=keys, args=args)
+
+    async def _run_acknowledged(
+        self, name: str, keys: list[str], args: list[Any], *changed: str
+    ) -> Any:
+        """A change that a client is told has happened (a submission, a cancel): confirmed by
+        CHATTTS_REDIS_MIN_REPLICAS replicas first (NotReplicated otherwise) when the script's
+        verdict is one of `changed`."""
+        return await run_replicated(
+            self.redis,
+            self._scripts[name],
+            keys,
+            args,
+            self.settings.redis_min_replicas,
+            self.settings.redis_replica_wait_ms,
+            changed=lambda result: _s(result[0]) in changed,
+        )
+
+    async def ensure_group(self) -> None:
+        """Create the consumer group (and stream) if missing; safe to call from every process."""
+        for stream in self.keys.streams:
+            try:
+                await self.redis.xgroup_create(stream, CONSUMER_GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    # -- clients ----------------------------------------------------------------------------
+
+    async def enqueue(
+        self,
+        request: SynthesisRequest,
+        client: str,
+        idempotency_key: str | None = None,
+        job_id: str | None = None,
+        callback_url: str | None = None,
+        document: bool = False,
+    ) -> Submitted:
+        """Queue a job (`callback_url`: POSTed when it ends, see callbacks.py; `document`: its
+        audio is kept in parts and a reclaimed attempt resumes after the last one)."""
+        job_id = job_id or new_job_id()
+        k = self.keys
+        idem = k.idem(client, idempotency_key) if idempotency_key else k.job(job_id)
+        stream = k.stream(request.priority)
+        other = k.jobs if stream == k.jobs_high else k.jobs_high
+        keys = [stream, k.job(job_id), k.job_events(job_id), k.client_events(client), idem]
+        keys += [k.active(client), k.stats, other]
+        args = [job_id, client, request.model_dump_json(), time.time(), self._ttl]
+        args += [self.settings.max_backlog, self.settings.max_active_per_client, *self._maxlens]
+        args += [request.voice, request.format, "1" if idempotency_key else "0", callback_url or ""]
+        args += ["1" if document else "0"]
+        try:
+            result = await self._run_acknowledged("enqueue", keys, args, "ok", "dup")
+        except NotReplicated as exc:
+            raise Unreplicated(exc, job_id) from None
+        status = _s(result[0])
+        if status == "ok":
+            return Submitted(
+                _s(result[1]),
+                _s(result[2]),
+                duplicate=False,
+                event=orjson.loads(result[3]),
+                started_seq=int(result[4]),
+                depth=int(result[5]),
+                seq=int(result[6]),
+            )
+        if status == "dup":
+            return Submitted(_s(result[1]), None, duplicate=True)
+        if status == "backlog":
+            raise BacklogFull(int(result[1]))
+        raise ClientCapReached(int(result[1]))
+
+    async def get(self, job_id: str) -> Job | None:
+        fields: dict[bytes, bytes] = await self.redis.hgetall(self.keys.job(job_id))  # type: ignore[assignment]
+        return Job.from_hash(fields) if fields else None
+
+    async def audio(self, job_id: str) -> bytes | None:
+        data: bytes | None = await self.redis.get(self.keys.audio(job_id))  # type: ignore[assignment]
+        return data
+
+    async def segments(self, job_id: str, start: int = 0) -> list[bytes]:
+        """Encoded audio of the segments finished so far (index `start` onwards)."""
+        data: list[bytes] = await self.redis.lrange(  # type: ignore[assignment]
+            self.keys.segments(job_id), start, -1
+        )
+        return data
+
+    async def cancel(self, job_id: str, client: str | None = None) -> tuple[str, str | None]:
+        """('cancelled'|'cancelling'|'terminal'|'missing'|'forbidden', terminal state if any);
+        with `client`, only that client's job is cancelled (others are 'forbidden')."""
+        k = self.keys
+        client_field, stream_field = await self.redis.hmget(k.job(job_id), ["client", "stream"])
+        owner = _s(client_field) if client_field is not None else ""
+        keys = [_s(stream_field) if stream_field else k.jobs, k.job(job_id)]
+        keys += [k.job_events(job_id), k.client_events(owner), k.stats, k.active(owner)]
+        args = [time.time(), *self._maxlens, self._ttl, client or ""]
+        args += [min(self._ttl, self.settings.unstarted_ttl_s)]
+        try:
+            result = await self._run_acknowledged("cancel", keys, args, "cancelled", "cancelling")
+        except NotReplicated as exc:
+            raise Unreplicated(exc, job_id) from None
+        return _s(result[0]), (_s(result[1]) if len(result) > 1 else None)
+
+    async def position(self, job: Job) -> int:
+        """Approximate number of jobs ahead of a queued job (0 = next)."""
+        started = await self.redis.hget(self.keys.stats, "started_seq")
+        return queue_position(job.seq, int(started or 0))
+
+    async def depth(self) -> int:
+        depth = 0
+        for stream in self.keys.streams:
+            depth += await self.redis.xlen(stream)
+        return depth
+
+    async def stats(self) -> dict[str, float]:
+        raw = await self.redis.hgetall(self.keys.stats)
+        return {_s(k): float(v) for k, v in raw.items()}
+
+    async def read_events(
+        self, stream: str, after: str | None, count: int = 100
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Events of `stream` strictly after stream id `after` (None: from the beginning)."""
+        start = f"({after}" if after and after not in ("0", "0-0") else "-"
+        entries: Any = await self.redis.xrange(stream, min=start, max="+", count=count)
+        return [(_s(entry_id), orjson.loads(fields[b"data"])) for entry_id, fields in entries]
+
+    # -- workers ----------------------------------------------------------------------------
+
+    async def start(
+        self,
+        job_id: str,
+        entry: str,
+        worker: str,
+        stream: str | None = None,
+        client: str | None = None,
+    ) -> Started | str:
+        """Take an entry delivered from `stream`. Returns Started, or why it was skipped.
+
+        `client` comes with the stream entry; without it, it is read from the job hash.
+        """
+        k = self.keys
+        stream = stream or k.jobs
+        if client is None:
+            stored = await self.redis.hget(k.job(job_id), "client")
+            client = _s(stored) if stored is not None else ""
+        owner = client
+        result = await self._run(
+            "start",
+            [
+                stream,
+                k.job(job_id),
+                k.job_events(job_id),
+                k.client_events(owner),
+                k.stats,
+                k.dlq,
+                k.active(owner),
+                k.segments(job_id),
+                k.chunks(job_id),
+                k.cues(job_id),
+            ],
+            [
+                job_id,
+                entry,
+                worker,
+                time.time(),
+                self.settings.max_deliveries,
+                *self._maxlens,
+                self._ttl,
+            ],
+        )
+        if _s(result[0]) == "ok":
+            return Started(
+                _s(result[1]),
+                SynthesisRequest.model_validate_json(result[2]),
+                _s(result[3]),
+                stream,
+                document=_s(result[4]) == "1",
+                segments_done=int(result[5]),
+                samples_done=int(result[6]),
+            )
+        return f"{_s(result[0])}:{_s(result[1])}"
+
+    async def renew(self, job_id: str, token: str, worker: str, stream: str | None = None) -> str:
+        """Renew a lease: 'ok', 'cancel' (stop at the next boundary) or 'lost' (reclaimed)."""
+        keys = [stream or self.keys.jobs, self.keys.job(job_id)]
+        return _s(await self._run("renew", keys, [token, worker]))
+
+    async def progress(self, job_id: str, client: str, token: str, done: SegmentDone) -> str:
+        """Store segment `done.index` (1-based, in order): 'ok', 'cancel' or 'lost'."""
+        k = self.keys
+        keys = [k.job(job_id), k.segments(job_id), k.job_events(job_id), k.client_events(client)]
+        keys += [k.parts(job_id), k.cues(job_id)]
+        args = [token, done.index, done.total, done.audio, done.duration_s, time.time()]
+        args += [*self._maxlens, self._ttl, orjson.dumps(done.cue), done.samples]
+        args += [done.sample_rate, done.eta or "", "1" if done.document else "0"]
+        return _s(await self._run("progress", keys, args))
+
+    async def chunk(
+        self,
+        job_id: str,
+        token: str,
+        index: int,
+        segment: int,
+        pcm: bytes,
+        duration_s: float,
+    ) -> str:
+        """Append chunk `index` (1-based) of a streaming job: 'ok', 'cancel' or 'lost'."""
+        k = self.keys
+        return _s(
+            await self._run(
+                "chunk",
+                [k.job(job_id), k.chunks(job_id), k.job_events(job_id)],
+                [
+                    token,
+                    index,
+                    segment,
+                    pcm,
+                    duration_s,
+                    time.time(),
+                    self.settings.job_events_maxlen,
+                    CHUNKS_LINGER_S,
+                ],
+            )
+        )
+
+    async def chunks(self, job_id: str, start: int, stop: int) -> list[bytes]:
+        """Chunks `start`..`stop` (0-based, inclusive; -1: the last) of a streaming job."""
+        out: list[bytes] = await self.redis.lrange(self.keys.chunks(job_id), start, stop)  # type: ignore[assignment]
+        return out
+
+    async def complete(
+        self,
+        job_id: str,
+        client: str,
+        token: str,
+        audio: bytes,
+        duration_s: float,
+        sample_rate: int,
+        cached: bool = False,
+        stream: str | None = None,
+        cache_digest: str | None = None,
+        document_size: int | None = None,
+        new_cues: list[dict[str, int]] | None = None,
+        all_cues: list[dict[str, int]] | None = None,
+    ) -> bool:
+        """Store the result and finish the job; False when the token is stale (fenced).
+
+        With `cache_digest`, the result also goes into the result cache (or, when `cached`,
+        counts as a cache hit), with `all_cues`. A document (`document_size`: its file's
+        bytes) keeps its audio in its parts. `new_cues`: the cues no progress stored.
+        """
+        k = self.keys
+        cache_mode = "off" if not cache_digest else ("hit" if cached else "miss")
+        result = await self._run(
+            "complete",
+            [
+                stream or k.jobs,
+                k.job(job_id),
+                k.audio(job_id),
+                k.job_events(job_id),
+                k.client_events(client),
+                k.stats,
+                k.active(client),
+                k.segments(job_id),
+                k.cache(cache_digest) if cache_digest else k.job(job_id),
+                k.cues(job_id),
+                k.parts(job_id),
+            ],
+            [
+                token,
+                audio,
+                duration_s,
+                sample_rate,
+                time.time(),
+                *self._maxlens,
+                self._ttl,
+                "1" if cached else "0",
+                cache_mode,
+                document_size if document_size is not None else "",
+                orjson.dumps(new_cues) if new_cues else "",
+                orjson.dumps(all_cues or []) if cache_mode == "miss" else "",  # for the cache
+            ],
+        )
+        return _s(result[0]) == "ok"
+
+    async def finish(
+        self,
+        job_id: str,
+        client: str,
+        token: str,
+        state: str,
+        error: str,
+        stream: str | None = None,
+    ) -> bool:
+        """End a running job as 'failed' or 'cancelled'; False when the token is stale."""
+        k = self.keys
+        result = await self._run(
+            "finish",
+            [
+                stream or k.jobs,
+                k.job(job_id),
+                k.job_events(job_id),
+                k.client_events(client),
+                k.stats,
+                k.active(client),
+            ],
+            [token, state, error, time.time(), *self._maxlens, self._ttl],
+        )
+        return _s(result[0]) == "ok"
+
+    async def release(
+        self,
+        job_id: str,
+        client: str,
+        token: str,
+        reason: str,
+        count_attempt: bool = False,
+        stream: str | None = None,
+    ) -> bool:
+        """Give a running job back to the queue; False when the token is stale."""
+        k = self.keys
+        result = await self._run(
+            "release",
+            [
+                stream or k.jobs,
+                k.job(job_id),
+                k.job_events(job_id),
+                k.client_events(client),
+                k.stats,
+            ],
+            [token, time.time(), *self._maxlens, self._ttl, "1" if count_attempt else "0", reason],
+        )
+        return _s(result[0]) == "ok"

@@ -1,0 +1,38 @@
+"""Settings from the environment, and the README's table of them kept complete."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from core.infra.settings import Settings
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def test_environment_and_overrides() -> None:
+    env = {
+        "CHATTTS_PORT": "9001",
+        "CHATTTS_COMPILE": "yes",
+        "REDIS_URL": "redis://x:1/0",
+        "CHATTTS_HEARTBEAT_S": "0.5",
+        "CHATTTS_MODEL_DIR": "",
+    }
+    settings = Settings.from_env(env, port=9002)
+    assert settings.port == 9002 and settings.compile is True
+    assert settings.redis_url == "redis://x:1/0" and settings.heartbeat_s == 0.5
+    assert settings.model_dir is None
+    assert Settings.from_env(settings.to_env()) == settings
+
+
+def test_bad_value_names_the_variable() -> None:
+    with pytest.raises(ValueError, match="CHATTTS_LEASE_MS='soon' is not a valid int"):
+        Settings.from_env({"CHATTTS_LEASE_MS": "soon"})
+
+
+def test_readme_documents_every_setting() -> None:
+    readme = README.read_text()
+    missing = [f.name for f in fields(Settings) if f"`CHATTTS_{f.name.upper()}`" not in readme]
+    assert not missing, f"README's configuration table lacks {missing}"

@@ -1,0 +1,73 @@
+"""A streaming job's audio in chunks while it is synthesized: the queue contract, through a real
+worker (eSpeak NG, whose segments go out whole, one chunk each)."""
+
+from __future__ import annotations
+
+import numpy as np
+from redis.asyncio import Redis
+
+from core.audio.formats import SAMPLE_RATE, SEGMENT_GAP_S
+from core.infra.settings import Settings
+from core.queue.job import SynthesisRequest
+from core.queue.store import Queue
+from tests.conftest import WorkerProcess
+from tests.workers.test_process import wait_terminal
+
+TEXT = "The first sentence of several. " * 12 + "And one that ends it all."
+
+
+def pcm(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, "<i2")
+
+
+async def test_chunks_join_into_the_final_file_with_the_pauses_between_segments(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    queue = Queue(aredis, settings)
+    request = SynthesisRequest(text=TEXT, voice="en_male", format="pcm", stream=True, cache=False)
+    submitted = await queue.enqueue(request, client="c-stream")
+    events = await wait_terminal(queue, submitted.job_id)
+    assert events[-1]["type"] == "succeeded", events[-1]
+    audio_events = [e for e in events if e["type"] == "audio"]
+    total = events[-1]["job"]["segments_total"]
+    assert total > 1 and len(audio_events) >= total
+    # In order, numbered across the job, each naming its segment; all before the end.
+    assert [e["chunk"]["index"] for e in audio_events] == list(range(1, len(audio_events) + 1))
+    assert [e["chunk"]["segment"] for e in audio_events] == sorted(
+        e["chunk"]["segment"] for e in audio_events
+    )
+    assert events[-1]["job"]["chunks_done"] == len(audio_events)
+    chunks = await queue.chunks(submitted.job_id, 0, -1)
+    assert len(chunks) == len(audio_events)
+    for event, chunk in zip(audio_events, chunks, strict=True):
+        assert abs(event["chunk"]["duration_s"] - len(chunk) / 2 / SAMPLE_RATE) < 1e-6
+    final = await queue.audio(submitted.job_id)
+    assert final is not None
+    np.testing.assert_array_equal(pcm(b"".join(chunks)), pcm(final))
+    # Every later segment's first chunk opens with the pause between segments.
+    gap = int(SAMPLE_RATE * SEGMENT_GAP_S)
+    firsts = {}
+    for event, chunk in zip(audio_events, chunks, strict=True):
+        firsts.setdefault(event["chunk"]["segment"], chunk)
+    for segment, chunk in firsts.items():
+        lead = pcm(chunk)[:gap]
+        assert (not lead.any()) == (segment > 1), segment
+
+
+async def test_only_jobs_that_ask_stream_and_a_clients_stream_carries_no_audio(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    queue = Queue(aredis, settings)
+    streamed = await queue.enqueue(
+        SynthesisRequest(text=TEXT, voice="en_male", stream=True, cache=False), client="c-mixed"
+    )
+    plain = await queue.enqueue(SynthesisRequest(text=TEXT, voice="en_male"), client="c-mixed")
+    for job in (streamed, plain):
+        await wait_terminal(queue, job.job_id)
+    plain_events = await wait_terminal(queue, plain.job_id)
+    assert not [e for e in plain_events if e["type"] == "audio"]
+    assert await queue.chunks(plain.job_id, 0, -1) == []
+    client_events = [
+        e for _, e in await queue.read_events(queue.keys.client_events("c-mixed"), None, 10_000)
+    ]
+    assert client_events and not [e for e in client_events if e["type"] == "audio"]

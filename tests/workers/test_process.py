@@ -1,0 +1,163 @@
+"""The worker process through the queue contract: jobs in, audio and events out."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+from redis.asyncio import Redis
+
+from core.infra.settings import Settings
+from core.queue.job import JobState, SynthesisRequest
+from core.queue.store import Queue
+from tests.conftest import WorkerProcess
+
+TERMINAL = {"succeeded", "failed", "cancelled", "dead"}
+
+
+async def wait_terminal(queue: Queue, job_id: str, timeout: float = 20.0) -> list[dict[str, Any]]:
+    """All events of a job once its terminal event is there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = [
+            e for _, e in await queue.read_events(queue.keys.job_events(job_id), None, 10_000)
+        ]
+        if events and events[-1]["type"] in TERMINAL:
+            return events
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"job {job_id} did not finish")
+
+
+async def test_job_runs_to_success_with_ordered_events(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    queue = Queue(aredis, settings)
+    request = SynthesisRequest(text="你好，世界。Hello world.", voice="zh_female", format="wav")
+    submitted = await queue.enqueue(request, client="c1")
+    events = await wait_terminal(queue, submitted.job_id)
+    # A one-segment job emits no progress event: its final file is its only segment.
+    assert [e["type"] for e in events] == ["queued", "running", "succeeded"]
+    job = await queue.get(submitted.job_id)
+    assert job is not None and job.state is JobState.SUCCEEDED and job.attempts == 1
+    data = await queue.audio(submitted.job_id)
+    assert data is not None
+    samples, rate = sf.read(io.BytesIO(data))
+    assert rate == 24_000
+    assert 0.8 < len(samples) / rate < 10
+    assert np.abs(samples).max() > 0.05
+
+
+async def test_long_text_streams_segments(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    queue = Queue(aredis, settings)
+    text = " ".join(f"This is sentence number {i} of a longer text." for i in range(12))
+    submitted = await queue.enqueue(SynthesisRequest(text=text, voice="en_male"), client="c1")
+    events = await wait_terminal(queue, submitted.job_id)
+    progress = [e for e in events if e["type"] == "progress"]
+    assert len(progress) >= 2
+    total = progress[0]["segment"]["total"]
+    assert [e["segment"]["index"] for e in progress] == list(range(1, total + 1))
+    assert events[-1]["type"] == "succeeded"
+    assert len(await queue.segments(submitted.job_id)) == total
+
+
+async def test_every_format_decodes(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    queue = Queue(aredis, settings)
+    ids = {}
+    for fmt in ("wav", "mp3", "opus", "ogg", "flac", "pcm"):
+        request = SynthesisRequest(text="Hello there", voice="en_female", format=fmt)
+        ids[fmt] = (await queue.enqueue(request, client="c1")).job_id
+    for fmt, job_id in ids.items():
+        await wait_terminal(queue, job_id)
+        data = await queue.audio(job_id)
+        assert data
+        if fmt == "pcm":
+            samples = np.frombuffer(data, "<i2")
+            assert samples.size > 24_000 * 0.3
+        else:
+            samples, rate = sf.read(io.BytesIO(data))
+            assert rate in (24_000, 48_000) and len(samples) > rate * 0.3, fmt
+
+
+async def test_sigterm_finishes_job_in_hand_and_exits_zero(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    queue = Queue(aredis, settings)
+    text = " ".join(f"Sentence {i} keeps the worker busy for a while." for i in range(60))
+    submitted = await queue.enqueue(SynthesisRequest(text=text, voice="en_male"), client="c1")
+    while (job := await queue.get(submitted.job_id)) and job.state is JobState.QUEUED:
+        await asyncio.sleep(0.01)
+    assert await asyncio.to_thread(worker.stop) == 0
+    events = await wait_terminal(queue, submitted.job_id, timeout=5)
+    assert events[-1]["type"] == "succeeded"
+
+
+async def test_identical_request_is_answered_from_the_cache(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    """Per client by default: another client's identical request is synthesized afresh (an
+    instant answer would tell it what someone else submitted)."""
+    queue = Queue(aredis, settings)
+    request = SynthesisRequest(text="Cache me if you can.", voice="en_female", format="mp3")
+    ids = []
+    for client, req in [
+        ("c1", request),
+        ("c1", request),
+        ("c2", request),
+        ("c1", request.model_copy(update={"cache": False})),
+    ]:
+        submitted = await queue.enqueue(req, client=client)
+        await wait_terminal(queue, submitted.job_id)
+        ids.append(submitted.job_id)
+    jobs = [await queue.get(job_id) for job_id in ids]
+    assert [j.cached for j in jobs if j] == [False, True, False, False]
+    assert await queue.audio(ids[0]) == await queue.audio(ids[1])
+    stats = await queue.stats()
+    assert stats["cache_hits"] == 1 and stats["cache_misses"] == 2
+
+
+async def test_a_global_cache_answers_every_client(
+    settings: Settings, aredis: Redis, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    start_worker(CHATTTS_CACHE_SCOPE="global")
+    queue = Queue(aredis, settings)
+    request = SynthesisRequest(text="Shared by all.", voice="en_female")
+    cached = []
+    for client in ("c1", "c2"):
+        submitted = await queue.enqueue(request, client=client)
+        await wait_terminal(queue, submitted.job_id)
+        job = await queue.get(submitted.job_id)
+        assert job is not None
+        cached.append(job.cached)
+    assert cached == [False, True]
+
+
+async def test_high_priority_jobs_run_before_the_bulk_backlog(
+    settings: Settings, aredis: Redis, start_worker: Any
+) -> None:
+    queue = Queue(aredis, settings)
+    bulk = [
+        (await queue.enqueue(SynthesisRequest(text=f"Bulk job {i}.", voice="en_male"), "bulk"))
+        for i in range(6)
+    ]
+    urgent = await queue.enqueue(
+        SynthesisRequest(text="Urgent.", voice="en_male", priority="high"), "live"
+    )
+    assert await queue.depth() == 7
+    start_worker()
+    for submitted in [*bulk, urgent]:
+        await wait_terminal(queue, submitted.job_id)
+    started = {}
+    for submitted in [*bulk, urgent]:
+        job = await queue.get(submitted.job_id)
+        assert job is not None and job.started_at is not None
+        started[submitted.job_id] = job.started_at
+    assert min(started, key=started.__getitem__) == urgent.job_id

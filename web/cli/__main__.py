@@ -1,8 +1,0 @@
-"""`python -m web.cli` runs the `chattts-online` command."""
-
-import sys
-
-from web.cli.main import main
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Who a client is (identity) and what it may take (rate limits, connection caps)."""

@@ -1,0 +1,172 @@
+"""Who is asking: a signed long-lived cookie for browsers and scripts, a hashed API key where keys
+are configured; key checks.
+
+An identity cannot be minted for free: the cookie is a random token and its HMAC under a server
+secret (CHATTTS_COOKIE_SECRET, else one generated into the data directory), so a made-up or
+altered cookie is a new client, and with no keys configured a Bearer token is no identity at all
+(any string would be one, and a placeholder such as "unused" would be shared by strangers).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import os
+import re
+import secrets
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from core.infra.settings import Settings
+from web.appkeys import CLIENT, COOKIE_SECRET, NEW_COOKIE, SETTINGS
+from web.errors import ApiError
+
+log = logging.getLogger("chattts_online.web")
+
+COOKIE = "tts_client"
+COOKIE_MAX_AGE_S = 365 * 86_400
+SECRET_FILE = "cookie_secret"
+# A cookie we issued: a url-safe base64 token, a dot, its signature; never the "key-" namespace
+# of API-key clients.
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}\.[A-Za-z0-9_-]{22}")
+# Endpoints that need a key when keys are configured; the page, static files and probes stay open.
+_PROTECTED = ("/v1/", "/tts/")
+# What operators read, closed too with `private_metrics` (/healthz stays open: it says nothing).
+_OPERATIONS = ("/metrics", "/readyz")
+_COOKIE_ATTRIBUTES = f"{COOKIE}=%s; HttpOnly; Max-Age={COOKIE_MAX_AGE_S}; Path=/; SameSite=Lax"
+
+
+def bearer_key(request: web.Request) -> str | None:
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    value = value.strip()
+    return value if scheme.lower() == "bearer" and value else None
+
+
+def _raw(value: str) -> bytes:
+    """A header value's bytes again (aiohttp keeps bytes that are not UTF-8 as surrogates)."""
+    return value.encode("utf-8", "surrogateescape")
+
+
+def cookie_secret(settings: Settings) -> bytes:
+    """CHATTTS_COOKIE_SECRET, else the data directory's own (created once, mode 0600): every
+    replica of a deployment must share one, so that a cookie one issued the others accept."""
+    if settings.cookie_secret:
+        return settings.cookie_secret.encode()
+    path = Path(settings.data_dir) / SECRET_FILE
+    try:
+        return path.read_bytes().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_urlsafe(32).encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process of this machine wrote it first
+        return path.read_bytes().strip()
+    with os.fdopen(fd, "wb") as file:
+        file.write(secret)
+    log.info("identity cookies are signed with a new secret in %s", path)
+    return secret
+
+
+def _signature(secret: bytes, token: str) -> str:
+    mac = hmac.new(secret, token.encode(), hashlib.sha256).digest()[:16]
+    return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+
+
+def _valid_cookie(secret: bytes, value: str | None) -> bool:
+    if value is None or not _TOKEN.fullmatch(value):
+        return False
+    token, _, signature = value.partition(".")
+    return hmac.compare_digest(_signature(secret, token), signature)
+
+
+def is_admin(request: web.Request) -> bool:
+    """The request carries one of the admin keys (CHATTTS_ADMIN_KEYS)."""
+    admins = request.app[SETTINGS].admin_key_set
+    return bool(admins) and _key_accepted(bearer_key(request), admins)
+
+
+def key_client(secret: bytes, key: str) -> str:
+    """The client an API key is: keyed with the server secret, so that the names of its Redis
+    keys say nothing a dictionary of likely keys could find."""
+    return "key-" + hmac.new(secret, _raw(key), hashlib.sha256).hexdigest()[:16]
+
+
+def signed(secret: bytes, token: str) -> str:
+    """The cookie value for `token` (16-64 url-safe characters)."""
+    return f"{token}.{_signature(secret, token)}"
+
+
+def _new_token(secret: bytes) -> str:
+    while True:
+        token = secrets.token_urlsafe(18)
+        if not token.startswith("key-"):
+            return signed(secret, token)
+
+
+def client_id(request: web.Request) -> str:
+    """The client of this request: 'key-<sha256 prefix>' with an API key, else the cookie token."""
+    cached: str | None = request.get(CLIENT)
+    if cached:
+        return cached
+    secret = request.app[COOKIE_SECRET]
+    key = bearer_key(request) if request.app[SETTINGS].api_key_set else None
+    if key is not None:  # an accepted key (identity_middleware refused the others)
+        client = key_client(secret, key)
+    else:
+        cookie = request.cookies.get(COOKIE)
+        if _valid_cookie(secret, cookie):
+            client = str(cookie)
+        else:
+            client = _new_token(secret)
+            request[NEW_COOKIE] = client
+    request[CLIENT] = client
+    return client
+
+
+def _key_accepted(key: str | None, accepted: frozenset[str]) -> bool:
+    if key is None:
+        return False
+    given = _raw(key)
+    # Compare against every key (no early exit) so timing says nothing about which one is close.
+    results = [hmac.compare_digest(given, _raw(k)) for k in accepted]
+    return any(results)
+
+
+@web.middleware
+async def identity_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    settings = request.app[SETTINGS]
+    accepted = settings.api_key_set
+    protected = request.path == "/v1" or request.path.startswith(_PROTECTED)
+    protected = protected or (settings.private_metrics and request.path in _OPERATIONS)
+    if accepted and protected and not _key_accepted(bearer_key(request), accepted):
+        raise ApiError(
+            401,
+            "this server requires an API key: send 'Authorization: Bearer <key>'",
+            code="invalid_api_key",
+            headers={"WWW-Authenticate": 'Bearer realm="chattts-online"'},
+        )
+    client_id(request)
+    return await handler(request)
+
+
+async def set_client_cookie(request: web.Request, response: web.StreamResponse) -> None:
+    """on_response_prepare: give every response to a cookie-less client its identity cookie."""
+    cookie = request.cookies.get(COOKIE)
+    if cookie is not None and request.get(CLIENT) == cookie:
+        return  # client_id verified this very cookie: no second HMAC on every answer
+    secret = request.app[COOKIE_SECRET]
+    if _valid_cookie(secret, cookie):
+        return
+    token = request.get(NEW_COOKIE) or _new_token(secret)
+    request[NEW_COOKIE] = token
+    # Headers are already assembled when this hook runs: add the header itself. Written out as
+    # http.cookies.SimpleCookie would (the token is url-safe base64, nothing to quote), at a
+    # fraction of its cost: this runs for every answer to a cookie-less client (scripts too).
+    secure = "; Secure" if request.secure else ""
+    response.headers.add("Set-Cookie", f"{_COOKIE_ATTRIBUTES % token}{secure}")

@@ -1,0 +1,1 @@
+"""Background monitors of what the web tier depends on: the store, the backlog, the fleet."""

@@ -1,0 +1,114 @@
+"""What the live workers run, read from their heartbeats, and the submit-time checks it implies.
+
+When every live worker runs ChatTTS, text that ChatTTS's normalization reduces to nothing (only
+scripts it cannot read, emoji, symbols) is refused at submit with a clear error instead of failing
+later in a worker. The engines in use are looked up at most once per `ENGINES_TTL_S`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import orjson
+
+from core.queue.store import Queue
+from core.queue.voices import BUILTIN_BY_NAME
+from core.text.sentences import has_speakable
+from web.errors import ApiError
+
+# A worker that starts or stops changes the answer within this long.
+ENGINES_TTL_S = 1.5
+# Normalizing this many characters takes a fraction of a millisecond; longer text runs off-loop.
+_NORMALIZE_ON_LOOP = 256
+
+
+@dataclass
+class _Engines:
+    names: frozenset[str]
+    at: float
+
+
+# One entry per Queue (one Queue per application), dropped with it.
+_ENGINES: WeakKeyDictionary[Queue, _Engines] = WeakKeyDictionary()
+_normalizer_loaded = False
+
+
+async def live_heartbeats(queue: Queue, loading: bool = False) -> list[dict[str, Any]]:
+    """Heartbeats of the workers alive now (their heartbeat key has not expired) and ready to
+    synthesize; `loading`: those still loading their model too."""
+    names: Any = await queue.redis.zrange(queue.keys.workers, 0, -1)
+    if not names:
+        return []
+    beats: Any = await queue.redis.mget([queue.keys.worker(n.decode()) for n in names])
+    out = []
+    for raw in beats:
+        if raw is None:
+            continue
+        try:
+            beat = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(beat, dict) and (loading or beat.get("state") != "loading"):
+            out.append(beat)
+    return out
+
+
+async def engines_in_use(queue: Queue) -> frozenset[str]:
+    """The engine names of the live workers (cached for ENGINES_TTL_S)."""
+    now = time.monotonic()
+    cached = _ENGINES.get(queue)
+    if cached is not None and now - cached.at < ENGINES_TTL_S:
+        return cached.names
+    beats = await live_heartbeats(queue)
+    names = frozenset(str(beat.get("engine", "unknown")) for beat in beats)
+    _ENGINES[queue] = _Engines(names, now)
+    return names
+
+
+def chattts_speakable(text: str, voice: str, spell: bool = True) -> bool:
+    """Whether ChatTTS's normalization leaves anything to say (as its engine reads `voice`;
+    `spell`: the request's `normalize`, numbers and symbols spelled out first).
+
+    Without the chattts extra (cn2an, num2words) the generic check stands in.
+    """
+    global _normalizer_loaded
+    builtin = BUILTIN_BY_NAME.get(voice)
+    hint = "en" if builtin is not None and builtin.language.startswith("en") else "zh"
+    try:
+        from core.text.normalize import is_speakable
+
+        speakable = is_speakable(text, hint, spell=spell)
+    except ImportError:
+        speakable = has_speakable(text)
+    _normalizer_loaded = True
+    return speakable
+
+
+async def check_speakable(queue: Queue, text: str, voice: str, spell: bool = True) -> None:
+    """422 `text_not_speakable` when every live worker runs ChatTTS and it would say nothing
+    (`spell`: the request's `normalize`)."""
+    engines = await engines_in_use(queue)
+    if engines != {"chattts"}:
+        return
+    if _normalizer_loaded and len(text) <= _NORMALIZE_ON_LOOP:
+        speakable = chattts_speakable(text, voice, spell)
+    else:  # the first call imports the number libraries; long text takes milliseconds
+        speakable = await asyncio.to_thread(chattts_speakable, text, voice, spell)
+    if not speakable:
+        if spell:
+            message = (
+                "'text' has nothing ChatTTS can speak: it reads Chinese and English (letters, "
+                "numbers, dates, money and common symbols are spelled out); other scripts, emoji "
+                "and lone symbols are dropped"
+            )
+        else:
+            message = (
+                "'text' has nothing ChatTTS can speak with 'normalize': false: it reads Chinese "
+                "characters and English letters only; digits, symbols, other scripts and emoji "
+                "are dropped (send 'normalize': true to have numbers and symbols spelled out)"
+            )
+        raise ApiError(422, message, code="text_not_speakable", param="text")

@@ -1,0 +1,1 @@
+"""Requests parsed and validated without I/O: synthesis jobs and OpenAI speech."""

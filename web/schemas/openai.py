@@ -1,0 +1,150 @@
+"""The OpenAI speech request: body validation, voice mapping (OpenAI names -> ours by the
+text's language) and the job it becomes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from core.queue.job import SynthesisRequest
+from web.appkeys import QUEUE, SETTINGS
+from web.errors import ApiError
+from web.schemas.jobs import synthesis_request
+
+FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
+STREAM_FORMATS = ("audio", "sse")
+MAX_INPUT_CHARS = 4096  # OpenAI's limit; a lower CHATTTS_MAX_TEXT_CHARS bounds it further
+MAX_INSTRUCTIONS_CHARS = 4096
+SPEED_RANGE = (0.25, 4.0)  # what OpenAI accepts
+OUR_SPEED = (0.5, 2.0)  # what our engines do: OpenAI's speeds are clamped into it
+# OpenAI voice -> (our voice for English text, our voice for Mandarin text). README has the table.
+OPENAI_VOICES: dict[str, tuple[str, str]] = {
+    "alloy": ("en_female", "zh_female"),
+    "ash": ("en_male", "zh_male"),
+    "ballad": ("en_male_2", "zh_male_2"),
+    "coral": ("en_female_2", "zh_female_2"),
+    "echo": ("en_male", "zh_male"),
+    "fable": ("en_male_2", "zh_male_2"),
+    "onyx": ("en_male_2", "zh_male_2"),
+    "nova": ("en_female", "zh_female"),
+    "sage": ("en_female_2", "zh_female_2"),
+    "shimmer": ("en_female_2", "zh_female"),
+    "verse": ("en_male", "zh_male"),
+    "marin": ("en_female", "zh_female_2"),
+    "cedar": ("en_male", "zh_male_2"),
+}
+DEFAULT_VOICE = "alloy"  # when `voice` is left out (OpenAI requires it; we are lenient)
+PARAMS = ("model", "input", "voice", "response_format", "speed", "instructions", "stream_format")
+EXTENSIONS = ("seed", "cache")  # ours: a reproducible sample, and opting out of the result cache
+
+
+@dataclass(frozen=True)
+class Speech:
+    """A validated OpenAI request: the job to enqueue and how to answer."""
+
+    request: SynthesisRequest
+    format: str  # the response format (a stream's job is synthesized as pcm)
+    stream: str | None
+    input_chars: int
+
+
+def _bad(message: str, param: str | None, code: str = "invalid_value") -> ApiError:
+    return ApiError(400, message, code=code, param=param)
+
+
+def mostly_mandarin(text: str) -> bool:
+    """True when Chinese characters are at least a quarter of the letters (one character is
+    about a word, and a Western word has several letters)."""
+    cjk = other = 0
+    for ch in text:
+        if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf":
+            cjk += 1
+        elif ch.isalpha():
+            other += 1
+    return cjk > 0 and 3 * cjk >= other
+
+
+def resolve_voice(voice: Any, text: str) -> str:
+    """An OpenAI voice name (by the table and the text's language), a {"id"} object, or ours."""
+    if voice is None:
+        voice = DEFAULT_VOICE
+    if isinstance(voice, dict):
+        voice = voice.get("id")
+    if not isinstance(voice, str) or not voice.strip():
+        raise _bad(
+            "'voice' must be a voice name such as 'alloy' or 'zh_female' (GET /v1/voices)",
+            "voice",
+        )
+    name = voice.strip()
+    mapped = OPENAI_VOICES.get(name.lower())
+    if mapped is None:
+        return name
+    return mapped[1] if mostly_mandarin(text) else mapped[0]
+
+
+def _number(payload: dict[str, Any], name: str, default: float) -> float:
+    value = payload.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _bad(f"'{name}' must be a number", name)
+    return float(value)
+
+
+def _optional_str(payload: dict[str, Any], name: str, limit: int) -> str | None:
+    value = payload.get(name)
+    if value is not None and (not isinstance(value, str) or len(value) > limit):
+        raise _bad(f"'{name}' must be a string of at most {limit} characters", name)
+    return value
+
+
+async def parse(app: web.Application, payload: Any) -> Speech:
+    """OpenAI's body -> our job (400 with OpenAI's error shape for anything wrong)."""
+    if not isinstance(payload, dict):
+        raise _bad("the body must be a JSON object", None, "invalid_body")
+    unknown = sorted(set(payload) - {*PARAMS, *EXTENSIONS})
+    if unknown:
+        raise _bad(
+            f"unrecognized request argument {unknown[0]!r}; the arguments are "
+            f"{', '.join(PARAMS)} (and ours: {', '.join(EXTENSIONS)})",
+            unknown[0],
+            "unknown_parameter",
+        )
+    model = payload.get("model")
+    if not isinstance(model, str) or not model.strip() or len(model) > 256:
+        raise _bad("'model' is required: any model name, e.g. 'tts-1'", "model", "missing_model")
+    text = payload.get("input")
+    if not isinstance(text, str):
+        raise _bad("'input' is required: the text to speak", "input", "missing_input")
+    fmt = payload.get("response_format") or "mp3"
+    if fmt not in FORMATS:
+        raise _bad(f"'response_format' must be one of {', '.join(FORMATS)}", "response_format")
+    stream = payload.get("stream_format")
+    if stream is not None and stream not in STREAM_FORMATS:
+        raise _bad("'stream_format' must be 'audio' or 'sse'", "stream_format")
+    speed = _number(payload, "speed", 1.0)
+    if not SPEED_RANGE[0] <= speed <= SPEED_RANGE[1]:
+        raise _bad(
+            f"'speed' must be between {SPEED_RANGE[0]} and {SPEED_RANGE[1]} (got {speed})", "speed"
+        )
+    _optional_str(payload, "instructions", MAX_INSTRUCTIONS_CHARS)  # accepted, not used
+    job: dict[str, Any] = {
+        "text": text,
+        "voice": resolve_voice(payload.get("voice"), text),
+        "format": "pcm" if stream else fmt,
+        "speed": min(max(speed, OUR_SPEED[0]), OUR_SPEED[1]),
+        "priority": "high",
+        "stream": stream is not None,  # chunks of audio while it is synthesized
+        **{name: payload[name] for name in EXTENSIONS if name in payload},
+    }
+    try:
+        limit = min(MAX_INPUT_CHARS, app[SETTINGS].max_text_chars)
+        request = await synthesis_request(app[QUEUE], job, limit)
+    except ApiError as exc:  # our field names and 422 -> OpenAI's names and 400
+        param = "input" if exc.param == "text" else exc.param
+        message = exc.message.replace("'text'", "'input'")
+        raise ApiError(400, message, code=exc.code, param=param) from None
+    return Speech(request, fmt, stream, len(request.text))

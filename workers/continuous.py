@@ -1,0 +1,178 @@
+"""The engine as a continuously batching service (ChatTTS on our runtime): the segments of the jobs
+in hand are handed over as rows free up, and come back one by one, in any order.
+
+A job that arrives while others run joins them between two steps, instead of waiting for a batch
+to end; a row that fails fails its own job only. Segments of one job may run side by side; their
+results are put back in order before their `progress` events and the final file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
+from core.infra.logs import job_log
+from workers.batch import ActiveJob
+from workers.chunks import ChunkPublisher
+from workers.engines import EngineError
+from workers.engines.base import ChunkSink, Segment, SegmentResult
+from workers.metrics import WorkerMetrics
+from workers.outcomes import Outcomes
+from workers.stats import WorkerStats
+
+log = logging.getLogger("chattts_online.worker")
+# How long a round waits for a finished segment before it reads the queue again: new jobs join
+# within this, plus the engine's few steps.
+RESULT_WAIT_S = 0.05
+
+
+class Continuous:
+    def __init__(
+        self,
+        engine: Any,
+        in_hand: dict[str, ActiveJob],
+        outcomes: Outcomes,
+        chunks: ChunkPublisher,
+        stats: WorkerStats,
+        metrics: WorkerMetrics,
+        chunk_sink: Callable[[], ChunkSink],
+    ) -> None:
+        self.engine = engine
+        self.in_hand = in_hand
+        self.outcomes, self.chunks, self.stats, self.metrics = outcomes, chunks, stats, metrics
+        self._chunk_sink = chunk_sink
+        self.in_flight: dict[tuple[str, int], Segment] = {}
+        self._results: asyncio.Queue[tuple[Segment, SegmentResult]] = asyncio.Queue()
+        self._stop = threading.Event()
+        self._serving: asyncio.Future[None] | None = None
+        # A busy period (the engine never idle) counts as one batch in the stats; its time is
+        # shared, as it passes, among the segments in flight.
+        self._period: list[tuple[ActiveJob, Segment]] = []
+        self._tick = time.perf_counter()
+
+    def start(self, executor: Executor) -> None:
+        loop = asyncio.get_running_loop()
+        self._serving = loop.run_in_executor(executor, self.engine.serve, self._stop)
+
+    async def stop(self, timeout_s: float) -> bool:
+        """Stop serving; False when the engine thread did not come back in time."""
+        self._stop.set()
+        if self._serving is None:
+            return True
+        done, _ = await asyncio.wait({self._serving}, timeout=timeout_s)
+        return bool(done)
+
+    @property
+    def capacity(self) -> int:
+        """Rows to keep handed over: the runtime's slots, and as many waiting to fill them."""
+        return 2 * max(1, int(self.engine.max_batch))
+
+    def feed(self) -> None:
+        """Hand over the next segments of the jobs in hand, a segment per job per pass (oldest
+        first), while there is room. A job that runs alone has the engine to itself."""
+        jobs = [j for j in self.in_hand.values() if not (j.cancel or j.lost or j.completing)]
+        if any(j.solo for j in jobs):
+            jobs = [next(j for j in jobs if j.solo)]
+            if any(key[0] != jobs[0].job_id for key in self.in_flight):
+                return  # it waits until the others have left the engine
+        loop = asyncio.get_running_loop()
+        while len(self.in_flight) < self.capacity:
+            fed = False
+            for job in jobs:
+                if job.submitted >= len(job.segments) or len(self.in_flight) >= self.capacity:
+                    continue
+                segment = job.segment(job.submitted)
+                job.submitted += 1
+                if not self.in_flight:
+                    self._tick = time.perf_counter()  # the engine was idle until now
+                self.in_flight[(job.job_id, segment.index)] = segment
+                self._period.append((job, segment))
+                sink = self._chunk_sink() if self.chunks.streaming(job.job_id) else None
+                self.engine.submit(segment, sink, self._on_done(loop))
+                fed = True
+            if not fed:
+                return
+
+    def _on_done(self, loop: asyncio.AbstractEventLoop) -> Callable[[Segment, SegmentResult], None]:
+        put = self._results.put_nowait
+
+        def done(segment: Segment, result: SegmentResult) -> None:  # in the engine thread
+            loop.call_soon_threadsafe(put, (segment, result))
+
+        return done
+
+    def cancel_dropped(self) -> None:
+        """Rows of jobs that were cancelled or lost stop at the runtime's next look."""
+        for (job_id, _), segment in list(self.in_flight.items()):
+            job = self.in_hand.get(job_id)
+            if job is None or job.cancel or job.lost:
+                self.engine.cancel(segment)
+
+    async def collect(self) -> None:
+        """Take the segments that finished (waiting a little for the first), in order per job."""
+        first = None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(RESULT_WAIT_S):  # the wait only: handling is not cut short
+                first = await self._results.get()
+        self._account()
+        if first is not None:
+            await self._handle(*first)
+        while not self._results.empty():
+            await self._handle(*self._results.get_nowait())
+        if not self.in_flight and self._period:
+            self.stats.record_rows(self._period)
+            self.metrics.observe_rows(self._period)
+            self._period = []
+
+    def _account(self) -> None:
+        """The engine time since the last look, shared among the segments in flight."""
+        now = time.perf_counter()
+        elapsed, self._tick = now - self._tick, now
+        if not self.in_flight:
+            return
+        self.stats.busy_s += elapsed
+        for job_id, _ in self.in_flight:
+            job = self.in_hand.get(job_id)
+            if job is not None:
+                job.engine_s += elapsed / len(self.in_flight)
+
+    async def _handle(self, segment: Segment, result: SegmentResult) -> None:
+        self.in_flight.pop((segment.job_id, segment.index), None)
+        job = self.in_hand.get(segment.job_id)
+        if job is None or job.lost or job.completing or result.error == "cancelled":
+            return
+        if result.error is not None:
+            for key, other in list(self.in_flight.items()):
+                if key[0] == job.job_id:
+                    self.engine.cancel(other)
+            retryable = result.error.startswith("out of memory")
+            log.warning(
+                "job %s segment %d failed: %s",
+                job.job_id,
+                segment.index,
+                result.error,
+                extra=job_log(job.job_id),
+            )
+            self.chunks.close(job.job_id)
+            await self.outcomes.engine_failed([job], EngineError(result.error, retryable))
+            return
+        if result.truncated:
+            log.warning(
+                "job %s segment %d hit max_new_token: its audio is cut",
+                *(job.job_id, segment.index),
+                extra=job_log(job.job_id),
+            )
+        job.finished[segment.index] = result.audio
+        while len(job.audio) in job.finished:  # in order: the job's next segment is back
+            index = len(job.audio)
+            samples = job.finished.pop(index)
+            job.audio.append(samples)
+            await self.outcomes.segment_done(job, job.segment(index), samples)
+        if job.done and not job.completing and not (job.cancel or job.lost):
+            self.outcomes.complete_in_background(job)

@@ -1,0 +1,1 @@
+"""Loading ChatTTS: weights found, fetched and verified, modules built around their tensors."""

@@ -1,0 +1,191 @@
+"""Taking jobs from the queue: fresh deliveries and reclaimed entries, started (fenced), split
+into segments, answered from the cache when they can be, or put in the worker's hand."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+import orjson
+
+from core.infra.logs import job_log
+from core.infra.redis_client import RedisClient
+from core.infra.settings import Settings
+from core.queue.cache import cache_digest
+from core.queue.keys import CONSUMER_GROUP
+from core.queue.store import Queue, Started
+from core.queue.voices import BUILTIN_BY_NAME
+from workers.batch import ActiveJob
+from workers.chunks import ChunkPublisher
+from workers.engines import Engine, EngineError
+from workers.engines.base import Pieces
+from workers.leases import Reclaimer
+from workers.metrics import WorkerMetrics
+from workers.outcomes import Outcomes
+
+log = logging.getLogger("chattts_online.worker")
+
+
+class Intake:
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        redis: RedisClient,
+        queue: Queue,
+        reclaimer: Reclaimer,
+        engine: Engine,
+        in_hand: dict[str, ActiveJob],
+        outcomes: Outcomes,
+        chunks: ChunkPublisher,
+        metrics: WorkerMetrics,
+        in_engine: Callable[..., Awaitable[Any]],
+    ) -> None:
+        self.name, self.settings, self.redis, self.queue = name, settings, redis, queue
+        self.reclaimer, self.engine, self.in_hand = reclaimer, engine, in_hand
+        self.outcomes, self.chunks, self.metrics = outcomes, chunks, metrics
+        self.in_engine = in_engine
+        self._reclaim_again = False
+        self._last_reclaim = 0.0
+
+    def capacity(self) -> int:
+        # A job that runs alone (a previous attempt never finished: it may crash its worker)
+        # has the worker to itself, so that no innocent job is charged an attempt with it.
+        if any(job.solo for job in self.in_hand.values()):
+            return 0
+        # Twice a batch in hand: the next batch's jobs are started (and the engine kept busy)
+        # while the previous ones are encoded and stored in the background.
+        return 2 * max(1, self.engine.max_batch) - len(self.in_hand)
+
+    async def fill(self) -> None:
+        """Take new jobs while there is room: reclaimed ones first, then fresh deliveries.
+
+        Reads go on while they bring work and the batch window is open; jobs answered from the
+        cache never enter the hand, so the reclaim check runs on every round, not once.
+        """
+        order = {name: i for i, name in enumerate(self.queue.keys.streams)}
+        reclaim_every_s = self.settings.reclaim_interval_ms / 1000
+        window_ends: float | None = None
+        while self.capacity() > 0:
+            now = time.monotonic()
+            if self._reclaim_again or now - self._last_reclaim >= reclaim_every_s:
+                self._last_reclaim = now
+                await self._reclaim()
+                if self.capacity() <= 0:
+                    return
+            pending = sum(len(j.segments) - len(j.audio) for j in self.in_hand.values())
+            block: int | None
+            if pending == 0:  # idle: block for work
+                block = min(self.settings.block_ms, self.settings.reclaim_interval_ms)
+            elif self.engine.max_batch <= 1 or pending >= self.engine.max_batch:
+                block = None  # a full batch is waiting: only take what is already there
+            else:  # a partial batch: wait for batch-mates until the window closes
+                window_ends = window_ends or time.monotonic() + self.settings.batch_wait_ms / 1000
+                remaining_ms = int((window_ends - time.monotonic()) * 1000)
+                block = remaining_ms if remaining_ms >= 1 else None  # BLOCK 0 = forever
+            # Both streams in one call; high-priority entries are taken first.
+            response: Any = await self.redis.xreadgroup(
+                CONSUMER_GROUP,
+                self.name,
+                dict.fromkeys(self.queue.keys.streams, ">"),
+                count=self.capacity(),
+                block=block,
+            )
+            entries = [
+                (stream.decode(), entry_id.decode(), fields)
+                for stream, batch in sorted(response or [], key=lambda r: order[r[0].decode()])
+                for entry_id, fields in batch
+            ]
+            for stream, entry, fields in entries:
+                await self._take(stream, entry, fields)
+            if not entries or block is None:
+                return
+
+    async def _reclaim(self) -> None:
+        """Take over an entry whose lease expired (its worker died or hung).
+
+        One at a time, run alone: it may be what killed its worker. While reclaims find work,
+        the next sweep follows at once instead of after the reclaim interval.
+        """
+        claimed = await self.reclaimer.sweep(1)
+        self._reclaim_again = bool(claimed)
+        for stream, entry, fields in claimed:
+            log.info("worker %s: reclaimed entry %s", self.name, entry)
+            await self._take(stream, entry, fields)
+
+    async def _take(self, stream: str, entry: str, fields: dict[bytes, bytes]) -> None:
+        job_id = fields[b"id"].decode()
+        client = fields[b"client"].decode() if b"client" in fields else None
+        started = await self.queue.start(job_id, entry, self.name, stream, client)
+        if not isinstance(started, Started):
+            self.metrics.start_refused(started)
+            log.info(
+                "worker %s: skipped job %s (%s)", self.name, job_id, started, extra=job_log(job_id)
+            )
+            return
+        self.metrics.started(entry)
+        request = started.request
+        voice_data = language = None
+        if request.voice not in BUILTIN_BY_NAME:
+            voice_data, language = await self._voice_data(request.voice)
+            if voice_data is None:
+                reason = f"voice {request.voice!r} is not registered (any more)"
+                await self.outcomes.fail(job_id, started, reason)
+                return
+        try:
+            pieces: Pieces = await self.in_engine(
+                self.engine.pieces, request.text, request, language
+            )
+        except EngineError as exc:
+            await self.outcomes.fail(job_id, started, str(exc))
+            return
+        segments = [segment for segment, _, _ in pieces]
+        digest = (
+            None
+            if started.document
+            else cache_digest(
+                self.engine.name,
+                self.engine.model_version,
+                request,
+                segments,
+                voice_data,
+                getattr(self.engine, "deterministic", False),
+                started.client if self.settings.cache_scope == "client" else "",
+            )
+        )
+        job = ActiveJob(job_id, entry, started, segments, voice_data, digest)
+        job.spans = [(start, end) for _, start, end in pieces]
+        job.solo = int(started.token) > 1  # an earlier attempt never finished
+        if started.document and started.segments_done:
+            # A document resumes after its last stored segment: those are not made again.
+            job.audio = [np.zeros(0, np.float32)] * min(started.segments_done, len(segments))
+            job.samples_done = started.samples_done
+            job.submitted = len(job.audio)  # continuous batching hands over the rest
+            log.info(
+                "worker %s: job %s resumes after segment %d of %d",
+                *(self.name, job_id, len(job.audio), len(segments)),
+                extra=job_log(job_id),
+            )
+        if digest and await self.outcomes.answer_from_cache(job, digest):
+            return
+        if not segments:
+            await self.outcomes.fail(job_id, started, "the text has nothing this engine can speak")
+            return
+        self.in_hand[job_id] = job
+        self.chunks.open(job)
+
+    async def _voice_data(self, name: str) -> tuple[str | None, str | None]:
+        """A registered voice's data and language tag (None, None: not registered). Voices
+        registered before data and metadata were kept apart carry their data in the metadata."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(self.queue.keys.voices, name)
+            pipe.hget(self.queue.keys.voice_data, name)
+            raw, data = await pipe.execute()
+        if raw is None:
+            return None, None
+        stored = orjson.loads(raw)
+        embedding = data.decode() if data is not None else stored.get("embedding")
+        return embedding, stored.get("language")

@@ -1,0 +1,226 @@
+"""Prometheus metrics of one worker process: its own registry, served on its own port
+(`CHATTTS_WORKER_METRICS_PORT`) by a tiny aiohttp server on the worker's asyncio loop."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sized
+
+from aiohttp import web
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    generate_latest,
+)
+
+from workers.batch import ActiveJob
+from workers.engines import Engine, Segment
+
+log = logging.getLogger("chattts_online.worker")
+
+# Every way a job leaves this worker's hands; declared up front so each series exists at 0.
+# "lost": reclaimed by another worker (lease lost, or its completion fenced); "released": given
+# back to the queue (a transient engine error, or shutdown past the grace period).
+OUTCOMES = ("succeeded", "cache_hit", "failed", "cancelled", "dead", "released", "lost")
+# Waits and latencies: milliseconds with an idle queue and espeak, minutes with a GPU backlog.
+LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1, 2.5, 5, 10, 30, 60, 120, 300, 600,
+)  # fmt: skip
+# Real-time factor: espeak runs at ~0.001-0.05, ChatTTS at ~0.05-5 (GPU to CPU).
+RTF_BUCKETS = (
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10,
+)  # fmt: skip
+# Segments or jobs per engine call: 1 for espeak, up to CHATTTS_MAX_BATCH (8 by default).
+BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
+
+
+def entry_time(entry: str) -> float:
+    """When a stream entry was added (its id is `<ms since the epoch, Redis's clock>-<seq>`)."""
+    return int(entry.split("-", 1)[0]) / 1000
+
+
+class WorkerMetrics:
+    """The worker's metrics; every method is one call site in the worker, its outcomes, leases."""
+
+    def __init__(self, in_hand: Sized) -> None:
+        self.registry = r = CollectorRegistry()
+        self.port: int | None = None  # bound port of the /metrics server; None: not serving
+        self._runner: web.AppRunner | None = None
+        self.jobs = Counter(
+            "chattts_worker_jobs", "Jobs that left this worker, by outcome", ["outcome"], registry=r
+        )
+        for outcome in OUTCOMES:
+            self.jobs.labels(outcome)
+        self.queue_wait = Histogram(
+            "chattts_worker_queue_wait_seconds",
+            "Job enqueued (its stream entry added) to started by this worker",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.synthesis = Histogram(
+            "chattts_worker_synthesis_seconds",
+            "Engine time per succeeded job (its share of every batch it was in)",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.rtf = Histogram(
+            "chattts_worker_real_time_factor",
+            "Synthesis seconds / audio seconds per succeeded job",
+            buckets=RTF_BUCKETS,
+            registry=r,
+        )
+        self.first_segment = Histogram(
+            "chattts_worker_time_to_first_segment_seconds",
+            "Job enqueued to its first segment's audio stored (synthesized jobs)",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_segments = Histogram(
+            "chattts_worker_batch_segments",
+            "Segments per engine call",
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.batch_jobs = Histogram(
+            "chattts_worker_batch_jobs",
+            "Distinct jobs per engine call (cross-request batching)",
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.cache_hits = Counter(
+            "chattts_worker_cache_hits", "Jobs answered from the result cache", registry=r
+        )
+        self.cache_misses = Counter(
+            "chattts_worker_cache_misses", "Cacheable jobs not in the result cache", registry=r
+        )
+        self.redis_errors = Counter(
+            "chattts_worker_redis_errors", "Redis errors caught and survived", registry=r
+        )
+        self.lease_failures = Counter(
+            "chattts_worker_lease_renewal_failures", "Lease renewal rounds that failed", registry=r
+        )
+        self.fenced = Counter(
+            "chattts_worker_stale_completions_refused",
+            "Completions refused because another worker had reclaimed the job",
+            registry=r,
+        )
+        self.audio_seconds = Counter(
+            "chattts_worker_audio_seconds", "Seconds of audio synthesized", registry=r
+        )
+        self.in_hand = Gauge(
+            "chattts_worker_jobs_in_hand", "Jobs in this worker's hands", registry=r
+        )
+        self.in_hand.set_function(lambda: len(in_hand))
+        self.ready = Gauge(
+            "chattts_worker_ready",
+            "1 once the engine is loaded and warm, until stopping",
+            registry=r,
+        )
+        self.engine_load = Gauge(
+            "chattts_worker_engine_load_seconds",
+            "Seconds to load and warm up the engine",
+            registry=r,
+        )
+        self.info = Info("chattts_worker", "The worker's name, engine and model", registry=r)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def loaded(self, name: str, engine: Engine, ready_s: float) -> None:
+        self.info.info({"name": name, "engine": engine.name, "model_version": engine.model_version})
+        self.engine_load.set(ready_s)
+        self.ready.set(1)
+
+    async def serve(self, host: str, port: int) -> None:
+        """Serve GET /metrics (and /healthz) on `host`:`port` (CHATTTS_HOST, as the web tier: a
+        laptop keeps it local, containers set 0.0.0.0); port 0: off; a taken port: warn."""
+        if port <= 0:
+            return
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except (OSError, OverflowError) as exc:  # taken, not allowed, or not a port number
+            log.warning(
+                "cannot serve worker metrics on port %d (CHATTTS_WORKER_METRICS_PORT): %s; "
+                "going on without /metrics",
+                port,
+                exc,
+            )
+            await runner.cleanup()
+            return
+        self._runner = runner
+        self.port = port
+        log.info("worker metrics on http://%s:%d/metrics", host, port)
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner, self.port = None, None
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        return web.Response(
+            body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def start_refused(self, verdict: str) -> None:
+        """A delivered entry that did not start: past max deliveries ("dead:<n>") or skipped."""
+        if verdict.startswith("dead"):
+            self.jobs.labels("dead").inc()
+
+    def started(self, entry: str) -> None:
+        self.queue_wait.observe(max(0.0, time.time() - entry_time(entry)))
+
+    def cache_lookup(self, hit: bool) -> None:
+        (self.cache_hits if hit else self.cache_misses).inc()
+
+    def outcome(self, outcome: str) -> None:
+        self.jobs.labels(outcome).inc()
+
+    def observe_batch(self, batch: list[tuple[ActiveJob, Segment]], elapsed_s: float) -> None:
+        """One engine call: its size, and each row's equal share of its time to the row's job."""
+        self.observe_rows(batch)
+        for job, _ in batch:
+            job.engine_s += elapsed_s / len(batch)
+
+    def observe_rows(self, batch: list[tuple[ActiveJob, Segment]]) -> None:
+        """The size of a group of segments the engine served together."""
+        self.batch_segments.observe(len(batch))
+        self.batch_jobs.observe(len({job.job_id for job, _ in batch}))
+
+    def segment_stored(self, job: ActiveJob, index: int) -> None:
+        if index == 0:
+            self.first_segment.observe(max(0.0, time.time() - entry_time(job.entry)))
+
+    def succeeded(self, job: ActiveJob, duration_s: float) -> None:
+        if len(job.segments) == 1:  # its only segment is stored with the final file, just now
+            self.segment_stored(job, 0)
+        self.jobs.labels("succeeded").inc()
+        self.synthesis.observe(job.engine_s)
+        if duration_s > 0:
+            self.rtf.observe(job.engine_s / duration_s)
+        self.audio_seconds.inc(duration_s)
+
+    def completion_refused(self) -> None:
+        self.fenced.inc()
+        self.jobs.labels("lost").inc()
+
+    def redis_error(self) -> None:
+        self.redis_errors.inc()
+
+    def lease_renewal_failed(self) -> None:
+        self.lease_failures.inc()
+        self.redis_errors.inc()

@@ -1,0 +1,306 @@
+"""What happens to the jobs in a worker's hand: segments published, results stored, failures.
+
+Every outcome is one fenced Lua script (core/queue/lua/); a refused one means the job was
+reclaimed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import numpy as np
+import orjson
+from redis.exceptions import RedisError
+
+from core.audio import formats as audio
+from core.audio.documents import document_size
+from core.infra.logs import job_log
+from core.infra.redis_client import REDIS_UNAVAILABLE
+from core.queue.store import Queue, SegmentDone, Started
+from workers.batch import ActiveJob, render
+from workers.chunks import ChunkPublisher
+from workers.engines import Engine, EngineError, Segment
+from workers.metrics import WorkerMetrics
+from workers.stats import WorkerStats
+
+log = logging.getLogger("chattts_online.worker")
+# What a document's finished segment leaves in the worker's hand: its samples are in Redis.
+_STORED = np.zeros(0, np.float32)
+# A segment's store is retried through a Redis outage of about 3 s (0.2 + 0.4 + 0.8 + 1.6),
+# well inside a lease; past that, the job's lease decides.
+PROGRESS_RETRY_S = 0.2
+PROGRESS_RETRY_MAX_S = 1.6
+
+
+class Outcomes:
+    def __init__(
+        self,
+        name: str,
+        queue: Queue,
+        in_hand: dict[str, ActiveJob],
+        stats: WorkerStats,
+        engine: Engine,
+        metrics: WorkerMetrics,
+        chunks: ChunkPublisher,
+    ) -> None:
+        self.name = name
+        self.chunks = chunks
+        self.queue = queue
+        self.settings = queue.settings
+        self.in_hand = in_hand
+        self.stats = stats
+        self.engine = engine
+        self.metrics = metrics
+        self.completions: set[asyncio.Task[None]] = set()
+
+    async def fail(self, job_id: str, started: Started, reason: str) -> None:
+        """A started job that cannot run (bad voice, nothing to speak): it fails at once."""
+        await self.queue.finish(
+            job_id, started.client, started.token, "failed", reason, stream=started.stream
+        )
+        self.metrics.outcome("failed")
+
+    async def answer_from_cache(self, job: ActiveJob, digest: str) -> bool:
+        cached: Any = await self.queue.redis.hgetall(self.queue.keys.cache(digest))
+        self.metrics.cache_lookup(bool(cached))
+        if not cached:
+            return False
+        ok = await self.queue.complete(
+            job.job_id,
+            job.started.client,
+            job.started.token,
+            cached[b"audio"],
+            float(cached[b"duration_s"]),
+            int(cached[b"sample_rate"]),
+            cached=True,
+            stream=job.started.stream,
+            cache_digest=digest,
+            new_cues=orjson.loads(cached[b"cues"]) if cached.get(b"cues") else None,
+        )
+        if ok:
+            self.metrics.outcome("cache_hit")
+            log.info(
+                "worker %s: job %s answered from the cache",
+                self.name,
+                job.job_id,
+                extra=job_log(job.job_id),
+            )
+        else:
+            self.metrics.completion_refused()
+        return True
+
+    def complete_in_background(self, job: ActiveJob) -> None:
+        """Encode and store a finished job while the engine goes on with the next batch."""
+        job.completing = True
+        task = asyncio.create_task(self._complete_or_retry(job), name=f"complete-{job.job_id}")
+        self.completions.add(task)
+        task.add_done_callback(self.completions.discard)
+
+    async def _complete_or_retry(self, job: ActiveJob) -> None:
+        try:
+            await self.complete(job)
+        except RedisError as exc:
+            log.warning(
+                "worker %s: storing %s failed (%s); will retry",
+                *(self.name, job.job_id, exc),
+                extra=job_log(job.job_id),
+            )
+            self.metrics.redis_error()
+            job.completing = False
+        except Exception as exc:  # encoding failed: no retry can fix it
+            log.exception(
+                "worker %s: completing %s failed", self.name, job.job_id, extra=job_log(job.job_id)
+            )
+            self.in_hand.pop(job.job_id, None)
+            self.metrics.outcome("failed")
+            with contextlib.suppress(RedisError):
+                await self.queue.finish(
+                    job.job_id,
+                    job.started.client,
+                    job.started.token,
+                    "failed",
+                    f"encoding the audio failed: {exc}",
+                    stream=job.started.stream,
+                )
+
+    async def segment_done(self, job: ActiveJob, segment: Segment, samples: np.ndarray) -> None:
+        """Store a finished segment (every segment but a one-segment job's only one): its audio,
+        its cue, a progress event. A document's goes as a part and leaves the worker's memory."""
+        total = len(job.segments)
+        rate = self.engine.sample_rate
+        cue, added = job.place(segment.index, samples.size, rate)
+        if total == 1 and not job.document:
+            return  # its final file is its only segment: the terminal event says it all
+        await self.chunks.segment_out(job.job_id, segment.index)  # a streaming job: chunks first
+        if job.document:
+            pause = np.zeros(added - samples.size, np.float32)
+            encoded = audio.encode(np.concatenate([pause, samples]), rate, "pcm")
+            job.audio[segment.index] = _STORED  # its samples live in Redis from now on
+        else:
+            fmt = job.started.request.format
+            encoded = await asyncio.to_thread(audio.encode, samples, rate, fmt)
+        done = SegmentDone(
+            index=segment.index + 1,
+            total=total,
+            audio=encoded,
+            duration_s=samples.size / rate,
+            samples=added,
+            sample_rate=rate,
+            cue=cue,
+            eta=job.eta(),
+            document=job.document,
+        )
+        verdict = await self._progress(job, done)
+        if verdict != "lost":
+            self.metrics.segment_stored(job, segment.index)
+        if verdict == "cancel":
+            job.cancel = True
+        elif verdict == "lost":
+            job.lost = True
+
+    async def _progress(self, job: ActiveJob, done: SegmentDone) -> str:
+        """`Queue.progress`, retried through a short Redis outage: segments are stored in order,
+        so one left out would lose every later one (the script takes a repeat of the last)."""
+        delay = PROGRESS_RETRY_S
+        while True:
+            try:
+                return await self.queue.progress(
+                    job.job_id, job.started.client, job.started.token, done
+                )
+            except REDIS_UNAVAILABLE:
+                if delay > PROGRESS_RETRY_MAX_S:
+                    raise
+                await asyncio.sleep(delay)
+                delay *= 2
+
+    async def complete(self, job: ActiveJob) -> None:
+        if job.cancel or job.lost:
+            await self.drop(job)
+            return
+        rate = self.engine.sample_rate
+        # A streaming job's chunks go out first: its listeners read up to the final chunk count.
+        await self.chunks.drained(job.job_id)
+        # The job stays in hand (its lease renewed) until the result is stored; if Redis fails
+        # meanwhile, the next batch round tries again.
+        size = None
+        if job.document:  # its parts are its audio: nothing to join or encode
+            data, duration_s = b"", job.samples_done / rate
+            size = document_size(job.samples_done, job.started.request.format)
+        else:
+            data, duration_s = await asyncio.to_thread(
+                render, job.audio, rate, job.started.request.format
+            )
+        ok = await self.queue.complete(
+            job.job_id,
+            job.started.client,
+            job.started.token,
+            data,
+            duration_s,
+            rate,
+            stream=job.started.stream,
+            cache_digest=job.cache_digest,
+            document_size=size,
+            new_cues=job.cues if len(job.segments) == 1 and not job.document else None,
+            all_cues=job.cues,
+        )
+        self.in_hand.pop(job.job_id, None)
+        if ok:
+            self.stats.jobs_succeeded += 1
+            self.stats.audio_seconds += duration_s
+            self.metrics.succeeded(job, duration_s)
+            log.info(
+                "worker %s: job %s succeeded: %.2f s of audio in %d segments",
+                *(self.name, job.job_id, duration_s, len(job.segments)),
+                extra=job_log(job.job_id),
+            )
+        else:
+            self.stats.jobs_fenced += 1
+            self.metrics.completion_refused()
+            log.warning(
+                "worker %s: completion of %s refused (reclaimed by another worker)",
+                self.name,
+                job.job_id,
+                extra=job_log(job.job_id),
+            )
+
+    async def drop(self, job: ActiveJob) -> None:
+        """Stop a job that was cancelled (finish it as such) or lost (leave it to its new owner)."""
+        self.in_hand.pop(job.job_id, None)
+        if job.cancel and not job.lost:
+            await self.queue.finish(
+                job.job_id,
+                job.started.client,
+                job.started.token,
+                "cancelled",
+                "cancelled by the client",
+                stream=job.started.stream,
+            )
+        # Counted once Redis took it: a failed finish leaves the job to be reclaimed, and the
+        # worker that finishes it counts it.
+        self.metrics.outcome("lost" if job.lost else "cancelled")
+
+    async def engine_failed(self, jobs: list[ActiveJob], exc: EngineError) -> None:
+        """A batch failed. Several jobs: each is retried alone (the culprit then fails alone,
+        and its batch-mates lose nothing). One job: requeued (counted) or failed."""
+        await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
+        if len(jobs) > 1:
+            log.warning(
+                "worker %s: a batch of %d jobs failed (%s); retrying each alone",
+                self.name,
+                len(jobs),
+                exc,
+            )
+            for job in jobs:
+                job.solo = True
+                self.chunks.rewind(job.job_id)
+            return
+        job = jobs[0]
+        self.in_hand.pop(job.job_id, None)
+        if exc.retryable:
+            log.warning(
+                "worker %s: job %s hit a transient error, requeued: %s",
+                *(self.name, job.job_id, exc),
+                extra=job_log(job.job_id),
+            )
+            await self.queue.release(
+                job.job_id,
+                job.started.client,
+                job.started.token,
+                str(exc),
+                count_attempt=True,
+                stream=job.started.stream,
+            )
+            self.metrics.outcome("released")  # counted once Redis took it (else: reclaimed)
+        else:
+            await self.queue.finish(
+                job.job_id,
+                job.started.client,
+                job.started.token,
+                "failed",
+                str(exc),
+                stream=job.started.stream,
+            )
+            self.stats.jobs_failed += 1
+            self.metrics.outcome("failed")
+
+    async def release_all(self, reason: str) -> None:
+        """Give every job in hand back to the queue; with Redis down, their leases will lapse."""
+        try:
+            for job in list(self.in_hand.values()):
+                await self.queue.release(
+                    job.job_id,
+                    job.started.client,
+                    job.started.token,
+                    reason,
+                    stream=job.started.stream,
+                )
+                self.metrics.outcome("released")
+        except RedisError as exc:
+            self.metrics.redis_error()
+            log.warning(
+                "worker %s: could not release jobs (%s); their leases will expire", self.name, exc
+            )
+        self.in_hand.clear()

@@ -1,0 +1,387 @@
+"""The worker process: preload the engine, read jobs from the consumer group, batch, synthesize.
+
+One asyncio loop talks to Redis; every engine call runs in one dedicated thread (engines are not
+thread-safe); audio encoding runs in the default executor. Leases are renewed by a side task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import numpy as np
+from redis.exceptions import RedisError
+
+from core.infra.redis_client import REDIS_UNAVAILABLE, RedisClient, connect
+from core.infra.settings import Settings
+from core.queue.store import Queue
+from workers.batch import ActiveJob, next_batch
+from workers.chunks import ChunkPublisher
+from workers.continuous import Continuous
+from workers.engines import Engine, EngineError, create_engine
+from workers.engines.base import ChunkSink, Segment
+from workers.intake import Intake
+from workers.leases import Reclaimer, renew_leases
+from workers.metrics import WorkerMetrics
+from workers.outcomes import Outcomes
+from workers.stats import WorkerStats, publish_heartbeats
+
+log = logging.getLogger("chattts_online.worker")
+T = TypeVar("T")
+
+# Back-off while Redis is unreachable: quick first retry, never a busy loop, capped.
+BACKOFF_START_S, BACKOFF_MAX_S = 0.1, 5.0
+# How long a cancelled side task may take to end before it is cancelled again.
+CANCEL_AGAIN_S = 0.5
+
+
+class GraceExpired(Exception):
+    """The worker was asked to stop and its grace period ended before the batch did."""
+
+
+class Worker:
+    def __init__(self, settings: Settings, engine: Engine | None = None) -> None:
+        self.settings = settings
+        self.name = settings.worker_name
+        self.engine: Engine = engine or create_engine(settings)
+        self.stats = WorkerStats()
+        self.in_hand: dict[str, ActiveJob] = {}
+        self.metrics = WorkerMetrics(self.in_hand)
+        self._engine_thread = ThreadPoolExecutor(1, thread_name_prefix="engine")
+        self._stopping = asyncio.Event()
+        self._grace_deadline = float("inf")
+        self.engine_stuck = False
+        self._serving = False  # the engine thread runs a continuously batching engine's loop
+        self.redis: RedisClient | None = None
+        self.queue: Queue | None = None
+        self.reclaimer: Reclaimer
+        self.intake: Intake
+        self.outcomes: Outcomes
+        self.chunks: ChunkPublisher
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def in_engine(self, fn: Any, *args: Any) -> Any:
+        if self._serving:  # the engine thread runs the engine's loop: it takes calls between steps
+            engine: Any = self.engine  # continuous engines have `call`
+            return await asyncio.wrap_future(engine.call(functools.partial(fn, *args)))
+        return await asyncio.get_running_loop().run_in_executor(self._engine_thread, fn, *args)
+
+    def request_stop(self) -> None:
+        if not self._stopping.is_set():
+            self._grace_deadline = time.monotonic() + self.settings.shutdown_grace_s
+            self.metrics.ready.set(0)
+            log.info(
+                "worker %s: stopping (finishing %d jobs in hand)", self.name, len(self.in_hand)
+            )
+            self._stopping.set()
+
+    async def run(self) -> None:
+        await self.metrics.serve(self.settings.host, self.settings.worker_metrics_port)
+        try:  # the metrics port is freed however the worker ends (a failed load included)
+            await self._run()
+        finally:
+            await self.metrics.close()
+        log.info("worker %s: stopped", self.name)
+
+    async def _run(self) -> None:
+        t0 = time.perf_counter()
+        self.redis = connect(self.settings, block_ms=self.settings.block_ms)
+        self.queue = Queue(self.redis, self.settings)
+        # While the model loads, the worker says so (operators see it; readiness does not count
+        # it); it joins the consumer group only once it can synthesize.
+        loading = asyncio.create_task(
+            publish_heartbeats(
+                self.queue, self.name, self.settings.heartbeat_s, self.loading_beat, self.metrics
+            ),
+            name="heartbeat-loading",
+        )
+        try:
+            await self.in_engine(self.engine.load)
+            loaded = time.perf_counter()
+            await self.in_engine(self.engine.warmup)
+        finally:
+            await _cancel_and_wait([loading])
+        self.stats.ready_s = time.perf_counter() - t0
+        log.info(
+            "worker %s: engine %s (%s) loaded in %.2fs, warmed up in %.2fs",
+            self.name,
+            self.engine.name,
+            self.engine.model_version,
+            loaded - t0,
+            time.perf_counter() - loaded,
+        )
+        self.reclaimer = Reclaimer(self.redis, self.queue.keys, self.name, self.settings.lease_ms)
+        self.chunks = ChunkPublisher(self.queue, self.engine.sample_rate)
+        self.chunks.start()
+        self.outcomes = Outcomes(
+            self.name, self.queue, self.in_hand, self.stats, self.engine, self.metrics, self.chunks
+        )
+        self.intake = Intake(
+            self.name,
+            self.settings,
+            self.redis,
+            self.queue,
+            self.reclaimer,
+            self.engine,
+            self.in_hand,
+            self.outcomes,
+            self.chunks,
+            self.metrics,
+            self.in_engine,
+        )
+        await self._until_redis(self.queue.ensure_group)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        side_tasks = [
+            asyncio.create_task(
+                publish_heartbeats(
+                    self.queue, self.name, self.settings.heartbeat_s, self.heartbeat, self.metrics
+                ),
+                name="heartbeat",
+            ),
+            asyncio.create_task(
+                renew_leases(
+                    self.queue, self.in_hand, self.name, self.settings.lease_ms, self.metrics
+                ),
+                name="leases",
+            ),
+        ]
+        self.metrics.loaded(self.name, self.engine, self.stats.ready_s)
+        log.info(
+            "worker %s: ready in %.2fs, reading %s",
+            self.name,
+            self.stats.ready_s,
+            self.queue.keys.jobs,
+        )
+        try:
+            if getattr(self.engine, "continuous", False):
+                await self._continuous_loop()
+            else:
+                await self._main_loop()
+        finally:
+            if self.outcomes.completions:
+                await asyncio.wait(
+                    self.outcomes.completions, timeout=self.settings.shutdown_grace_s
+                )
+            await self.chunks.stop()
+            await _cancel_and_wait(side_tasks)
+            with contextlib.suppress(RedisError):
+                await self.redis.delete(self.queue.keys.worker(self.name))
+                await self.redis.zrem(self.queue.keys.workers, self.name)
+            await self.redis.aclose()
+            self._engine_thread.shutdown(wait=False, cancel_futures=True)
+
+    async def _until_redis(self, fn: Any) -> Any:
+        delay = BACKOFF_START_S
+        while True:
+            try:
+                return await fn()
+            except REDIS_UNAVAILABLE as exc:
+                if self._stopping.is_set():
+                    raise
+                self.metrics.redis_error()
+                log.warning(
+                    "worker %s: Redis unavailable (%s); retrying in %.1fs", self.name, exc, delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX_S)
+
+    # -- main loop --------------------------------------------------------------------------
+
+    async def _main_loop(self) -> None:
+        async def one_batch() -> None:
+            if self.in_hand:
+                await self._run_one_batch()
+
+        await self._rounds(one_batch)
+
+    async def _continuous_loop(self) -> None:
+        """The main loop for an engine that batches continuously: jobs are read while it runs,
+        and their segments join its running batch (see continuous.py)."""
+        loop = asyncio.get_running_loop()
+        run = Continuous(
+            self.engine,
+            self.in_hand,
+            self.outcomes,
+            self.chunks,
+            self.stats,
+            self.metrics,
+            lambda: self._chunk_sink(loop),
+        )
+
+        async def one_round() -> None:
+            await self._tidy()
+            run.cancel_dropped()
+            run.feed()
+            await run.collect()
+
+        run.start(self._engine_thread)
+        self._serving = True
+        try:
+            await self._rounds(one_round)
+        finally:
+            self._serving = False
+            self.engine_stuck = not await run.stop(self.settings.shutdown_grace_s)
+
+    async def _rounds(self, one_round: Callable[[], Awaitable[None]]) -> None:
+        """Take jobs and run `one_round` until the worker stops: when its hand is empty, or past
+        its grace period (jobs in hand go back to the queue). A Redis outage only pauses it."""
+        delay = BACKOFF_START_S
+        while True:
+            if self._stopping.is_set():
+                if not self.in_hand:
+                    return
+                if time.monotonic() > self._grace_deadline:
+                    await self.outcomes.release_all("worker shut down past its grace period")
+                    return
+            try:
+                if not self._stopping.is_set():
+                    await self._fill()
+                await one_round()
+                delay = BACKOFF_START_S
+            except GraceExpired:
+                self.engine_stuck = True
+                await self.outcomes.release_all("worker shut down past its grace period")
+                return
+            except REDIS_UNAVAILABLE as exc:
+                self.metrics.redis_error()
+                log.warning(
+                    "worker %s: Redis unavailable (%s); retrying in %.1fs", self.name, exc, delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX_S)
+
+    async def _tidy(self) -> None:
+        """Between rounds: cancelled and lost jobs leave, finished ones whose result could not
+        be stored are stored again, streams of jobs that left are closed."""
+        for job in [j for j in self.in_hand.values() if (j.cancel or j.lost) and not j.completing]:
+            await self.outcomes.drop(job)
+        for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
+            self.outcomes.complete_in_background(job)
+        for job_id in [j for j in self.chunks.streams if j not in self.in_hand]:
+            self.chunks.close(job_id)
+
+    async def _fill(self) -> None:
+        await self.intake.fill()
+
+    async def _engine_call(self, fn: Any, *args: Any) -> Any:
+        """Run `fn` in the engine thread; once stopping, wait for it only until the grace ends."""
+        call = asyncio.ensure_future(self.in_engine(fn, *args))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({call, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not call.done():
+                remaining = self._grace_deadline - time.monotonic()
+                await asyncio.wait({call}, timeout=max(0.0, remaining))
+            if not call.done():
+                raise GraceExpired
+            return call.result()
+        finally:
+            stopping.cancel()
+
+    # -- batches ----------------------------------------------------------------------------
+
+    async def _run_one_batch(self) -> None:
+        assert self.queue is not None
+        await self._tidy()
+        batch = next_batch(self.in_hand, self.engine)
+        if not batch:
+            if self.outcomes.completions:  # nothing to synthesize: let a completion finish first
+                await asyncio.wait(self.outcomes.completions, timeout=self.settings.block_ms / 1000)
+            return
+        t0 = time.perf_counter()
+        try:
+            streams = any(self.chunks.streaming(job.job_id) for job, _ in batch)
+            arrays: list[np.ndarray] = await self._engine_call(
+                self.engine.synthesize,
+                [segment for _, segment in batch],
+                self._chunk_sink(asyncio.get_running_loop()) if streams else None,
+            )
+        except GraceExpired:
+            raise
+        except EngineError as exc:
+            await self.outcomes.engine_failed(
+                list({job.job_id: job for job, _ in batch}.values()), exc
+            )
+            return
+        except Exception as exc:
+            log.exception("worker %s: engine raised", self.name)
+            failure = EngineError(f"{type(exc).__name__}: {exc}", retryable=False)
+            await self.outcomes.engine_failed(
+                list({job.job_id: job for job, _ in batch}.values()), failure
+            )
+            return
+        elapsed_s = time.perf_counter() - t0
+        self.stats.record_batch(batch, elapsed_s)
+        self.metrics.observe_batch(batch, elapsed_s)
+        for warning in getattr(self.engine, "last_warnings", None) or []:
+            log.warning("worker %s: %s", self.name, warning)
+        for (job, segment), samples in zip(batch, arrays, strict=True):
+            if job.job_id not in self.in_hand or job.lost:
+                continue
+            job.audio.append(samples)
+            await self.outcomes.segment_done(job, segment, samples)
+        for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
+            self.outcomes.complete_in_background(job)
+
+    def _chunk_sink(self, loop: asyncio.AbstractEventLoop) -> ChunkSink:
+        """The engine thread's hand-over of audio pieces to the publisher on the event loop."""
+        feed = self.chunks.feed
+
+        def sink(segment: Segment, samples: np.ndarray, final: bool) -> None:
+            loop.call_soon_threadsafe(feed, segment.job_id, segment.index, samples, final)
+
+        return sink
+
+    # -- side tasks -------------------------------------------------------------------------
+
+    def loading_beat(self) -> dict[str, Any]:
+        """The heartbeat of a worker still loading its model: alive, not ready."""
+        return {
+            "name": self.name,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "state": "loading",
+            "engine": self.engine.name,
+            "started_at": self.stats.started_at,
+            "ts": time.time(),
+            "voices": [],
+        }
+
+    def heartbeat(self) -> dict[str, Any]:
+        return self.stats.payload(
+            self.name, self.engine, len(self.in_hand), self._stopping.is_set(), self.metrics.port
+        )
+
+
+async def _cancel_and_wait(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel tasks until they end. A cancellation that lands inside redis-py's read of a reply
+    can be swallowed, and a loop that swallowed one goes on: it is cancelled again."""
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN_S)
+
+
+def main(settings: Settings) -> int:
+    """Entry point of `chattts-online worker`."""
+    worker = Worker(settings)
+    asyncio.run(worker.run())
+    if worker.engine_stuck:
+        # The engine thread is still inside a batch whose jobs went back to the queue; the
+        # interpreter would wait for it at exit. Everything else is closed: leave now.
+        logging.shutdown()
+        os._exit(0)
+    return 0
