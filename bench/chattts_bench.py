@@ -250,7 +250,8 @@ def run_batches(
             for i in range(batch)
         ]
         segments = [
-            Segment(s.job_id, 0, engine.split(s.text, s.request)[0], s.request) for s in segments
+            Segment(s.job_id, 0, engine.pieces(s.text, s.request)[0][0], s.request)
+            for s in segments
         ]
         best = first_best = float("inf")
         peak = None

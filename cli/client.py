@@ -29,6 +29,7 @@ from cli.errors import FAILED, INTERRUPTED, OK, REJECTED, UNAVAILABLE, USAGE, Cl
 from cli.interrupts import CANCEL_TIMEOUT_S, until_interrupted
 from cli.output import PcmWriter, Progress, opened
 from core.audio.formats import FORMATS, SAMPLE_RATE, SEGMENT_GAP_S, extension
+from core.queue.job import TERMINAL_NAMES as TERMINAL
 from core.text.sentences import clean_text, split_sentences
 from core.text.subtitles import to_srt, to_vtt
 
@@ -42,7 +43,6 @@ MAX_CHARS = 200_000
 WINDOW = 16
 CONNECT_TIMEOUT_S = 10.0
 SSE_RECONNECTS = 5
-TERMINAL = ("succeeded", "failed", "cancelled", "dead")
 
 
 def pick_format(output: str | None, fmt: str | None, default: str = "mp3") -> str:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from core.infra.embedded_redis import EmbeddedRedis, die_with_parent
@@ -38,7 +38,6 @@ class Child:
     started_at: float = 0.0
     failures: int = 0
     next_start: float = 0.0
-    restarts: int = field(default=0)
 
     def start(self) -> None:
         self.process = subprocess.Popen(
@@ -112,7 +111,6 @@ class Supervisor:
                     child.next_start = now + delay
                 elif now >= child.next_start:
                     child.next_start = 0.0
-                    child.restarts += 1
                     child.start()
             redis_process = self.redis.process if self.redis is not None else None
             if self.redis is not None and redis_process and redis_process.poll() is not None:

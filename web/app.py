@@ -34,7 +34,7 @@ from web.clients.identity import cookie_secret, identity_middleware, set_client_
 from web.hub import Connections, EventHub
 from web.metrics import Metrics
 from web.middlewares.access_log import JobAccessLogger
-from web.middlewares.error_handling import error_middleware, expect_handler, json_error_bodies
+from web.middlewares.error_handling import error_middleware, json_error_bodies
 from web.middlewares.metrics import metrics_middleware
 from web.middlewares.origin import origin_middleware
 from web.monitors.backlog import BacklogAlert
@@ -135,10 +135,6 @@ def create_app(settings: Settings) -> web.Application:
     aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=True)
     app[aiohttp_jinja2.static_root_key] = "/static"
     setup_routes(app, STATIC_DIR)
-    for route in app.router.routes():
-        # aiohttp offers no app-wide setting for this; its default answers a 500 to an Expect
-        # header that is not UTF-8 (it cannot encode its own error message).
-        route._expect_handler = expect_handler
     app.cleanup_ctx.append(_redis_ctx)
     app.cleanup_ctx.append(_hub_ctx)
     app.cleanup_ctx.append(_throughput_ctx)

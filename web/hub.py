@@ -20,7 +20,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from core.infra.redis_client import REDIS_DOWN, RedisClient, connect
 from core.infra.settings import Settings
-from core.queue.job import TERMINAL_STATES
+from core.queue.job import TERMINAL_NAMES
 from core.queue.keys import Keys
 from core.queue.store import Queue
 
@@ -34,7 +34,7 @@ READ_BATCH = 100
 XREAD_STREAMS = 256
 BACKOFF_START_S, BACKOFF_MAX_S = 0.1, 2.0
 STOP_TIMEOUT_S = 3.0
-TERMINAL_TYPES = frozenset(state.value for state in TERMINAL_STATES)
+TERMINAL_TYPES = frozenset(TERMINAL_NAMES)
 
 
 class Subscriber:
@@ -363,10 +363,10 @@ async def follow(
 
 
 class Connections:
-    """Open SSE responses and WebSockets, so that shutdown can close them promptly."""
+    """Open WebSockets, so that shutdown can close them promptly (SSE handlers end when the hub
+    closes their subscriptions)."""
 
     def __init__(self) -> None:
-        self.sse: set[web.StreamResponse] = set()
         self.ws: set[web.WebSocketResponse] = set()
 
     async def close_all(self, hub: EventHub) -> None:

@@ -8,23 +8,16 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, Literal
 
 import orjson
 from redis.commands.core import AsyncScript
 
 from core.infra.redis_client import RedisClient
+from core.queue import scripts
 from core.queue.keys import Keys
 
 Outcome = Literal["delivered", "retry", "failed"]
-
-
-def _script(name: str) -> str:
-    return (resources.files("core.queue") / "lua" / f"{name}.lua").read_text()
-
-
-_CLAIM, _RESULT = _script("callback_claim"), _script("callback_result")
 
 
 @dataclass(frozen=True)
@@ -50,8 +43,8 @@ class Outbox:
     def __init__(self, redis: RedisClient, keys: Keys) -> None:
         self.redis = redis
         self.keys = keys
-        self._claim: AsyncScript = redis.register_script(_CLAIM)
-        self._result: AsyncScript = redis.register_script(_RESULT)
+        self._claim: AsyncScript = scripts.register(redis, "callback_claim")
+        self._result: AsyncScript = scripts.register(redis, "callback_result")
 
     async def claim(self, now_ms: int, lease_ms: int, limit: int) -> list[Callback]:
         """Up to `limit` callbacks due by `now_ms`, each held for `lease_ms`."""

@@ -29,6 +29,8 @@ class JobState(enum.StrEnum):
 TERMINAL_STATES = frozenset(
     {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.DEAD}
 )
+# The same states by name, in a fixed order (metrics labels, event types, the Lua scripts).
+TERMINAL_NAMES: tuple[str, ...] = tuple(s.value for s in JobState if s in TERMINAL_STATES)
 
 
 class SynthesisRequest(BaseModel):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from importlib import resources
 from typing import Any
 
 import orjson
@@ -12,6 +11,7 @@ from redis.exceptions import ResponseError
 
 from core.infra.redis_client import RedisClient, parse_url
 from core.infra.settings import Settings
+from core.queue import scripts
 from core.queue.durable import NotReplicated, run_replicated
 from core.queue.job import Job, SynthesisRequest, new_job_id, queue_position
 from core.queue.keys import CONSUMER_GROUP, Keys
@@ -51,17 +51,6 @@ SCRIPT_NAMES = (
 CHUNKS_LINGER_S = 600
 
 
-def _load_scripts(sharded: bool) -> dict[str, str]:
-    """The scripts' sources; `sharded`: doorbells by SPUBLISH, for a Redis Cluster."""
-    folder = resources.files("core.queue") / "lua"
-    doorbell = f"local DOORBELL = '{'SPUBLISH' if sharded else 'PUBLISH'}'\n"
-    prelude = doorbell + (folder / "_prelude.lua").read_text()
-    return {name: prelude + "\n" + (folder / f"{name}.lua").read_text() for name in SCRIPT_NAMES}
-
-
-_SOURCES = {sharded: _load_scripts(sharded) for sharded in (False, True)}
-
-
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -75,7 +64,7 @@ class Queue:
         self.keys = Keys(settings.key_prefix, settings.queue)
         sharded = parse_url(settings.redis_url).sharded if settings.redis_url else False
         self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(source) for name, source in _SOURCES[sharded].items()
+            name: scripts.register(redis, name, sharded) for name in SCRIPT_NAMES
         }
 
     # -- shared helpers ---------------------------------------------------------------------

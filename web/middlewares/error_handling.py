@@ -12,7 +12,6 @@ from aiohttp import HttpVersion11, web
 from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestPayloadError
-from aiohttp.web_urldispatcher import _default_expect_handler
 from redis.exceptions import OutOfMemoryError, ResponseError
 
 from core.infra.logs import job_context
@@ -214,6 +213,10 @@ async def json_error_bodies(request: web.Request, response: web.StreamResponse) 
 async def expect_handler(request: web.Request) -> None:
     """`Expect: 100-continue` as aiohttp does; any other expectation: 417 (JSON, never a 500)."""
     expect = request.headers.get("Expect", "")
-    if request.version == HttpVersion11 and expect.lower() != "100-continue":
+    if request.version != HttpVersion11:
+        return
+    if expect.lower() != "100-continue":
         raise web.HTTPExpectationFailed(text=f"unknown expectation {expect[:64]!a}")
-    await _default_expect_handler(request)
+    # What aiohttp's own default handler does, through public names only.
+    await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    request.writer.output_size = 0  # the interim answer is not part of the body's size

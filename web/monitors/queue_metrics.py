@@ -14,13 +14,14 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from core.queue.job import TERMINAL_NAMES
 from core.queue.keys import CONSUMER_GROUP
 from core.queue.store import Queue
 from web.monitors.backlog import BacklogAlert
 from web.monitors.fleet import live_heartbeats
 
 # Terminal states a job ends in, as counted by the Lua scripts in the stats hash.
-OUTCOMES = ("succeeded", "failed", "cancelled", "dead")
+OUTCOMES = TERMINAL_NAMES
 
 
 def _stream_label(queue: Queue, stream: str) -> str:

@@ -40,6 +40,7 @@ from redis.exceptions import RedisError
 
 from core.infra.redis_client import target_of
 from core.infra.topology import replicas_in_sync
+from core.queue.job import TERMINAL_NAMES
 from core.queue.keys import CONSUMER_GROUP
 from core.queue.store import Queue
 from web.monitors.backlog import BacklogAlert
@@ -62,7 +63,7 @@ LATE_FACTOR = 1.5
 # request would otherwise wait out.
 DOWN_AFTER_FAILURES = 3
 # Counters of the stats hash that mean "a job left the queue for good".
-FINISHED = ("succeeded", "failed", "cancelled", "dead")
+FINISHED = TERMINAL_NAMES
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp_sse import EventSourceResponse
 
-from web.appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS
+from web.appkeys import HUB, METRICS, QUEUE, SETTINGS
 from web.clients.identity import client_id
 from web.clients.limits import stream_lease
 from web.errors import dumps, not_found
@@ -78,9 +78,8 @@ async def _serve(
     ping_s = app[SETTINGS].sse_ping_s
     response = EventSourceResponse(ping_interval=ping_s, send_timeout=send_timeout_s(ping_s))
     await response.prepare(request)
-    connections, metrics = app[CONNECTIONS], app[METRICS]
+    metrics = app[METRICS]
     opened_ms = int(time.time() * 1000)
-    connections.sse.add(response)
     metrics.sse_open.inc()
 
     async def pump() -> None:
@@ -105,7 +104,6 @@ async def _serve(
         for task in (pumping, pinging):
             task.cancel()
         results = await asyncio.gather(pumping, pinging, return_exceptions=True)
-        connections.sse.discard(response)
         metrics.sse_open.dec()
         with contextlib.suppress(Exception):
             response.stop_streaming()

@@ -67,13 +67,11 @@ class Engine(Protocol):
     def voices(self) -> list[Voice]:
         """Voices this engine can speak with (built-in names at least)."""
 
-    def split(self, text: str, request: SynthesisRequest, language: str | None = None) -> list[str]:
-        """Cut a job's text into segments synthesized (and streamed) one by one. `language`
-        (a BCP 47 tag) is a registered voice's; built-in voices carry their own."""
-
     def pieces(self, text: str, request: SynthesisRequest, language: str | None = None) -> Pieces:
-        """As `split`, with where each segment lies in `text`: (segment, start, end) character
-        offsets into the text as submitted (subtitle cues point there)."""
+        """Cut a job's text into segments synthesized (and streamed) one by one, with where each
+        lies in `text`: (segment, start, end) character offsets into the text as submitted
+        (subtitle cues point there). `language` (a BCP 47 tag) is a registered voice's;
+        built-in voices carry their own."""
 
     def batch_key(self, request: SynthesisRequest) -> Hashable:
         """Segments whose requests share this key may run in one batch."""

@@ -121,11 +121,8 @@ class EspeakEngine:
     def voices(self) -> list[Voice]:
         return [v for v in BUILTIN_VOICES if v.name in _VOICE_TABLE]
 
-    def split(self, text: str, request: SynthesisRequest, language: str | None = None) -> list[str]:
-        return split_sentences(text, _SEGMENT_CHARS)
-
     def pieces(self, text: str, request: SynthesisRequest, language: str | None = None) -> Pieces:
-        segments = self.split(text, request, language)
+        segments = split_sentences(text, _SEGMENT_CHARS)
         return [(s, a, b) for s, (a, b) in zip(segments, locate(text, segments), strict=True)]
 
     def batch_key(self, request: SynthesisRequest) -> Hashable:

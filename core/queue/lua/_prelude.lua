@@ -1,8 +1,24 @@
--- Shared by every script (prepended at load time): job snapshots and event emission.
--- An event is appended to the job's and the client's event streams, then the queue's doorbell
--- channel (keys.py: the queue's base name and ':n') is told both stream names. `DOORBELL` is
--- PUBLISH, or SPUBLISH in a Redis Cluster (store.py prepends it). Atomic with the state change
--- that calls it. `emit` returns the job stream's new id and the event JSON.
+-- Shared by every script (prepended at load time, scripts.py): fencing, job snapshots and event
+-- emission. An event is appended to the job's and the client's event streams, then the queue's
+-- doorbell channel (keys.py: the queue's base name and ':n') is told both stream names.
+-- `DOORBELL` (PUBLISH, or SPUBLISH in a Redis Cluster) and `TERMINAL` (the terminal states) come
+-- from the header scripts.py writes. Atomic with the state change that calls it. `emit` returns
+-- the job stream's new id and the event JSON.
+
+-- The fencing check of every script a worker runs on a job it holds: the job's `state`, `token`
+-- and the other fields named, if it is running under `token` (the attempt number); else nil and
+-- the state it is in.
+local function fenced(job_key, token, ...)
+  local values = redis.call('HMGET', job_key, 'state', 'token', ...)
+  if values[1] ~= 'running' or values[2] ~= token then return nil, values[1] end
+  return values
+end
+
+-- A refused call of a stale worker: counted as fenced, answered with the job's state.
+local function stale(stats, state)
+  redis.call('HINCRBY', stats, 'fenced', 1)
+  return {'stale', state or 'gone'}
+end
 local NUMERIC = {attempts=true, created_at=true, started_at=true, finished_at=true,
   segments_total=true, segments_done=true, duration_s=true, audio_size=true, seq=true,
   sample_rate=true, chunks_done=true, callback_attempts=true}
@@ -40,8 +56,6 @@ local function emit(job_key, ev_job, ev_client, kind, now, maxlen_job, maxlen_cl
   redis.call(DOORBELL, doorbell_of(ev_job), ev_job .. '\n' .. ev_client)
   return job_id, data
 end
-
-local TERMINAL = {succeeded=true, failed=true, cancelled=true, dead=true}
 
 -- A job that asked for a callback gets one queued (keys.py: callbacks, callbacks:data) in the
 -- same script that ends it: no crash can come between "ended" and "callback queued". The

@@ -7,8 +7,8 @@
 --       maxlen_job, linger (seconds the list lives after its last chunk)
 -- Returns 'ok' | 'cancel' | 'lost'
 local job, chunks, ev_job = KEYS[1], KEYS[2], KEYS[3]
-local values = redis.call('HMGET', job, 'state', 'token', 'cancel_requested', 'chunks_done')
-if values[1] ~= 'running' or values[2] ~= ARGV[1] then return 'lost' end
+local values = fenced(job, ARGV[1], 'cancel_requested', 'chunks_done')
+if not values then return 'lost' end
 local index = tonumber(ARGV[2])
 local done = tonumber(values[4] or '0')
 if index <= done then return 'ok' end  -- a retry of a chunk already stored

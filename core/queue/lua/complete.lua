@@ -10,11 +10,8 @@
 -- Returns {'ok', event_id} | {'stale', state}
 local jobs, job, audio, ev_job, ev_client, stats, active, segments =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local values = redis.call('HMGET', job, 'state', 'token', 'entry')
-if values[1] ~= 'running' or values[2] ~= ARGV[1] then
-  redis.call('HINCRBY', stats, 'fenced', 1)
-  return {'stale', values[1] or 'gone'}
-end
+local values, state = fenced(job, ARGV[1], 'entry')
+if not values then return stale(stats, state) end
 local ttl = tonumber(ARGV[8])
 local size = string.len(ARGV[2])
 if ARGV[11] ~= '' then

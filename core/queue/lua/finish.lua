@@ -4,11 +4,8 @@
 -- Returns {'ok', event_id} | {'stale', state}
 local jobs, job, ev_job, ev_client, stats, active =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local values = redis.call('HMGET', job, 'state', 'token', 'entry')
-if values[1] ~= 'running' or values[2] ~= ARGV[1] then
-  redis.call('HINCRBY', stats, 'fenced', 1)
-  return {'stale', values[1] or 'gone'}
-end
+local values, state = fenced(job, ARGV[1], 'entry')
+if not values then return stale(stats, state) end
 local ttl = tonumber(ARGV[7])
 redis.call('HSET', job, 'state', ARGV[2], 'error', ARGV[3], 'finished_at', ARGV[4], 'owner', '')
 redis.call('HINCRBY', stats, ARGV[2], 1)

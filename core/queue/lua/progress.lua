@@ -8,8 +8,8 @@
 -- Returns 'ok' | 'cancel' | 'lost' (idempotent for the last segment stored)
 local job, segments, ev_job, ev_client, parts, cues =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local values = redis.call('HMGET', job, 'state', 'token', 'cancel_requested', 'segments_done')
-if values[1] ~= 'running' or values[2] ~= ARGV[1] then return 'lost' end
+local values = fenced(job, ARGV[1], 'cancel_requested', 'segments_done')
+if not values then return 'lost' end
 local index = tonumber(ARGV[2])
 local done = tonumber(values[4] or '0')
 -- Once each, in order: a resumed document continues after its last stored part. The last one

@@ -5,11 +5,8 @@
 -- ARGV: token, now, maxlen_job, maxlen_client, ttl, count, reason
 -- Returns {'ok', event_id} | {'stale', state}
 local jobs, job, ev_job, ev_client, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local values = redis.call('HMGET', job, 'state', 'token', 'entry', 'id', 'client')
-if values[1] ~= 'running' or values[2] ~= ARGV[1] then
-  redis.call('HINCRBY', stats, 'fenced', 1)
-  return {'stale', values[1] or 'gone'}
-end
+local values, state = fenced(job, ARGV[1], 'entry', 'id', 'client')
+if not values then return stale(stats, state) end
 redis.call('XACK', jobs, 'workers', values[3])
 redis.call('XDEL', jobs, values[3])
 local entry = redis.call('XADD', jobs, '*', 'id', values[4], 'client', values[5])

@@ -3,8 +3,8 @@
 -- KEYS: jobs, job   ARGV: token, worker
 -- Returns 'ok' | 'cancel' (the owner is asked to stop) | 'lost'
 local jobs, job = KEYS[1], KEYS[2]
-local values = redis.call('HMGET', job, 'state', 'token', 'entry', 'cancel_requested')
-if values[1] ~= 'running' or values[2] ~= ARGV[1] then return 'lost' end
+local values = fenced(job, ARGV[1], 'entry', 'cancel_requested')
+if not values then return 'lost' end
 redis.call('XCLAIM', jobs, 'workers', ARGV[2], 0, values[3], 'JUSTID')
 if values[4] == '1' then return 'cancel' end
 return 'ok'

@@ -185,9 +185,6 @@ class ChatTTSEngine:
 
     # --- text -----------------------------------------------------------------------------------
 
-    def split(self, text: str, request: SynthesisRequest, language: str | None = None) -> list[str]:
-        return [segment for segment, _, _ in self.pieces(text, request, language)]
-
     def pieces(self, text: str, request: SynthesisRequest, language: str | None = None) -> Pieces:
         return text_segments.pieces(text, request, language)
 

@@ -113,8 +113,8 @@ engine = create_engine(Settings(engine="chattts", model_dir=sys.argv[1], device=
 engine.load()
 engine.warmup()
 def state():
-    from workers.engines.chattts import imports
-    return {"partial": imports.is_partial(), "chat": engine._chat is not None,
+    # ChatTTS's package __init__ (which defines Chat) has not run while the import is partial.
+    return {"partial": "Chat" not in vars(sys.modules["ChatTTS"]), "chat": engine._chat is not None,
             "modelling": "transformers.modeling_utils" in sys.modules,
             "compiler": "torch._dynamo" in sys.modules, "einx": "einx" in sys.modules}
 out = {"ready": state()}

@@ -67,11 +67,6 @@ def complete() -> None:
             _deferred.discard(name)
 
 
-def is_partial() -> bool:
-    """True while some of ChatTTS is left unimported."""
-    return bool(_deferred)
-
-
 def _completing(name: str) -> Any:
     def __getattr__(attr: str) -> Any:
         if attr.startswith("__"):  # the import machinery probing a module

@@ -63,7 +63,6 @@ class RowRequest:
 @dataclass
 class Counters:
     steps: int = 0
-    row_steps: int = 0  # rows stepped, summed over steps
     shared_steps: int = 0  # steps that advanced two or more rows at once
     admitted: int = 0
     oom_shrinks: int = 0
@@ -244,7 +243,6 @@ class Scheduler:
             self._out_of_memory()
             return False
         self.counters.steps += 1
-        self.counters.row_steps += rows
         self.counters.shared_steps += rows > 1
         self.position_bound = [min(p + 1, self.decoder.context - 1) for p in self.position_bound]
         return True

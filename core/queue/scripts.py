@@ -1,0 +1,37 @@
+"""Every Lua script of the queue, loaded one way: a generated header, the shared prelude, the body.
+
+The header is where Python's names reach Lua: the doorbell command (`PUBLISH`, or `SPUBLISH` on a
+Redis Cluster) and the terminal states (job.py), so that neither is spelled twice.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+from redis.commands.core import AsyncScript
+
+from core.infra.redis_client import RedisClient
+from core.queue.job import TERMINAL_NAMES
+
+_FOLDER = resources.files("core.queue") / "lua"
+
+
+def _header(sharded: bool) -> str:
+    terminal = ", ".join(f"{name}=true" for name in TERMINAL_NAMES)
+    return (
+        f"local DOORBELL = '{'SPUBLISH' if sharded else 'PUBLISH'}'\n"
+        f"local TERMINAL = {{{terminal}}}\n"
+    )
+
+
+@cache
+def source(name: str, sharded: bool = False) -> str:
+    """The full source of script `name` (lua/<name>.lua); `sharded`: for a Redis Cluster."""
+    prelude = (_FOLDER / "_prelude.lua").read_text()
+    return _header(sharded) + prelude + "\n" + (_FOLDER / f"{name}.lua").read_text()
+
+
+def register(redis: RedisClient, name: str, sharded: bool = False) -> AsyncScript:
+    """Script `name` registered on `redis` (EVALSHA, loaded again after a NOSCRIPT)."""
+    return redis.register_script(source(name, sharded))
