@@ -76,14 +76,11 @@ class Workers:
 
 
 async def held_by(queue: Queue, job_ids: list[str], owner: str) -> list[str]:
-    async with queue.redis.pipeline(transaction=False) as pipe:
-        for job_id in job_ids:
-            pipe.hmget(queue.keys.job(job_id), "state", "owner")
-        rows = await pipe.execute()
+    rows = await queue.held(job_ids)
     return [
         job_id
         for job_id, (state, job_owner) in zip(job_ids, rows, strict=True)
-        if state == b"running" and job_owner and job_owner.decode() == owner
+        if state == "running" and job_owner == owner
     ]
 
 
@@ -209,7 +206,7 @@ async def tally(
         "duplicate_terminal_events": 0,
     }
     for job_id in job_ids:
-        events = await queue.read_events(queue.keys.job_events(job_id), None, 10_000)
+        events = await queue.events.after(queue.keys.job_events(job_id), None, 10_000)
         terminal = [e for _, e in events if e["type"] in TERMINAL]
         job = await queue.get(job_id)
         if job is None or not terminal:

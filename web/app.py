@@ -12,7 +12,6 @@ from aiohttp import web
 
 from core.infra.redis_client import connect
 from core.infra.settings import Settings
-from core.queue.callbacks import Outbox
 from core.queue.keys import Keys
 from core.queue.store import Queue
 from web.appkeys import (
@@ -23,7 +22,6 @@ from web.appkeys import (
     KEYS,
     METRICS,
     QUEUE,
-    REDIS,
     SETTINGS,
     THROUGHPUT,
 )
@@ -74,10 +72,9 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
 
 async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
     redis = connect(app[SETTINGS], max_connections=REDIS_MAX_CONNECTIONS)
-    app[REDIS] = redis
     app[QUEUE] = Queue(redis, app[SETTINGS])
     yield
-    await redis.aclose()
+    await app[QUEUE].aclose()
 
 
 async def _hub_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -101,7 +98,7 @@ async def _callbacks_ctx(app: web.Application) -> AsyncIterator[None]:
     sender = None
     if settings.callbacks:
         sender = CallbackSender(
-            Outbox(app[REDIS], app[KEYS]),
+            app[QUEUE].outbox,
             app[CALLBACK_SECRET],
             allow=parse_allow(settings.callback_allow),
             schedule=parse_schedule(settings.callback_schedule_s),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from core.infra.redis_client import RedisClient
 from core.infra.settings import Settings
 from core.queue.keys import Keys
 from core.queue.store import Queue
@@ -18,7 +17,6 @@ from web.monitors.store import ThroughputMeter
 
 SETTINGS = web.AppKey("settings", Settings)
 KEYS = web.AppKey("keys", Keys)
-REDIS: web.AppKey[RedisClient] = web.AppKey("redis")
 QUEUE = web.AppKey("queue", Queue)
 HUB = web.AppKey("hub", EventHub)
 CONNECTIONS = web.AppKey("connections", Connections)

@@ -13,13 +13,13 @@ import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-import orjson
 from aiohttp import WSCloseCode, web
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
 from core.infra.redis_client import REDIS_DOWN, RedisClient, connect
 from core.infra.settings import Settings
+from core.queue.events import Event
 from core.queue.job import TERMINAL_NAMES
 from core.queue.keys import Keys
 from core.queue.store import Queue
@@ -60,9 +60,6 @@ class Subscriber:
         return True
 
 
-Event = tuple[str, dict[str, Any]]
-
-
 def _retrieve(future: asyncio.Future[list[Event]]) -> None:
     if not future.cancelled():
         future.exception()  # a read whose followers all left: its error is nobody's news
@@ -80,7 +77,7 @@ class ReadBatcher:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def read(self, queue: Queue, stream: str, after: str | None, count: int) -> list[Event]:
-        """As `queue.read_events(stream, after, count)`."""
+        """As `queue.events.after(stream, after, count)`."""
         cursor = after if after not in (None, "", "0") else "0-0"
         assert cursor is not None
         loop = asyncio.get_running_loop()
@@ -120,7 +117,7 @@ class ReadBatcher:
         try:
             streams = {stream: cursor for stream, (cursor, _) in batch.items()}
             try:
-                reply: Any = await queue.redis.xread(streams, count=count)  # type: ignore[arg-type]
+                found = await queue.events.after_each(streams, count)
             except ResponseError:
                 if len(batch) == 1:
                     raise
@@ -130,14 +127,14 @@ class ReadBatcher:
                     *(_read_alone(queue, count, s, c, f) for s, (c, f) in batch.items())
                 )
                 return
-            found = _entries_by_stream(reply)
             for stream, (_, future) in batch.items():
                 if future.done():
                     continue
-                try:
-                    future.set_result(_events(found.get(stream, [])))
-                except Exception as exc:  # an entry that is not one of our events
-                    future.set_exception(exc)
+                result = found.get(stream, [])
+                if isinstance(result, Exception):  # an entry that is not one of our events
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
         except Exception as exc:
             for _, future in batch.values():
                 if not future.done():
@@ -148,25 +145,11 @@ class ReadBatcher:
                     future.cancel()
 
 
-def _entries_by_stream(reply: Any) -> dict[str, list[Any]]:
-    found: dict[str, list[Any]] = {}
-    pairs = reply.items() if isinstance(reply, dict) else (reply or [])
-    for name, entries in pairs:
-        if entries and isinstance(entries[0], list):  # RESP3's shape: [[entries]]
-            entries = entries[0]
-        found[name.decode() if isinstance(name, bytes) else str(name)] = entries
-    return found
-
-
-def _events(entries: list[Any]) -> list[Event]:
-    return [(entry_id.decode(), orjson.loads(fields[b"data"])) for entry_id, fields in entries]
-
-
 async def _read_alone(
     queue: Queue, count: int, stream: str, cursor: str, future: asyncio.Future[list[Event]]
 ) -> None:
     try:
-        events = await queue.read_events(stream, cursor, count)
+        events = await queue.events.after(stream, cursor, count)
     except Exception as exc:
         if not future.done():
             future.set_exception(exc)
@@ -337,8 +320,8 @@ async def follow(
                 batch = await hub.reads.read(queue, stream, cursor, READ_BATCH)
                 if not batch and job_id is not None and quiet:
                     # Nothing new and no doorbell: has the job ended (or expired) meanwhile?
-                    state: Any = await queue.redis.hget(queue.keys.job(job_id), "state")
-                    if state is None or state.decode() in TERMINAL_TYPES:
+                    state = await queue.state(job_id)
+                    if state is None or state in TERMINAL_TYPES:
                         batch = await hub.reads.read(queue, stream, cursor, READ_BATCH)
                         if not batch:
                             return

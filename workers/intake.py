@@ -180,10 +180,7 @@ class Intake:
     async def _voice_data(self, name: str) -> tuple[str | None, str | None]:
         """A registered voice's data and language tag (None, None: not registered). Voices
         registered before data and metadata were kept apart carry their data in the metadata."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hget(self.queue.keys.voices, name)
-            pipe.hget(self.queue.keys.voice_data, name)
-            raw, data = await pipe.execute()
+        raw, data = await self.queue.voices.data(name)
         if raw is None:
             return None, None
         stored = orjson.loads(raw)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
 
 import numpy as np
 import orjson
@@ -64,7 +63,7 @@ class Outcomes:
         self.metrics.outcome("failed")
 
     async def answer_from_cache(self, job: ActiveJob, digest: str) -> bool:
-        cached: Any = await self.queue.redis.hgetall(self.queue.keys.cache(digest))
+        cached = await self.queue.stored.cached(digest)
         self.metrics.cache_lookup(bool(cached))
         if not cached:
             return False

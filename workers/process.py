@@ -177,8 +177,7 @@ class Worker:
             await self.chunks.stop()
             await _cancel_and_wait(side_tasks)
             with contextlib.suppress(RedisError):
-                await self.redis.delete(self.queue.keys.worker(self.name))
-                await self.redis.zrem(self.queue.keys.workers, self.name)
+                await self.queue.fleet.leave(self.name)
             await self.redis.aclose()
             self._engine_thread.shutdown(wait=False, cancel_futures=True)
 

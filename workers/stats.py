@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from redis.exceptions import RedisError
 
 from core.queue.store import Queue
@@ -96,16 +95,10 @@ async def publish_heartbeats(
     metrics: WorkerMetrics,
 ) -> None:
     """Store `beat()` under the worker's key every `period_s`; the key lives 3 periods."""
-    redis, keys = queue.redis, queue.keys
     ttl_ms = int(period_s * 3000)
     while True:
         try:
-            document = beat()
-            async with redis.pipeline(transaction=False) as pipe:
-                pipe.set(keys.worker(name), orjson.dumps(document), px=ttl_ms)
-                pipe.zadd(keys.workers, {name: document["ts"]})
-                pipe.zremrangebyscore(keys.workers, 0, document["ts"] - ttl_ms / 1000)
-                await pipe.execute()
+            await queue.fleet.beat(name, beat(), ttl_ms)
         except RedisError as exc:
             metrics.redis_error()
             log.warning("worker %s: heartbeat failed: %s", name, exc)

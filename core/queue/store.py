@@ -12,9 +12,14 @@ from redis.exceptions import ResponseError
 from core.infra.redis_client import RedisClient, parse_url
 from core.infra.settings import Settings
 from core.queue import scripts
+from core.queue.callbacks import Outbox
 from core.queue.durable import NotReplicated, run_replicated
+from core.queue.events import Event, EventLog
+from core.queue.fleet import Fleet
 from core.queue.job import Job, SynthesisRequest, new_job_id, queue_position
 from core.queue.keys import CONSUMER_GROUP, Keys
+from core.queue.limits import Limits
+from core.queue.readings import Readings
 from core.queue.results import (
     BacklogFull,
     ClientCapReached,
@@ -24,6 +29,8 @@ from core.queue.results import (
     Submitted,
     Unreplicated,
 )
+from core.queue.stored_audio import StoredAudio
+from core.queue.voices import VoiceRegistry
 
 __all__ = [
     "BacklogFull",
@@ -59,9 +66,18 @@ class Queue:
     """One queue (`settings.queue`) on one Redis client. Cheap to create; holds no connection."""
 
     def __init__(self, redis: RedisClient, settings: Settings) -> None:
-        self.redis = redis
+        self._redis = redis
         self.settings = settings
         self.keys = Keys(settings.key_prefix, settings.queue)
+        # What the queue keeps besides its state changes, each read (or taken) through its own
+        # part: no other module of either tier sends Redis a command of its own.
+        self.events = EventLog(redis)
+        self.stored = StoredAudio(redis, self.keys)
+        self.fleet = Fleet(redis, self.keys)
+        self.voices = VoiceRegistry(redis, self.keys, settings)
+        self.limits = Limits(redis, self.keys)
+        self.outbox = Outbox(redis, self.keys)
+        self.readings = Readings(redis, self.keys, self.fleet)
         sharded = parse_url(settings.redis_url).sharded if settings.redis_url else False
         self._scripts: dict[str, AsyncScript] = {
             name: scripts.register(redis, name, sharded) for name in SCRIPT_NAMES
@@ -87,7 +103,7 @@ class Queue:
         CHATTTS_REDIS_MIN_REPLICAS replicas first (NotReplicated otherwise) when the script's
         verdict is one of `changed`."""
         return await run_replicated(
-            self.redis,
+            self._redis,
             self._scripts[name],
             keys,
             args,
@@ -96,11 +112,15 @@ class Queue:
             changed=lambda result: _s(result[0]) in changed,
         )
 
+    async def aclose(self) -> None:
+        """Close the queue's Redis client (the process's last use of it)."""
+        await self._redis.aclose()
+
     async def ensure_group(self) -> None:
         """Create the consumer group (and stream) if missing; safe to call from every process."""
         for stream in self.keys.streams:
             try:
-                await self.redis.xgroup_create(stream, CONSUMER_GROUP, id="0", mkstream=True)
+                await self._redis.xgroup_create(stream, CONSUMER_GROUP, id="0", mkstream=True)
             except ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
                     raise
@@ -151,25 +171,42 @@ class Queue:
         raise ClientCapReached(int(result[1]))
 
     async def get(self, job_id: str) -> Job | None:
-        fields: dict[bytes, bytes] = await self.redis.hgetall(self.keys.job(job_id))  # type: ignore[assignment]
+        fields: dict[bytes, bytes] = await self._redis.hgetall(self.keys.job(job_id))  # type: ignore[assignment]
         return Job.from_hash(fields) if fields else None
 
-    async def audio(self, job_id: str) -> bytes | None:
-        data: bytes | None = await self.redis.get(self.keys.audio(job_id))  # type: ignore[assignment]
-        return data
+    async def state(self, job_id: str) -> str | None:
+        """The job's state alone (None: unknown or expired)."""
+        raw = await self._redis.hget(self.keys.job(job_id), "state")
+        return _s(raw) if raw is not None else None
 
-    async def segments(self, job_id: str, start: int = 0) -> list[bytes]:
-        """Encoded audio of the segments finished so far (index `start` onwards)."""
-        data: list[bytes] = await self.redis.lrange(  # type: ignore[assignment]
-            self.keys.segments(job_id), start, -1
-        )
-        return data
+    async def where(self, job_id: str, event_id: str | None) -> tuple[Event | None, int, int]:
+        """For a submission's answer: the event `event_id` of the job (None: its latest), the
+        job's submission number and the queue's count of started jobs, in one round trip."""
+        stream = self.keys.job_events(job_id)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            if event_id:
+                pipe.xrange(stream, min=event_id, max=event_id)
+            else:
+                pipe.xrevrange(stream, max="+", min="-", count=1)
+            pipe.hget(self.keys.job(job_id), "seq")
+            pipe.hget(self.keys.stats, "started_seq")
+            entries, seq, started = await pipe.execute()
+        event = (_s(entries[0][0]), orjson.loads(entries[0][1][b"data"])) if entries else None
+        return event, int(seq or 0), int(started or 0)
+
+    async def held(self, job_ids: list[str]) -> list[tuple[str | None, str | None]]:
+        """Each job's state and the worker holding it (None: none), in one round trip."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.hmget(self.keys.job(job_id), ["state", "owner"])
+            rows = await pipe.execute()
+        return [(_s(s) if s else None, _s(o) if o else None) for s, o in rows]
 
     async def cancel(self, job_id: str, client: str | None = None) -> tuple[str, str | None]:
         """('cancelled'|'cancelling'|'terminal'|'missing'|'forbidden', terminal state if any);
         with `client`, only that client's job is cancelled (others are 'forbidden')."""
         k = self.keys
-        client_field, stream_field = await self.redis.hmget(k.job(job_id), ["client", "stream"])
+        client_field, stream_field = await self._redis.hmget(k.job(job_id), ["client", "stream"])
         owner = _s(client_field) if client_field is not None else ""
         keys = [_s(stream_field) if stream_field else k.jobs, k.job(job_id)]
         keys += [k.job_events(job_id), k.client_events(owner), k.stats, k.active(owner)]
@@ -183,26 +220,18 @@ class Queue:
 
     async def position(self, job: Job) -> int:
         """Approximate number of jobs ahead of a queued job (0 = next)."""
-        started = await self.redis.hget(self.keys.stats, "started_seq")
+        started = await self._redis.hget(self.keys.stats, "started_seq")
         return queue_position(job.seq, int(started or 0))
 
     async def depth(self) -> int:
         depth = 0
         for stream in self.keys.streams:
-            depth += await self.redis.xlen(stream)
+            depth += await self._redis.xlen(stream)
         return depth
 
     async def stats(self) -> dict[str, float]:
-        raw = await self.redis.hgetall(self.keys.stats)
+        raw = await self._redis.hgetall(self.keys.stats)
         return {_s(k): float(v) for k, v in raw.items()}
-
-    async def read_events(
-        self, stream: str, after: str | None, count: int = 100
-    ) -> list[tuple[str, dict[str, Any]]]:
-        """Events of `stream` strictly after stream id `after` (None: from the beginning)."""
-        start = f"({after}" if after and after not in ("0", "0-0") else "-"
-        entries: Any = await self.redis.xrange(stream, min=start, max="+", count=count)
-        return [(_s(entry_id), orjson.loads(fields[b"data"])) for entry_id, fields in entries]
 
     # -- workers ----------------------------------------------------------------------------
 
@@ -221,7 +250,7 @@ class Queue:
         k = self.keys
         stream = stream or k.jobs
         if client is None:
-            stored = await self.redis.hget(k.job(job_id), "client")
+            stored = await self._redis.hget(k.job(job_id), "client")
             client = _s(stored) if stored is not None else ""
         owner = client
         result = await self._run(
@@ -302,11 +331,6 @@ class Queue:
                 ],
             )
         )
-
-    async def chunks(self, job_id: str, start: int, stop: int) -> list[bytes]:
-        """Chunks `start`..`stop` (0-based, inclusive; -1: the last) of a streaming job."""
-        out: list[bytes] = await self.redis.lrange(self.keys.chunks(job_id), start, stop)  # type: ignore[assignment]
-        return out
 
     async def complete(
         self,

@@ -1,9 +1,16 @@
-"""The catalogue of built-in voice names every engine provides, and registered-voice storage."""
+"""Voices: the built-in names every engine provides, and the registry of voices clients register
+(metadata, data and each owner's accounting, kept in Redis and shared by every worker)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from core.infra.redis_client import RedisClient
+from core.infra.settings import Settings
+from core.queue import scripts
+from core.queue.durable import run_replicated
+from core.queue.keys import Keys
 
 
 @dataclass(frozen=True)
@@ -32,3 +39,68 @@ BUILTIN_VOICES: tuple[Voice, ...] = (
 )
 BUILTIN_BY_NAME = {v.name: v for v in BUILTIN_VOICES}
 DEFAULT_VOICE = "zh_female"
+
+
+class VoiceRegistry:
+    """Registered voices of one queue: metadata in `keys.voices`, data in `keys.voice_data`,
+    sizes per owner in `keys.owned_voices`."""
+
+    def __init__(self, redis: RedisClient, keys: Keys, settings: Settings) -> None:
+        self._redis, self._keys, self._settings = redis, keys, settings
+        self._register = scripts.register(redis, "voice_register")
+
+    async def exists(self, name: str) -> bool:
+        return bool(await self._redis.hexists(self._keys.voices, name))
+
+    async def metadata(self, name: str) -> bytes | None:
+        """A registered voice's metadata record (JSON), never its data."""
+        raw: bytes | None = await self._redis.hget(self._keys.voices, name)  # type: ignore[assignment]
+        return raw
+
+    async def data(self, name: str) -> tuple[bytes | None, bytes | None]:
+        """A registered voice's metadata record and its data (None, None: not registered)."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hget(self._keys.voices, name)
+            pipe.hget(self._keys.voice_data, name)
+            raw, data = await pipe.execute()
+        return raw, data
+
+    async def all(self) -> dict[str, bytes]:
+        """Every registered voice's metadata record, by name."""
+        raw: Any = await self._redis.hgetall(self._keys.voices)
+        return {k.decode(): v for k, v in raw.items()}
+
+    async def names(self) -> list[str]:
+        raw: Any = await self._redis.hkeys(self._keys.voices)
+        return sorted(n.decode() for n in raw)
+
+    async def owned(self, owner: str) -> dict[str, int]:
+        """The voices `owner` registered, with their sizes in bytes."""
+        raw: Any = await self._redis.hgetall(self._keys.owned_voices(owner))
+        return {k.decode(): int(v) for k, v in raw.items()}
+
+    async def register(self, name: str, owner: str, record: bytes, data: str) -> bool:
+        """Register `name` (False: taken); confirmed by CHATTTS_REDIS_MIN_REPLICAS replicas
+        (NotReplicated otherwise)."""
+        k = self._keys
+        size = len(record) + len(data.encode())
+        return bool(
+            await run_replicated(
+                self._redis,
+                self._register,
+                [k.voices, k.voice_data, k.owned_voices(owner)],
+                [name, record, data, size],
+                self._settings.redis_min_replicas,
+                self._settings.redis_replica_wait_ms,
+            )
+        )
+
+    async def delete(self, name: str, owner: str | None) -> bool:
+        """Remove `name` with its data and its owner's accounting; False if it was not there."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hdel(self._keys.voices, name)
+            pipe.hdel(self._keys.voice_data, name)
+            if owner is not None:
+                pipe.hdel(self._keys.owned_voices(owner), name)
+            deleted, *_ = await pipe.execute()
+        return bool(deleted)

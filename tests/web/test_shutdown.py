@@ -154,7 +154,7 @@ async def test_sigterm_mid_job_then_resume_on_a_new_process(
     queue = Queue(aredis, settings)
     streams = [keys.job_events(job_id), keys.client_events(CLIENT)]
     for i, stream in enumerate([*streams, streams[0]]):  # the WebSocket follows the job stream
-        stored = [(sid, e["type"]) for sid, e in await queue.read_events(stream, None, 10_000)]
+        stored = [(sid, e["type"]) for sid, e in await queue.events.after(stream, None, 10_000)]
         got = before[i].events + after[i].events
         assert got == stored, f"reader {i}: {len(got)} events, stream has {len(stored)}"
         assert before[i].events and after[i].events and got[-1][1] == "succeeded"

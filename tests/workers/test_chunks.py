@@ -37,11 +37,11 @@ async def test_chunks_join_into_the_final_file_with_the_pauses_between_segments(
         e["chunk"]["segment"] for e in audio_events
     )
     assert events[-1]["job"]["chunks_done"] == len(audio_events)
-    chunks = await queue.chunks(submitted.job_id, 0, -1)
+    chunks = await queue.stored.chunks(submitted.job_id, 0, -1)
     assert len(chunks) == len(audio_events)
     for event, chunk in zip(audio_events, chunks, strict=True):
         assert abs(event["chunk"]["duration_s"] - len(chunk) / 2 / SAMPLE_RATE) < 1e-6
-    final = await queue.audio(submitted.job_id)
+    final = await queue.stored.file(submitted.job_id)
     assert final is not None
     np.testing.assert_array_equal(pcm(b"".join(chunks)), pcm(final))
     # Every later segment's first chunk opens with the pause between segments.
@@ -66,8 +66,8 @@ async def test_only_jobs_that_ask_stream_and_a_clients_stream_carries_no_audio(
         await wait_terminal(queue, job.job_id)
     plain_events = await wait_terminal(queue, plain.job_id)
     assert not [e for e in plain_events if e["type"] == "audio"]
-    assert await queue.chunks(plain.job_id, 0, -1) == []
+    assert await queue.stored.chunks(plain.job_id, 0, -1) == []
     client_events = [
-        e for _, e in await queue.read_events(queue.keys.client_events("c-mixed"), None, 10_000)
+        e for _, e in await queue.events.after(queue.keys.client_events("c-mixed"), None, 10_000)
     ]
     assert client_events and not [e for e in client_events if e["type"] == "audio"]

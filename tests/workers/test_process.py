@@ -25,7 +25,7 @@ async def wait_terminal(queue: Queue, job_id: str, timeout: float = 20.0) -> lis
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         events = [
-            e for _, e in await queue.read_events(queue.keys.job_events(job_id), None, 10_000)
+            e for _, e in await queue.events.after(queue.keys.job_events(job_id), None, 10_000)
         ]
         if events and events[-1]["type"] in TERMINAL:
             return events
@@ -44,7 +44,7 @@ async def test_job_runs_to_success_with_ordered_events(
     assert [e["type"] for e in events] == ["queued", "running", "succeeded"]
     job = await queue.get(submitted.job_id)
     assert job is not None and job.state is JobState.SUCCEEDED and job.attempts == 1
-    data = await queue.audio(submitted.job_id)
+    data = await queue.stored.file(submitted.job_id)
     assert data is not None
     samples, rate = sf.read(io.BytesIO(data))
     assert rate == 24_000
@@ -64,7 +64,7 @@ async def test_long_text_streams_segments(
     total = progress[0]["segment"]["total"]
     assert [e["segment"]["index"] for e in progress] == list(range(1, total + 1))
     assert events[-1]["type"] == "succeeded"
-    assert len(await queue.segments(submitted.job_id)) == total
+    assert len(await queue.stored.segments(submitted.job_id)) == total
 
 
 async def test_every_format_decodes(
@@ -77,7 +77,7 @@ async def test_every_format_decodes(
         ids[fmt] = (await queue.enqueue(request, client="c1")).job_id
     for fmt, job_id in ids.items():
         await wait_terminal(queue, job_id)
-        data = await queue.audio(job_id)
+        data = await queue.stored.file(job_id)
         assert data
         if fmt == "pcm":
             samples = np.frombuffer(data, "<i2")
@@ -119,7 +119,7 @@ async def test_identical_request_is_answered_from_the_cache(
         ids.append(submitted.job_id)
     jobs = [await queue.get(job_id) for job_id in ids]
     assert [j.cached for j in jobs if j] == [False, True, False, False]
-    assert await queue.audio(ids[0]) == await queue.audio(ids[1])
+    assert await queue.stored.file(ids[0]) == await queue.stored.file(ids[1])
     stats = await queue.stats()
     assert stats["cache_hits"] == 1 and stats["cache_misses"] == 2
 

@@ -29,10 +29,9 @@ async def wait_running(
     """The owner of a job once it runs (on a worker other than `not_owner`)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        owner = await queue.redis.hget(queue.keys.job(job_id), "owner")
-        state = await queue.redis.hget(queue.keys.job(job_id), "state")
-        if state == b"running" and owner and owner.decode() != not_owner:
-            return owner.decode()
+        [(state, owner)] = await queue.held([job_id])
+        if state == "running" and owner and owner != not_owner:
+            return owner
         await asyncio.sleep(0.01)
     raise TimeoutError(f"job {job_id} never ran")
 
@@ -119,7 +118,7 @@ async def test_stale_worker_completion_is_refused(settings: Settings, aredis: Re
     assert not await queue.complete(submitted.job_id, "c1", slow.token, b"late", 1.0, 24_000)
     assert not await queue.finish(submitted.job_id, "c1", slow.token, "failed", "late")
     assert await queue.complete(submitted.job_id, "c1", fast.token, b"audio", 1.0, 24_000)
-    assert await queue.audio(submitted.job_id) == b"audio"
+    assert await queue.stored.file(submitted.job_id) == b"audio"
     assert (await queue.stats())["fenced"] == 2
 
 

@@ -10,10 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
 from weakref import WeakKeyDictionary
-
-import orjson
 
 from core.queue.store import Queue
 from core.queue.voices import BUILTIN_BY_NAME
@@ -37,33 +34,13 @@ _ENGINES: WeakKeyDictionary[Queue, _Engines] = WeakKeyDictionary()
 _normalizer_loaded = False
 
 
-async def live_heartbeats(queue: Queue, loading: bool = False) -> list[dict[str, Any]]:
-    """Heartbeats of the workers alive now (their heartbeat key has not expired) and ready to
-    synthesize; `loading`: those still loading their model too."""
-    names: Any = await queue.redis.zrange(queue.keys.workers, 0, -1)
-    if not names:
-        return []
-    beats: Any = await queue.redis.mget([queue.keys.worker(n.decode()) for n in names])
-    out = []
-    for raw in beats:
-        if raw is None:
-            continue
-        try:
-            beat = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(beat, dict) and (loading or beat.get("state") != "loading"):
-            out.append(beat)
-    return out
-
-
 async def engines_in_use(queue: Queue) -> frozenset[str]:
     """The engine names of the live workers (cached for ENGINES_TTL_S)."""
     now = time.monotonic()
     cached = _ENGINES.get(queue)
     if cached is not None and now - cached.at < ENGINES_TTL_S:
         return cached.names
-    beats = await live_heartbeats(queue)
+    beats = await queue.fleet.heartbeats()
     names = frozenset(str(beat.get("engine", "unknown")) for beat in beats)
     _ENGINES[queue] = _Engines(names, now)
     return names

@@ -6,95 +6,22 @@ into the queue's `stats` hash); a dashboard takes `max` over the web replicas, n
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from core.queue.job import TERMINAL_NAMES
-from core.queue.keys import CONSUMER_GROUP
+from core.queue.readings import QueueReading
 from core.queue.store import Queue
 from web.monitors.backlog import BacklogAlert
-from web.monitors.fleet import live_heartbeats
 
 # Terminal states a job ends in, as counted by the Lua scripts in the stats hash.
 OUTCOMES = TERMINAL_NAMES
 
 
-def _stream_label(queue: Queue, stream: str) -> str:
-    return "jobs_high" if stream == queue.keys.jobs_high else "jobs"
-
-
-def _id_age_s(entry_id: bytes | str | None, now: float) -> float:
-    """Age of a stream entry from its id (milliseconds since the epoch, a dash, a sequence)."""
-    if not entry_id:
-        return 0.0
-    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    return max(0.0, now - int(text.split("-", 1)[0]) / 1000)
-
-
-@dataclass
-class StreamReading:
-    length: int = 0
-    pending: int = 0
-    lag: int = 0
-    oldest_pending_age_s: float = 0.0
-    oldest_waiting_age_s: float = 0.0
-
-
-@dataclass
-class QueueReading:
-    streams: dict[str, StreamReading] = field(default_factory=dict)
-    dead_letters: int = 0
-    stats: dict[str, float] = field(default_factory=dict)
-    workers_alive: int = 0
-
-
-async def read_stream(queue: Queue, stream: str, now: float) -> StreamReading:
-    redis = queue.redis
-    async with redis.pipeline(transaction=False) as pipe:
-        pipe.xlen(stream)
-        pipe.xinfo_groups(stream)
-        pipe.xpending(stream, CONSUMER_GROUP)
-        length, groups, pending = await pipe.execute(raise_on_error=False)
-    if isinstance(length, Exception):
-        raise length
-    reading = StreamReading(length=int(length))
-    if isinstance(groups, Exception) or isinstance(pending, Exception):
-        # No stream or no group yet: nothing was ever read, everything waits.
-        reading.lag = reading.length
-        first: Any = await redis.xrange(stream, count=1)
-        reading.oldest_waiting_age_s = _id_age_s(first[0][0] if first else None, now)
-        return reading
-    group = next((g for g in groups if _text(g.get("name")) == CONSUMER_GROUP), None)
-    reading.pending = int(pending.get("pending") or 0)
-    reading.oldest_pending_age_s = _id_age_s(pending.get("min"), now) if reading.pending else 0.0
-    # Entries leave the stream when their job ends, so what is not pending waits. (XINFO's own
-    # `lag` is nil after deletions in the middle of the stream, which is our normal case.)
-    reading.lag = max(0, reading.length - reading.pending)
-    if reading.lag and group is not None:
-        last = _text(group.get("last-delivered-id")) or "0-0"
-        nxt: Any = await redis.xrange(stream, min=f"({last}", count=1)
-        reading.oldest_waiting_age_s = _id_age_s(nxt[0][0] if nxt else None, now)
-    return reading
-
-
-def _text(value: Any) -> str | None:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 async def read_queue(queue: Queue) -> QueueReading:
-    now = time.time()
-    reading = QueueReading()
-    for stream in queue.keys.streams:
-        reading.streams[_stream_label(queue, stream)] = await read_stream(queue, stream, now)
-    reading.dead_letters = int(await queue.redis.xlen(queue.keys.dlq))
-    reading.stats = await queue.stats()
-    reading.workers_alive = len(await live_heartbeats(queue))
-    return reading
+    return await queue.readings.queue()
 
 
 class QueueCollector(Collector):

@@ -38,10 +38,7 @@ from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
-from core.infra.redis_client import target_of
 from core.infra.topology import replicas_in_sync
-from core.queue.job import TERMINAL_NAMES
-from core.queue.keys import CONSUMER_GROUP
 from core.queue.store import Queue
 from web.monitors.backlog import BacklogAlert
 
@@ -63,7 +60,6 @@ LATE_FACTOR = 1.5
 # request would otherwise wait out.
 DOWN_AFTER_FAILURES = 3
 # Counters of the stats hash that mean "a job left the queue for good".
-FINISHED = TERMINAL_NAMES
 
 
 @dataclass(frozen=True)
@@ -132,40 +128,18 @@ class ThroughputMeter:
         return max(MIN_S, min(MAX_S, math.ceil(depth / max(1, share) / rate)))
 
     async def sample(self, queue: Queue) -> None:
-        node = await target_of(queue.redis, queue.keys.jobs)  # in a cluster: the queue's shard
-        async with queue.redis.pipeline(transaction=False) as pipe:
-            pipe.hmget(queue.keys.stats, list(FINISHED))
-            pipe.xlen(queue.keys.jobs)
-            pipe.xlen(queue.keys.jobs_high)
-            if not node:  # a cluster pipeline carries no INFO: asked apart below
-                pipe.info("memory")
-                pipe.info("replication")
-            for stream in queue.keys.streams:
-                pipe.xpending(stream, CONSUMER_GROUP)
-            # No consumer group yet (no worker ever started) is not an outage: errors of the
-            # XPENDINGs count as nothing pending; those of the other commands are raised.
-            results = await pipe.execute(raise_on_error=False)
-        if node:
-            results[3:3] = [
-                await queue.redis.info("memory", **node),
-                await queue.redis.info("replication", **node),
-            ]
-        counts, depth, depth_high, memory, replication, *pending = results
-        for result in (counts, depth, depth_high, memory, replication):
-            if isinstance(result, Exception):
-                raise result
-        self.replication = dict(replication)
+        sample = await queue.readings.sample()
+        self.replication = sample.replication
         # Redis refuses plain writes past maxmemory but lets scripts without flags write on:
         # the web tier admits no new jobs or voices meanwhile (work in flight still finishes).
-        limit = int(memory.get("maxmemory") or 0)
-        full = bool(limit) and int(memory.get("used_memory") or 0) >= limit
+        limit = int(sample.memory.get("maxmemory") or 0)
+        full = bool(limit) and int(sample.memory.get("used_memory") or 0) >= limit
         if full != self.store_full:
             log.warning("Redis is %s its maxmemory", "at" if full else "below")
         self.store_full = full
-        self.add(sum(int(float(c)) for c in counts if c is not None), int(depth))
+        self.add(sample.finished, sample.depth)
         # Entries leave the streams when their job ends: what is not pending has not started.
-        in_hand = sum(int(p["pending"]) if isinstance(p, dict) else 0 for p in pending)
-        self.alert.update(max(0, int(depth) + int(depth_high) - in_hand))
+        self.alert.update(max(0, sample.depth + sample.depth_high - sample.in_hand))
 
     async def probe(self, queue: Queue) -> bool | None:
         """Sample once: True (Redis answered), False (it did not), None (no verdict)."""

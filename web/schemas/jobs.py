@@ -251,10 +251,9 @@ def check_prompt(prompt: str) -> str:
 
 
 async def check_voice(queue: Queue, voice: str) -> None:
-    if voice in BUILTIN_BY_NAME or await queue.redis.hexists(queue.keys.voices, voice):
+    if voice in BUILTIN_BY_NAME or await queue.voices.exists(voice):
         return
-    registered: list[bytes] = await queue.redis.hkeys(queue.keys.voices)  # type: ignore[assignment]
-    names = [*BUILTIN_BY_NAME, *sorted(n.decode() for n in registered)]
+    names = [*BUILTIN_BY_NAME, *await queue.voices.names()]
     raise ApiError(
         422,
         f"unknown voice {voice!r}; the voices are {', '.join(names)} (GET /v1/voices)",

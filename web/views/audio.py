@@ -60,7 +60,7 @@ async def job_audio(request: web.Request) -> web.StreamResponse:
         raise _ended(job)
     if job.document:
         return await _document(request, job)
-    data = await request.app[QUEUE].audio(job.id)
+    data = await request.app[QUEUE].stored.file(job.id)
     if data is None:
         raise not_found(f"the audio of job {job.id} expired", "audio_expired")
     fmt = job.request.format
@@ -83,13 +83,13 @@ async def job_segment(request: web.Request) -> web.StreamResponse:
         raise not_found(f"job {job.id} has no segment {n} (it has {total})", "segment_not_found")
     data: Any
     if job.document:  # a part: its PCM, the pause before it included
-        data = await queue.redis.lindex(queue.keys.parts(job.id), n - 1)
+        data = await queue.stored.part(job.id, n)
         if data is not None and job.request.format == "wav":
             data = wav_header(len(data) // BYTES_PER_SAMPLE, SAMPLE_RATE) + data
     elif job.state == JobState.SUCCEEDED and job.segments_total <= 1 and n == 1:
-        data = await queue.audio(job.id)  # a one-segment job's file is its only segment
+        data = await queue.stored.file(job.id)  # a one-segment job's file is its only segment
     else:
-        data = await queue.redis.lindex(queue.keys.segments(job.id), n - 1)
+        data = await queue.stored.segment(job.id, n)
     if data is None:
         if job.state in (JobState.QUEUED, JobState.RUNNING):
             done = f"{job.segments_done} of {job.segments_total or '?'} done"

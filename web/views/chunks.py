@@ -95,7 +95,7 @@ async def pcm_pieces(
             elif kind == "succeeded":
                 upto = int(job.get("chunks_done") or 0)
                 if not upto and not sent and whole_file:
-                    audio = await queue.audio(job_id)
+                    audio = await queue.stored.file(job_id)
                     if audio is None:
                         raise ApiError(500, "the job's audio expired", code="audio_expired")
                     yield audio
@@ -105,7 +105,7 @@ async def pcm_pieces(
             else:
                 continue
             if upto > sent:
-                for part in await queue.chunks(job_id, sent, upto - 1):
+                for part in await queue.stored.chunks(job_id, sent, upto - 1):
                     yield part
                     sent += 1
             if kind == "succeeded":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-from typing import Any
 
 import orjson
 from aiohttp import web
@@ -21,7 +20,7 @@ PARTS_PER_READ = 16  # parts fetched per round trip: a few MB, whatever the docu
 async def part_ends(request: web.Request, job: Job) -> list[int]:
     """Where each part ends in the PCM, in bytes (from the cues, one per part)."""
     queue = request.app[QUEUE]
-    raw: Any = await queue.redis.lrange(queue.keys.cues(job.id), 0, -1)
+    raw = await queue.stored.cues(job.id)
     return [orjson.loads(cue)["end"] * BYTES_PER_SAMPLE for cue in raw]
 
 
@@ -35,7 +34,7 @@ async def stream_document(
     if samples != job.samples_done:
         raise not_found(f"the audio of job {job.id} expired", "audio_expired")
     queue = request.app[QUEUE]
-    if await queue.redis.llen(queue.keys.parts(job.id)) != len(ends):  # before any byte goes
+    if await queue.stored.part_count(job.id) != len(ends):  # before any byte goes
         raise not_found(f"the audio of job {job.id} expired", "audio_expired")
     size = document_size(samples, fmt)
     first, last = span if span is not None else (0, size - 1)
@@ -52,9 +51,7 @@ async def stream_document(
     final = bisect.bisect_left(ends, stop)  # the part holding the last byte asked for
     part_start = ends[index - 1] if index else 0
     while index < len(ends) and part_start < stop:
-        batch: Any = await queue.redis.lrange(
-            queue.keys.parts(job.id), index, min(index + PARTS_PER_READ - 1, final)
-        )
+        batch = await queue.stored.parts(job.id, index, min(index + PARTS_PER_READ - 1, final))
         if not batch:
             raise ApiError(500, f"a part of job {job.id} is missing", code="audio_incomplete")
         for part in batch:

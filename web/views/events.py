@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
 
 from aiohttp import web
 from aiohttp_sse import EventSourceResponse
@@ -48,12 +47,12 @@ async def job_events(request: web.Request) -> web.StreamResponse:
     queue = request.app[QUEUE]
     job_id = valid_job_id(request.match_info["job_id"])
     cursor = _cursor(request)
-    state: Any = await queue.redis.hget(queue.keys.job(job_id), "state")
+    state = await queue.state(job_id)
     if state is None:
         raise not_found(f"no job with id {job_id!r} (unknown, or expired)", "job_not_found")
     stream = queue.keys.job_events(job_id)
-    ended = state.decode() in TERMINAL_TYPES
-    if ended and cursor is not None and not await queue.read_events(stream, cursor, count=1):
+    ended = state in TERMINAL_TYPES
+    if ended and cursor is not None and not await queue.events.after(stream, cursor, count=1):
         return web.Response(status=204)
     return await _stream(request, stream, cursor, job_id)
 

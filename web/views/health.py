@@ -9,10 +9,8 @@ from typing import Any
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from core.infra.topology import report
 from web.appkeys import HUB, QUEUE, SETTINGS, THROUGHPUT
 from web.errors import json_response
-from web.monitors.fleet import live_heartbeats
 
 READY_TIMEOUT_S = 2.0
 
@@ -30,9 +28,9 @@ async def readyz(request: web.Request) -> web.Response:
         if meter is not None and meter.store_down:
             raise TimeoutError  # known down: say so at once
         async with asyncio.timeout(READY_TIMEOUT_S):
-            topology = await report(queue.redis, queue.keys.jobs)
+            topology = await queue.readings.topology()
             redis_ok = True
-            beats = await live_heartbeats(request.app[QUEUE], loading=True)
+            beats = await queue.fleet.heartbeats(loading=True)
             loading = sum(1 for beat in beats if beat.get("state") == "loading")
             workers = len(beats) - loading
     except (RedisError, TimeoutError, OSError):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from core.audio.documents import DOCUMENT_FORMATS
@@ -120,25 +119,16 @@ async def submitted_body(app: web.Application, submitted: Submitted) -> dict[str
             submitted.started_seq,
             submitted.duplicate,
         )
-    stream = queue.keys.job_events(job_id)
-    async with queue.redis.pipeline(transaction=False) as pipe:
-        if submitted.event_id:
-            pipe.xrange(stream, min=submitted.event_id, max=submitted.event_id)
-        else:  # a duplicate: the latest event says where the job stands
-            pipe.xrevrange(stream, max="+", min="-", count=1)
-        pipe.hget(queue.keys.stats, "started_seq")
-        pipe.hget(queue.keys.job(job_id), "seq")
-        entries, started, seq = await pipe.execute()
+    # A duplicate has no event of its own: the latest event says where the job stands.
+    event, seq, started = await queue.where(job_id, submitted.event_id)
     cursor: str | None = None
-    if entries:
-        cursor = entries[0][0].decode()
-        snapshot: dict[str, Any] = orjson.loads(entries[0][1][b"data"])["job"]
+    if event is not None:
+        cursor = event[0]
+        snapshot: dict[str, Any] = event[1]["job"]
     else:  # events trimmed or expired: the hash alone
         job = await queue.get(job_id)
         snapshot = job.public() if job else {"id": job_id, "state": "expired"}
-    return _body(
-        app, job_id, cursor, snapshot, int(seq or 0), int(started or 0), submitted.duplicate
-    )
+    return _body(app, job_id, cursor, snapshot, seq, started, submitted.duplicate)
 
 
 def _body(

@@ -174,7 +174,7 @@ async def query(request: web.Request) -> web.Response:
         return json_response({"status": "PENDING"})
     if job.state != JobState.SUCCEEDED:
         return json_response({"status": "FAILED", "error": job.error or job.state.value})
-    audio = await queue.audio(job.id)
+    audio = await queue.stored.file(job.id)
     if audio is None:
         raise not_found("the audio of this task expired")
     if len(audio) > _B64_ON_LOOP:

@@ -84,7 +84,7 @@ async def _whole(
         return web.Response(status=499, headers={"X-Job-Id": job_id})
     if event.get("type") != "succeeded":
         raise job_error(event)
-    data = await request.app[QUEUE].audio(job_id)
+    data = await request.app[QUEUE].stored.file(job_id)
     if data is None:
         raise ApiError(500, "the job's audio expired", code="audio_expired")
     cached = str((event.get("job") or {}).get("cached")) == "1"

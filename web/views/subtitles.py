@@ -75,7 +75,7 @@ async def job_subtitles(request: web.Request) -> web.StreamResponse:
             headers={"Retry-After": "1"} if not job.state.terminal else None,
             extra={"state": job.state.value},
         )
-    raw: Any = await queue.redis.lrange(queue.keys.cues(job_id), 0, -1)
+    raw = await queue.stored.cues(job_id)
     if not raw:
         raise not_found(f"job {job_id} has no subtitles (expired, or made before them)", "no_cues")
     cues = cues_of(job, raw)

@@ -3,10 +3,9 @@
 A registered voice is ChatTTS voice data shared by every worker: a speaker-embedding string sent
 as JSON, or a short reference recording with its transcript sent as multipart/form-data (stored
 as PCM; a worker encodes it into a ChatTTS sample prompt the first time the voice is used). Voice
-data is validated here without the model (voice_uploads.py). Its metadata lives in `keys.voices`,
-its data in `keys.voice_data`, and its size under its owner (`keys.owned_voices`): one script
-writes the three. A voice belongs to the client that registered it: only it sees it listed and
-deletes it (a job may name any voice it knows of).
+data is validated here without the model (voice_uploads.py); its metadata, its data and its size
+under its owner are written at once (core/queue/voices.py). A voice belongs to the client that
+registered it: only it sees it listed and deletes it (a job may name any voice it knows of).
 """
 
 from __future__ import annotations
@@ -17,14 +16,13 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from core.queue.durable import NotReplicated, run_replicated
+from core.queue.durable import NotReplicated
 from core.queue.store import Unreplicated
 from core.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, DEFAULT_VOICE
 from web.appkeys import QUEUE, SETTINGS
 from web.clients.identity import client_id, is_admin
 from web.clients.limits import RateLimited
 from web.errors import ApiError, json_response, not_found
-from web.monitors.fleet import live_heartbeats
 from web.views.voice_uploads import NAME, read_registration
 
 # Registered voices carry large fields (speaker embeddings, reference clips): only short scalar
@@ -32,24 +30,16 @@ from web.views.voice_uploads import NAME, read_registration
 _MAX_FIELD_CHARS = 256
 _PRIVATE_FIELDS = frozenset({"embedding", "owner"})
 
-# Metadata (if the name is free), data and the owner's accounting, at once.
-_REGISTER = """
-if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
-return 1
-"""
-
 
 async def live_workers(request: web.Request) -> list[dict[str, Any]]:
     """Heartbeats of the workers alive now (their heartbeat key has not expired)."""
-    return await live_heartbeats(request.app[QUEUE])
+    return await request.app[QUEUE].fleet.heartbeats()
 
 
 async def _within_quota(request: web.Request, owner: str, size: int) -> None:
     """Voices per owner and their bytes: each client's share of Redis is bounded."""
     settings, queue = request.app[SETTINGS], request.app[QUEUE]
-    sizes: Any = await queue.redis.hgetall(queue.keys.owned_voices(owner))
+    sizes = await queue.voices.owned(owner)
     used = sum(int(v) for v in sizes.values())
     if len(sizes) >= settings.voices_per_owner:
         raise RateLimited(
@@ -98,7 +88,7 @@ def _public_registered(name: str, raw: bytes) -> dict[str, Any]:
 async def list_voices(request: web.Request) -> web.Response:
     queue = request.app[QUEUE]
     beats = await live_workers(request)
-    registered: dict[bytes, bytes] = await queue.redis.hgetall(queue.keys.voices)  # type: ignore[assignment]
+    registered = await queue.voices.all()
     voices: dict[str, dict[str, Any]] = {}
     engines: dict[tuple[str, str], dict[str, Any]] = {}
     for beat in beats:
@@ -123,11 +113,10 @@ async def list_voices(request: web.Request) -> web.Response:
     if not engines:  # no worker alive: what every engine will speak
         voices = {v.name: {**v.public(), "engines": []} for v in BUILTIN_VOICES}
     me, admin = client_id(request), is_admin(request)
-    for raw_name, raw in sorted(registered.items()):
+    for name, raw in sorted(registered.items()):
         owner = _owner(raw)
         if owner is not None and owner != me and not admin:
             continue  # another client's voice: theirs to list
-        name = raw_name.decode()
         voices.setdefault(name, {**_public_registered(name, raw), "engines": []})
     return json_response(
         {
@@ -150,7 +139,7 @@ async def get_voice(request: web.Request) -> web.Response:
     queue = request.app[QUEUE]
     raw: bytes | None = None
     if NAME.fullmatch(name):
-        raw = await queue.redis.hget(queue.keys.voices, name)  # type: ignore[assignment]
+        raw = await queue.voices.metadata(name)
     if raw is None:
         message = f"no voice named {name[:64]!r} (GET /v1/voices lists them)"
         raise not_found(message, "voice_not_found")
@@ -164,7 +153,7 @@ async def delete_voice(request: web.Request) -> web.Response:
             409, f"{name!r} is a built-in voice; it cannot be deleted", code="voice_builtin"
         )
     queue = request.app[QUEUE]
-    raw = await queue.redis.hget(queue.keys.voices, name) if NAME.fullmatch(name) else None
+    raw = await queue.voices.metadata(name) if NAME.fullmatch(name) else None
     if raw is None:
         raise not_found(f"no registered voice named {name[:64]!r}", "voice_not_found")
     owner = _owner(raw)
@@ -175,13 +164,7 @@ async def delete_voice(request: web.Request) -> web.Response:
             "registered it (the same API key, or the same browser's cookie) may delete it",
             code="not_voice_owner",
         )
-    async with queue.redis.pipeline(transaction=True) as pipe:
-        pipe.hdel(queue.keys.voices, name)
-        pipe.hdel(queue.keys.voice_data, name)
-        if owner is not None:
-            pipe.hdel(queue.keys.owned_voices(owner), name)
-        deleted, *_ = await pipe.execute()
-    if not deleted:
+    if not await queue.voices.delete(name, owner):
         raise not_found(f"no registered voice named {name[:64]!r}", "voice_not_found")
     return json_response({"name": name, "deleted": True})
 
@@ -197,17 +180,8 @@ async def register_voice(request: web.Request) -> web.Response:
     queue = request.app[QUEUE]
     size = len(record) + len(data.encode())
     await _within_quota(request, owner, size)
-    keys = [queue.keys.voices, queue.keys.voice_data, queue.keys.owned_voices(owner)]
-    settings = request.app[SETTINGS]
     try:
-        registered = await run_replicated(
-            queue.redis,
-            queue.redis.register_script(_REGISTER),
-            keys,
-            [name, record, data, size],
-            settings.redis_min_replicas,
-            settings.redis_replica_wait_ms,
-        )
+        registered = await queue.voices.register(name, owner, record, data)
     except NotReplicated as exc:
         raise ApiError(
             503,

@@ -207,7 +207,7 @@ class Session:
             cursor = valid_cursor(after, "after")
             audio = _audio_flag(msg)
             queue = self.app[QUEUE]
-            if not await queue.redis.exists(queue.keys.job(job_id)):
+            if await queue.state(job_id) is None:
                 raise not_found(f"no job with id {job_id!r} (unknown, or expired)", "job_not_found")
             self._subscribe(job_id, cursor, audio)
         elif op == "unsubscribe":
@@ -277,7 +277,7 @@ class Session:
         else:
             return sent
         queue = self.app[QUEUE]
-        for data in await queue.chunks(job_id, sent, upto - 1) if upto > sent else []:
+        for data in await queue.stored.chunks(job_id, sent, upto - 1) if upto > sent else []:
             sent += 1
             header = {
                 "type": "audio",
@@ -300,10 +300,10 @@ class Session:
         data: Any = None
         index, final = int(segment.get("index") or 0), False
         if kind == "progress" and total > 1 and index >= 1:
-            data = await queue.redis.lindex(queue.keys.segments(job_id), index - 1)
+            data = await queue.stored.segment(job_id, index)
         elif kind == "succeeded" and not segments_sent:
             index, final = total, True
-            data = await queue.audio(job_id)
+            data = await queue.stored.file(job_id)
         if not data:
             return False
         header = {

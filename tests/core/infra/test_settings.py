@@ -1,4 +1,4 @@
-"""Settings from the environment, and the README's table of them kept complete."""
+"""Settings from the environment, and the configuration document's table of them kept complete."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from core.infra.settings import Settings
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+CONFIGURATION = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 
 
 def test_environment_and_overrides() -> None:
@@ -32,7 +32,7 @@ def test_bad_value_names_the_variable() -> None:
         Settings.from_env({"CHATTTS_LEASE_MS": "soon"})
 
 
-def test_readme_documents_every_setting() -> None:
-    readme = README.read_text()
-    missing = [f.name for f in fields(Settings) if f"`CHATTTS_{f.name.upper()}`" not in readme]
-    assert not missing, f"README's configuration table lacks {missing}"
+def test_configuration_documents_every_setting() -> None:
+    text = CONFIGURATION.read_text()
+    missing = [f.name for f in fields(Settings) if f"`CHATTTS_{f.name.upper()}`" not in text]
+    assert not missing, f"docs/configuration.md lacks {missing}"

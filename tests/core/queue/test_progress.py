@@ -29,12 +29,12 @@ async def test_a_repeated_segment_is_stored_once_and_a_skipped_one_is_refused(
     job_id, token = submitted.job_id, started.token
     assert await queue.progress(job_id, "c1", token, segment(1)) == "ok"
     assert await queue.progress(job_id, "c1", token, segment(1)) == "ok"  # the retry
-    assert await queue.segments(job_id) == [b"audio 1"]
+    assert await queue.stored.segments(job_id) == [b"audio 1"]
     assert await aredis.llen(queue.keys.cues(job_id)) == 1
     assert await queue.progress(job_id, "c1", token, segment(3)) == "lost"  # 2 is missing
     assert await queue.progress(job_id, "c1", "another attempt", segment(2)) == "lost"
     assert await queue.progress(job_id, "c1", token, segment(2)) == "ok"
-    assert await queue.segments(job_id) == [b"audio 1", b"audio 2"]
+    assert await queue.stored.segments(job_id) == [b"audio 1", b"audio 2"]
     job = await queue.get(job_id)
     assert job is not None and job.segments_done == 2
     events = await aredis.xrange(queue.keys.job_events(job_id))

@@ -1,8 +1,9 @@
-"""The ChatTTS engine: one Chat per worker, one `infer` per batch, per-row seeds and trimming.
+"""The ChatTTS engine: its weights loaded once per worker, segments decoded by our runtime
+(continuous batching, chunked streaming; `runtime/`, fed by `rows.py`), or by ChatTTS's own
+`infer` for refinement and `CHATTTS_RUNTIME=library` (`library/`). Voices resolve through
+`voices/speakers.py`; loading is `loading/`.
 
 Imported only when the engine is created (it imports torch); see `__init__.py` for the light API.
-Its hooks into ChatTTS are in `sampling.py`, the parameters of an `infer` in
-`params.py`, voice resolution in `speakers.py`.
 """
 
 from __future__ import annotations

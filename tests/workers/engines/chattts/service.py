@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pytest
 import soundfile as sf
 from aiohttp.test_utils import TestClient
@@ -117,9 +116,8 @@ async def client(make_client: MakeClient, service: Service) -> Client:
 
 async def heartbeat(client: Client, worker: WorkerProcess) -> dict[str, Any]:
     queue = client.app[QUEUE]
-    raw = await queue.redis.get(queue.keys.worker(worker.name))
-    assert raw is not None, f"worker {worker.name} has no heartbeat: {worker.log()}"
-    beat: dict[str, Any] = orjson.loads(raw)
+    beat = await queue.fleet.heartbeat(worker.name)
+    assert beat is not None, f"worker {worker.name} has no heartbeat: {worker.log()}"
     return beat
 
 

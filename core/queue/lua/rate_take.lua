@@ -1,0 +1,18 @@
+-- Every bucket of a request at once (GCRA over Redis's clock): admitted by every one, or
+-- charged to none. KEYS: the buckets. ARGV: per bucket, its interval (ms) and its burst.
+-- Returns {0, 0} when admitted, else {the refusing bucket's index, ms to wait}.
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local next_tat = {}
+for i, key in ipairs(KEYS) do
+  local interval, burst = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
+  local tat = tonumber(redis.call('GET', key) or now)
+  if tat < now then tat = now end
+  local wait = tat + interval - now - interval * burst
+  if wait > 0 then return {i, math.ceil(wait)} end
+  next_tat[i] = tat + interval
+end
+for i, key in ipairs(KEYS) do
+  redis.call('SET', key, next_tat[i], 'PX', math.ceil(next_tat[i] - now))
+end
+return {0, 0}

@@ -1,0 +1,149 @@
+"""What the queue's state reads at a glance, for probes and metrics: each stream's backlog, lag
+and pending entries, the dead letters, the outcome counters, the store's memory and replication.
+
+Every web process reads the same cluster-wide values (the Lua scripts of every worker count into
+the queue's `stats` hash).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.infra.redis_client import RedisClient, target_of
+from core.infra.topology import report
+from core.queue.fleet import Fleet
+from core.queue.job import TERMINAL_NAMES
+from core.queue.keys import CONSUMER_GROUP, Keys
+
+
+def _stream_label(keys: Keys, stream: str) -> str:
+    return "jobs_high" if stream == keys.jobs_high else "jobs"
+
+
+def _id_age_s(entry_id: bytes | str | None, now: float) -> float:
+    """Age of a stream entry from its id (milliseconds since the epoch, a dash, a sequence)."""
+    if not entry_id:
+        return 0.0
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return max(0.0, now - int(text.split("-", 1)[0]) / 1000)
+
+
+@dataclass
+class StreamReading:
+    length: int = 0
+    pending: int = 0
+    lag: int = 0
+    oldest_pending_age_s: float = 0.0
+    oldest_waiting_age_s: float = 0.0
+
+
+@dataclass
+class QueueReading:
+    streams: dict[str, StreamReading] = field(default_factory=dict)
+    dead_letters: int = 0
+    stats: dict[str, float] = field(default_factory=dict)
+    workers_alive: int = 0
+
+
+async def _read_stream(redis: RedisClient, stream: str, now: float) -> StreamReading:
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.xlen(stream)
+        pipe.xinfo_groups(stream)
+        pipe.xpending(stream, CONSUMER_GROUP)
+        length, groups, pending = await pipe.execute(raise_on_error=False)
+    if isinstance(length, Exception):
+        raise length
+    reading = StreamReading(length=int(length))
+    if isinstance(groups, Exception) or isinstance(pending, Exception):
+        # No stream or no group yet: nothing was ever read, everything waits.
+        reading.lag = reading.length
+        first: Any = await redis.xrange(stream, count=1)
+        reading.oldest_waiting_age_s = _id_age_s(first[0][0] if first else None, now)
+        return reading
+    group = next((g for g in groups if _text(g.get("name")) == CONSUMER_GROUP), None)
+    reading.pending = int(pending.get("pending") or 0)
+    reading.oldest_pending_age_s = _id_age_s(pending.get("min"), now) if reading.pending else 0.0
+    # Entries leave the stream when their job ends, so what is not pending waits. (XINFO's own
+    # `lag` is nil after deletions in the middle of the stream, which is our normal case.)
+    reading.lag = max(0, reading.length - reading.pending)
+    if reading.lag and group is not None:
+        last = _text(group.get("last-delivered-id")) or "0-0"
+        nxt: Any = await redis.xrange(stream, min=f"({last}", count=1)
+        reading.oldest_waiting_age_s = _id_age_s(nxt[0][0] if nxt else None, now)
+    return reading
+
+
+def _text(value: Any) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass
+class StoreSample:
+    """One sample of the store, for the web tier's once-a-second monitor."""
+
+    finished: int  # jobs ended, all outcomes
+    depth: int  # entries of the bulk stream (waiting or running)
+    depth_high: int  # entries of the interactive stream
+    in_hand: int  # entries workers hold (pending), both streams
+    memory: dict[str, Any]  # INFO memory
+    replication: dict[str, Any]  # INFO replication
+
+
+class Readings:
+    """Reads of one queue's state as a whole (no job's)."""
+
+    def __init__(self, redis: RedisClient, keys: Keys, fleet: Fleet) -> None:
+        self._redis, self._keys, self._fleet = redis, keys, fleet
+
+    async def queue(self) -> QueueReading:
+        now = time.time()
+        reading = QueueReading()
+        for stream in self._keys.streams:
+            label = _stream_label(self._keys, stream)
+            reading.streams[label] = await _read_stream(self._redis, stream, now)
+        reading.dead_letters = int(await self._redis.xlen(self._keys.dlq))
+        raw = await self._redis.hgetall(self._keys.stats)
+        reading.stats = {_text(k) or "": float(v) for k, v in raw.items()}
+        reading.workers_alive = len(await self._fleet.heartbeats())
+        return reading
+
+    async def sample(self) -> StoreSample:
+        """Finished jobs, depths, memory and replication in one round trip (three on a cluster,
+        whose pipelines carry no INFO)."""
+        redis, keys = self._redis, self._keys
+        node = await target_of(redis, keys.jobs)  # in a cluster: the queue's shard
+        async with redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(keys.stats, list(TERMINAL_NAMES))
+            pipe.xlen(keys.jobs)
+            pipe.xlen(keys.jobs_high)
+            if not node:  # a cluster pipeline carries no INFO: asked apart below
+                pipe.info("memory")
+                pipe.info("replication")
+            for stream in keys.streams:
+                pipe.xpending(stream, CONSUMER_GROUP)
+            # No consumer group yet (no worker ever started) is not an outage: errors of the
+            # XPENDINGs count as nothing pending; those of the other commands are raised.
+            results = await pipe.execute(raise_on_error=False)
+        if node:
+            results[3:3] = [
+                await redis.info("memory", **node),
+                await redis.info("replication", **node),
+            ]
+        counts, depth, depth_high, memory, replication, *pending = results
+        for result in (counts, depth, depth_high, memory, replication):
+            if isinstance(result, Exception):
+                raise result
+        return StoreSample(
+            finished=sum(int(float(c)) for c in counts if c is not None),
+            depth=int(depth),
+            depth_high=int(depth_high),
+            in_hand=sum(int(p["pending"]) if isinstance(p, dict) else 0 for p in pending),
+            memory=dict(memory),
+            replication=dict(replication),
+        )
+
+    async def topology(self) -> dict[str, Any]:
+        """The deployment as a probe reports it (core/infra/topology.py)."""
+        return await report(self._redis, self._keys.jobs)
