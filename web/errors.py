@@ -87,3 +87,8 @@ def redis_unavailable() -> ApiError:
 
 def not_found(what: str, code: str = "not_found") -> ApiError:
     return ApiError(404, what, code=code)
+
+
+def job_not_found(job_id: str) -> ApiError:
+    """The one answer for a job id that names no job (malformed, unknown, or expired)."""
+    return not_found(f"no job with id {job_id[:64]!r} (unknown, or expired)", "job_not_found")

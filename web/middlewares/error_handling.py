@@ -16,10 +16,11 @@ from redis.exceptions import OutOfMemoryError, ResponseError
 
 from core.infra.logs import job_context
 from core.infra.redis_client import REDIS_DOWN
-from core.queue.store import QueueError
+from core.queue.store import BacklogFull, ClientCapReached, QueueError
 from web.appkeys import METRICS, SETTINGS, THROUGHPUT
 from web.errors import LEGACY_PREFIX, ApiError, dumps, redis_unavailable
 from web.middlewares.access_log import request_job_id
+from web.monitors.store import DEFAULT_S
 
 log = logging.getLogger("chattts_online.web")
 
@@ -119,6 +120,26 @@ def _missing_static(request: web.Request) -> bool:
         return True
 
 
+def retry_after_s(exc: QueueError, app: web.Application) -> int:
+    """How long a refused client should wait, from the queue's measured throughput
+    (web/monitors/store.py); a fixed guess before the meter runs."""
+    meter = app.get(THROUGHPUT)
+    if meter is None:
+        return DEFAULT_S if isinstance(exc, BacklogFull | ClientCapReached) else 1
+    if isinstance(exc, BacklogFull):
+        return meter.retry_after(exc.depth)
+    if isinstance(exc, ClientCapReached):
+        return meter.retry_after(share=exc.active)
+    return 1
+
+
+def refusal(app: web.Application, exc: QueueError) -> ApiError:
+    """The answer to a refusal of the queue (backlog full, client at its cap, unreplicated):
+    its status and message, with Retry-After from the measured throughput."""
+    headers = {"Retry-After": str(retry_after_s(exc, app))}
+    return ApiError(exc.status, str(exc), code=exc.code, headers=headers)
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     job_id = request_job_id(request)
@@ -140,8 +161,8 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await handler(request)
     except ApiError as exc:
         error = exc
-    except QueueError as exc:  # views that refine the answer (Retry-After) catch it themselves
-        error = ApiError(exc.status, str(exc), code=exc.code, headers={"Retry-After": "1"})
+    except QueueError as exc:
+        error = refusal(request.app, exc)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -18,7 +18,7 @@ from core.text.control_tokens import TokenError, check_text_tokens, parse_prompt
 from core.text.sentences import clean_text, has_speakable
 from web.appkeys import SETTINGS
 from web.callbacks.targets import Network, check_url, parse_allow
-from web.errors import ApiError
+from web.errors import ApiError, job_not_found
 from web.monitors.fleet import check_speakable
 
 # Redis stream ids: two unsigned 64-bit numbers, ASCII digits only (`\d` would take any script's).
@@ -35,7 +35,7 @@ FIELDS = tuple(SynthesisRequest.model_fields)
 def valid_job_id(job_id: str) -> str:
     """Job ids are uuid4 hex; anything else cannot exist (and must not reach a Redis key)."""
     if not is_job_id(job_id):
-        raise ApiError(404, f"no job with id {job_id[:64]!r}", code="job_not_found")
+        raise job_not_found(job_id)
     return job_id
 
 

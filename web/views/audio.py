@@ -10,20 +10,12 @@ from core.audio.documents import BYTES_PER_SAMPLE, document_size
 from core.audio.formats import SAMPLE_RATE, extension, mime_type
 from core.audio.stream_encode import wav_header
 from core.queue.job import Job, JobState
+from web import job_service
 from web.appkeys import QUEUE
 from web.errors import ApiError, not_found
-from web.schemas.jobs import valid_job_id
 from web.views.document_audio import stream_document
 
 _TRUE = ("1", "true", "yes", "on")
-
-
-async def job_or_404(request: web.Request) -> Job:
-    job_id = valid_job_id(request.match_info["job_id"])
-    job = await request.app[QUEUE].get(job_id)
-    if job is None:
-        raise not_found(f"no job with id {job_id!r} (unknown, or expired)", "job_not_found")
-    return job
 
 
 def _not_ready(job: Job, what: str) -> ApiError:
@@ -53,7 +45,7 @@ def disposition(request: web.Request, filename: str) -> str:
 
 
 async def job_audio(request: web.Request) -> web.StreamResponse:
-    job = await job_or_404(request)
+    job = await job_service.get(request.app, request.match_info["job_id"])
     if job.state in (JobState.QUEUED, JobState.RUNNING):
         raise _not_ready(job, "the audio")
     if job.state != JobState.SUCCEEDED:
@@ -75,7 +67,7 @@ async def job_audio(request: web.Request) -> web.StreamResponse:
 
 async def job_segment(request: web.Request) -> web.StreamResponse:
     """Segment n (1-based) of a job, as soon as it is synthesized (before the job finishes)."""
-    job = await job_or_404(request)
+    job = await job_service.get(request.app, request.match_info["job_id"])
     n = int(request.match_info["n"])
     queue = request.app[QUEUE]
     if n < 1 or (job.segments_total and n > job.segments_total):

@@ -1,11 +1,13 @@
-"""A streaming job's audio as it is made: the PCM chunk reader that the OpenAI stream and
-`GET /v1/tts/jobs/{id}/stream` share, and that endpoint (what the demo page plays from).
+"""A streaming job's audio as it is made: `GET /v1/tts/jobs/{id}/stream` (what the demo page
+plays from), over the chunk reader of web/job_service.py; and the helpers of requests that wait
+on a job while their client may leave.
 
 `GET /v1/tts/jobs/{id}/stream` answers a job submitted with `"stream": true` with a chunked body
 of 16-bit little-endian mono PCM at 24 kHz (`audio/pcm`, the rate also in `X-Sample-Rate`), from
 its first sample (or from byte `offset`, to resume a cut download), whenever it is asked: chunks
-linger CHUNKS_LINGER_S after the last one. The
-chunks hold the pauses between segments, so the body is the job's samples. A job that streamed
+linger CHUNKS_LINGER_S after the last one. The chunks hold the pauses between segments, so the
+body is the job's samples, all of one attempt (a job restarted after its audio began ends the
+body short). A job that streamed
 nothing (a cache hit) gets an empty body: its file is at `audio_url`. Failures before the first
 byte are JSON errors; after it the body ends short (an incomplete transfer).
 """
@@ -14,33 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Awaitable
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE, mime_type
-from web.appkeys import HUB, QUEUE
-from web.errors import ApiError, not_found
-from web.hub import TERMINAL_TYPES, follow
+from web import job_service
+from web.errors import ApiError
+from web.job_service import Closing, closing_error, pcm_pieces
 from web.schemas.jobs import valid_job_id
 
 T = TypeVar("T")
 
 GONE_POLL_S = 0.25  # how often a waiting request checks that its client is still there
-
-
-class Closing(Exception):
-    """The server shuts down before the job ended."""
-
-
-def job_error(event: dict[str, Any]) -> ApiError:
-    kind = str(event.get("type"))
-    job = event.get("job") or {}
-    reason = job.get("error") or kind
-    if kind == "cancelled":
-        return ApiError(409, f"the job was cancelled: {reason}", code="job_cancelled")
-    return ApiError(500, f"synthesis failed: {reason}", code=f"job_{kind}")
 
 
 async def gone(request: web.Request) -> None:
@@ -67,70 +56,10 @@ async def unless_gone(request: web.Request, work: Awaitable[T]) -> tuple[bool, T
     return True, task.result()
 
 
-async def pcm_pieces(
-    app: web.Application, job_id: str, cursor: str | None, *, whole_file: bool = True
-) -> AsyncGenerator[bytes, None]:
-    """The PCM of a streaming job as it is synthesized: its chunks, in order, as their `audio`
-    events arrive; at `succeeded` those not read yet (its `chunks_done`), or, with `whole_file`
-    (a job whose file is PCM), the whole file when it streamed none (a cache hit). Chunks hold
-    the pauses between segments: they join into the final file. Raises ApiError when the job
-    ends otherwise, or when it starts again after audio went out (what was sent cannot be taken
-    back); Closing at shutdown."""
-    queue = app[QUEUE]
-    sent = 0
-    attempt: int | None = None
-    stream = queue.keys.job_events(job_id)
-    async with contextlib.aclosing(follow(queue, app[HUB], stream, cursor, job_id=job_id)) as ev:
-        async for _, event in ev:
-            kind, job = event.get("type"), event.get("job") or {}
-            if kind == "audio":
-                upto = int((event.get("chunk") or {}).get("index", 0))
-                if attempt is not None and job.get("attempts") != attempt:
-                    raise ApiError(
-                        503,
-                        f"job {job_id} started again after its audio began; retry the request",
-                        code="job_restarted",
-                    )
-                attempt = job.get("attempts")
-            elif kind == "succeeded":
-                upto = int(job.get("chunks_done") or 0)
-                if not upto and not sent and whole_file:
-                    audio = await queue.stored.file(job_id)
-                    if audio is None:
-                        raise ApiError(500, "the job's audio expired", code="audio_expired")
-                    yield audio
-                    return
-            elif kind in TERMINAL_TYPES:
-                raise job_error(event)
-            else:
-                continue
-            if upto > sent:
-                for part in await queue.stored.chunks(job_id, sent, upto - 1):
-                    yield part
-                    sent += 1
-            if kind == "succeeded":
-                return
-    raise Closing
-
-
-# -- answers ------------------------------------------------------------------------------------
-
-
-def closing_error(job_id: str) -> ApiError:
-    return ApiError(
-        503,
-        f"the server is shutting down; job {job_id} goes on: GET /v1/tts/jobs/{job_id}/audio",
-        code="server_shutting_down",
-        headers={"Retry-After": "1"},
-    )
-
-
 async def job_stream(request: web.Request) -> web.StreamResponse:
     app = request.app
     job_id = valid_job_id(request.match_info["job_id"])
-    job = await app[QUEUE].get(job_id)
-    if job is None:
-        raise not_found(f"no job with id {job_id!r} (unknown, or expired)", "job_not_found")
+    job = await job_service.get(app, job_id)
     if not job.request.stream:
         raise ApiError(
             409,

@@ -13,7 +13,7 @@ from aiohttp_sse import EventSourceResponse
 from web.appkeys import HUB, METRICS, QUEUE, SETTINGS
 from web.clients.identity import client_id
 from web.clients.limits import stream_lease
-from web.errors import dumps, not_found
+from web.errors import dumps, job_not_found
 from web.hub import TERMINAL_TYPES, follow
 from web.schemas.jobs import valid_cursor, valid_job_id
 
@@ -49,7 +49,7 @@ async def job_events(request: web.Request) -> web.StreamResponse:
     cursor = _cursor(request)
     state = await queue.state(job_id)
     if state is None:
-        raise not_found(f"no job with id {job_id!r} (unknown, or expired)", "job_not_found")
+        raise job_not_found(job_id)
     stream = queue.keys.job_events(job_id)
     ended = state in TERMINAL_TYPES
     if ended and cursor is not None and not await queue.events.after(stream, cursor, count=1):

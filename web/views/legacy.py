@@ -21,15 +21,14 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from core.queue.job import JobState, SynthesisRequest, is_job_id, legacy_job_id
-from core.queue.store import QueueError
 from core.queue.voices import BUILTIN_VOICES
 from core.text.sentences import has_speakable
-from web.appkeys import METRICS, QUEUE, SETTINGS
+from web import job_service
+from web.appkeys import QUEUE, SETTINGS
 from web.clients.identity import client_id
 from web.clients.limits import check_submit
 from web.errors import ApiError, json_response, not_found
 from web.schemas.jobs import callback_url, clean, read_body
-from web.views.jobs import retry_after_s
 
 MAX_CHARS = 500
 VOICE_PATTERN = "^(" + "|".join(v.name for v in BUILTIN_VOICES) + ")$"
@@ -146,18 +145,10 @@ async def submit(request: web.Request) -> web.Response:
                     }
                 ]
             )
-    queue = request.app[QUEUE]
     job_request = SynthesisRequest(text=legacy.text, voice=legacy.voice, format="wav")
-    try:
-        submitted = await queue.enqueue(job_request, client_id(request), callback_url=callback)
-    except QueueError as exc:
-        raise ApiError(
-            exc.status,
-            str(exc),
-            code=exc.code,
-            headers={"Retry-After": str(retry_after_s(exc, request.app))},
-        ) from None
-    request.app[METRICS].jobs_submitted.inc()
+    submitted = await job_service.enqueue(
+        request.app, job_request, client_id(request), callback=callback
+    )
     # The old service always said 500 ms; ours grows with the jobs ahead (the depth comes with
     # the enqueue script's answer: one round trip per submit).
     estimate = 500 + 250 * max(0, submitted.depth - 1)

@@ -23,50 +23,25 @@ from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE, mime_type
 from core.audio.stream_encode import StreamEncoder
-from core.queue.job import SynthesisRequest
-from core.queue.store import QueueError, Submitted
-from web.appkeys import HUB, METRICS, QUEUE
+from web import job_service
+from web.appkeys import QUEUE
 from web.clients.identity import client_id
 from web.clients.limits import check_submit
 from web.errors import ApiError, dumps
-from web.hub import TERMINAL_TYPES, follow
+from web.job_service import Closing, closing_error, job_error, pcm_pieces
 from web.schemas.jobs import json_body
 from web.schemas.openai import Speech, parse
-from web.views.chunks import Closing, closing_error, job_error, pcm_pieces, unless_gone
-from web.views.jobs import retry_after_s
+from web.views.chunks import unless_gone
 
 DELTA_BYTES = 32 * 1024  # audio bytes per SSE delta, at most
 FRAME_MS = 20  # usage: one output "token" per 20 ms of audio
-
-
-async def _enqueue(app: web.Application, request: SynthesisRequest, client: str) -> Submitted:
-    try:
-        submitted = await app[QUEUE].enqueue(request, client)
-    except QueueError as exc:
-        headers = {"Retry-After": str(retry_after_s(exc, app))}
-        raise ApiError(exc.status, str(exc), code=exc.code, headers=headers) from None
-    app[METRICS].jobs_submitted.inc()
-    return submitted
-
-
-# -- waiting ------------------------------------------------------------------------------------
-
-
-async def _terminal(app: web.Application, job_id: str, cursor: str | None) -> dict[str, Any]:
-    queue = app[QUEUE]
-    stream = queue.keys.job_events(job_id)
-    async with contextlib.aclosing(follow(queue, app[HUB], stream, cursor, job_id=job_id)) as ev:
-        async for _, event in ev:
-            if event.get("type") in TERMINAL_TYPES:
-                return event
-    raise Closing
 
 
 async def speech(request: web.Request) -> web.StreamResponse:
     app = request.app
     params = await parse(app, await json_body(request))
     await check_submit(request)
-    submitted = await _enqueue(app, params.request, client_id(request))
+    submitted = await job_service.enqueue(app, params.request, client_id(request))
     job_id, cursor = submitted.job_id, submitted.event_id
     if params.stream is None:
         return await _whole(request, params, job_id, cursor)
@@ -77,7 +52,7 @@ async def _whole(
     request: web.Request, params: Speech, job_id: str, cursor: str | None
 ) -> web.StreamResponse:
     try:
-        done, event = await unless_gone(request, _terminal(request.app, job_id, cursor))
+        done, event = await unless_gone(request, job_service.wait_end(request.app, job_id, cursor))
     except Closing:
         raise closing_error(job_id) from None
     if not done or event is None:  # nobody is listening any more

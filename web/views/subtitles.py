@@ -20,9 +20,10 @@ from core.audio.formats import SAMPLE_RATE
 from core.queue.job import Job, JobState
 from core.text.control_tokens import TOKEN_SHAPE
 from core.text.subtitles import to_srt, to_vtt
+from web import job_service
 from web.appkeys import QUEUE
 from web.errors import ApiError, json_response, not_found
-from web.views.audio import disposition, job_or_404
+from web.views.audio import disposition
 
 FORMATS = {"srt": "application/x-subrip", "vtt": "text/vtt", "json": "application/json"}
 _SPACES = re.compile(r"\s+")
@@ -65,7 +66,7 @@ async def job_subtitles(request: web.Request) -> web.StreamResponse:
             param="format",
         )
     queue = request.app[QUEUE]
-    job = await job_or_404(request)
+    job = await job_service.get(request.app, request.match_info["job_id"])
     job_id = job.id
     if job.state != JobState.SUCCEEDED:
         raise ApiError(

@@ -40,15 +40,16 @@ import orjson
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from core.infra.redis_client import REDIS_DOWN
+from web import job_service
 from web.appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS, THROUGHPUT
 from web.clients.identity import client_id, is_admin
 from web.clients.limits import check_submit, stream_lease
-from web.errors import ApiError, dumps, not_found, redis_unavailable
+from web.errors import ApiError, dumps, job_not_found, redis_unavailable
 from web.hub import follow
+from web.job_service import ChunkReader
 from web.middlewares.origin import origin_allowed
 from web.schemas.jobs import idempotency_key, valid_cursor, valid_job_id
 from web.views.events import send_timeout_s
-from web.views.jobs import cancel, submit_job
 
 log = logging.getLogger("chattts_online.web.ws")
 
@@ -196,7 +197,7 @@ class Session:
                 raise ApiError(422, "'request' is required", code="missing_field", param="request")
             audio = _audio_flag(msg)
             await check_submit(self.request, self.client)
-            body = await submit_job(self.app, self.client, request, idempotency_key(idem))
+            body = await job_service.submit(self.app, self.client, request, idempotency_key(idem))
             await self.put({"type": "submitted", "ref": ref, "job": body})
             self._subscribe(body["id"], None, audio)
         elif op == "subscribe":
@@ -208,7 +209,7 @@ class Session:
             audio = _audio_flag(msg)
             queue = self.app[QUEUE]
             if await queue.state(job_id) is None:
-                raise not_found(f"no job with id {job_id!r} (unknown, or expired)", "job_not_found")
+                raise job_not_found(job_id)
             self._subscribe(job_id, cursor, audio)
         elif op == "unsubscribe":
             task = self.subs.pop(_job_id(msg), None)
@@ -216,7 +217,7 @@ class Session:
                 task.cancel()
         elif op == "cancel":
             job_id = _job_id(msg)
-            state = await cancel(self.app, job_id, "" if self.admin else self.client)
+            state = await job_service.cancel(self.app, job_id, "" if self.admin else self.client)
             await self.put({"type": "cancel", "ref": ref, "job_id": job_id, "state": state})
         else:
             raise ApiError(
@@ -249,7 +250,7 @@ class Session:
         queue = self.app[QUEUE]
         stream = queue.keys.job_events(job_id)
         segments_sent = False
-        chunks_sent = 0
+        chunks: ChunkReader | None = ChunkReader(self.app, job_id) if audio else None
         subscribed_ms = int(time.time() * 1000)
         try:
             async with contextlib.aclosing(
@@ -259,36 +260,36 @@ class Session:
                     frame = {"type": "event", "job_id": job_id, "id": stream_id, "event": event}
                     await self.put(frame)
                     self.app[METRICS].event_sent("ws", stream_id, subscribed_ms)
-                    if audio and (chunks_sent or event.get("type") == "audio"):
-                        chunks_sent = await self._chunks(job_id, event, chunks_sent)
+                    if chunks is not None and (chunks.sent or event.get("type") == "audio"):
+                        if not await self._chunks(chunks, event):
+                            audio, chunks = False, None  # restarted: no more audio frames
                     elif audio:
                         segments_sent |= await self._audio(job_id, event, segments_sent)
         except SlowConsumer:
             await self._close_slow()
 
-    async def _chunks(self, job_id: str, event: dict[str, Any], sent: int) -> int:
-        """A streaming job's PCM chunks up to the one an `audio` event announces (at
-        `succeeded`: up to its chunk count); how many have been sent."""
-        kind = event.get("type")
-        if kind == "audio":
-            upto = int((event.get("chunk") or {}).get("index") or 0)
-        elif kind == "succeeded":
-            upto = int((event.get("job") or {}).get("chunks_done") or 0)
-        else:
-            return sent
-        queue = self.app[QUEUE]
-        for data in await queue.stored.chunks(job_id, sent, upto - 1) if upto > sent else []:
-            sent += 1
+    async def _chunks(self, reader: ChunkReader, event: dict[str, Any]) -> bool:
+        """The PCM chunks a streaming job's event makes available, each a header and its binary
+        frame; False once the job restarted after its audio began (an error frame says so, the
+        events go on, and no audio of the new attempt is spliced on)."""
+        try:
+            chunks = await reader.on_event(event)
+        except job_service.Restarted as exc:
+            error = {"type": "error", "ref": None, "job_id": reader.job_id, "error": exc.error()}
+            await self.put(error)
+            return False
+        first = reader.sent - len(chunks)
+        for n, data in enumerate(chunks, start=first + 1):
             header = {
                 "type": "audio",
-                "job_id": job_id,
-                "chunk": sent,
+                "job_id": reader.job_id,
+                "chunk": n,
                 "format": "pcm",
                 "bytes": len(data),
                 "final": False,
             }
             await self.put_audio(header, bytes(data))
-        return sent
+        return True
 
     async def _audio(self, job_id: str, event: dict[str, Any], segments_sent: bool) -> bool:
         """Send the audio an event announces; True when it was a segment's."""

@@ -1,0 +1,267 @@
+"""The web tier's jobs, one way for every API (jobs, OpenAI, legacy, WebSocket): submit, cancel,
+look up, wait for the end, and read a job's audio as it is made."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from aiohttp import web
+
+from core.audio.documents import DOCUMENT_FORMATS
+from core.queue.job import Job, SynthesisRequest
+from core.queue.store import QueueError, Submitted
+from web.appkeys import HUB, METRICS, QUEUE, SETTINGS
+from web.errors import ApiError, job_not_found
+from web.hub import TERMINAL_TYPES, follow
+from web.middlewares.error_handling import refusal
+from web.schemas.jobs import callback_url, job_urls, position, synthesis_request, valid_job_id
+
+
+class Closing(Exception):
+    """The server shuts down before the job ended."""
+
+
+class Restarted(ApiError):
+    """A job started again (another attempt) after some of its audio went out: what was sent
+    cannot be taken back, and the new attempt's audio must not be spliced onto it."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(
+            503,
+            f"job {job_id} started again after its audio began; retry the request, or fetch "
+            f"its file when it ends: /v1/tts/jobs/{job_id}/audio",
+            code="job_restarted",
+        )
+
+
+# -- submit, cancel, look up --------------------------------------------------------------------
+
+
+async def enqueue(
+    app: web.Application,
+    request: SynthesisRequest,
+    client: str,
+    idem: str | None = None,
+    callback: str | None = None,
+    document: bool = False,
+) -> Submitted:
+    """Queue a validated request; a refusal is the one answer (status, Retry-After), and a new
+    job is counted."""
+    try:
+        submitted = await app[QUEUE].enqueue(
+            request, client, idem, callback_url=callback, document=document
+        )
+    except QueueError as exc:
+        raise refusal(app, exc) from None
+    if not submitted.duplicate:
+        app[METRICS].jobs_submitted.inc()
+    return submitted
+
+
+async def submit(
+    app: web.Application, client: str, payload: Any, idem: str | None = None, **fixed: Any
+) -> dict[str, Any]:
+    """Validate and enqueue a job request body; the body of the 202 (with `"duplicate": true`
+    for a repeat)."""
+    settings = app[SETTINGS]
+    callback = None
+    if isinstance(payload, dict):
+        payload = dict(payload)
+        callback = callback_url(payload, settings.callback_allow)
+    request = await synthesis_request(
+        app[QUEUE], payload, settings.max_text_chars, settings.max_document_chars, **fixed
+    )
+    document = len(request.text) > settings.max_text_chars
+    if document:
+        check_document(request, settings.max_text_chars)
+    if request.priority == "high" and not client.startswith("key-"):
+        raise ApiError(
+            403,
+            "'priority': 'high' is for clients with an API key (CHATTTS_API_KEYS); anyone else "
+            "would jump the queue of everyone: leave it out",
+            code="priority_not_allowed",
+            param="priority",
+        )
+    submitted = await enqueue(app, request, client, idem, callback, document)
+    return await submitted_body(app, submitted)
+
+
+def check_document(request: SynthesisRequest, max_text_chars: int) -> None:
+    """A job past CHATTTS_MAX_TEXT_CHARS is a document: kept in parts and served joined from
+    them (core/audio/documents.py), so its file is wav or pcm, and it is not streamed."""
+    if request.format not in DOCUMENT_FORMATS:
+        raise ApiError(
+            422,
+            f"a text of more than {max_text_chars} characters is a document, delivered as wav "
+            f"or pcm (its audio is joined from its parts as it is downloaded): not "
+            f"{request.format!r}. Convert the WAV afterwards, or send shorter jobs",
+            code="document_format",
+            param="format",
+        )
+    if request.stream:
+        raise ApiError(
+            422,
+            f"a text of more than {max_text_chars} characters is a document: follow its "
+            "progress events and fetch its audio when it ends ('stream': true is for shorter "
+            "jobs)",
+            code="document_stream",
+            param="stream",
+        )
+
+
+async def submitted_body(app: web.Application, submitted: Submitted) -> dict[str, Any]:
+    """The job's snapshot with the cursor of the very event it comes from (consistent pair)."""
+    job_id = submitted.job_id
+    if submitted.event is not None:  # a new job: the enqueue script returned all we need
+        snapshot: dict[str, Any] = submitted.event["job"]
+        cursor, seq, started = submitted.event_id, submitted.seq, submitted.started_seq
+    else:
+        # A duplicate has no event of its own: the latest event says where the job stands.
+        queue = app[QUEUE]
+        event, seq, started = await queue.where(job_id, submitted.event_id)
+        cursor = event[0] if event is not None else None
+        if event is not None:
+            snapshot = event[1]["job"]
+        else:  # events trimmed or expired: the hash alone
+            job = await queue.get(job_id)
+            snapshot = job.public() if job else {"id": job_id, "state": "expired"}
+    body: dict[str, Any] = {
+        "id": job_id,
+        "state": snapshot.get("state"),
+        **job_urls(app, job_id),
+        "events_cursor": cursor,
+        "position": position(snapshot, seq, started),
+        "job": snapshot,
+    }
+    if submitted.duplicate:
+        body["duplicate"] = True
+    return body
+
+
+async def get(app: web.Application, job_id: str) -> Job:
+    """The job, or the one 404 (a malformed id reaches no Redis key)."""
+    job = await app[QUEUE].get(valid_job_id(job_id))
+    if job is None:
+        raise job_not_found(job_id)
+    return job
+
+
+async def cancel(app: web.Application, job_id: str, client: str) -> str:
+    """Cancel `client`'s job ("": an admin's, any job): 'cancelled' (it never ran) or
+    'cancelling' (it stops at its next boundary). Reading a job by id is open (ids are
+    capability URLs); ending it is its owner's."""
+    verdict, state = await app[QUEUE].cancel(valid_job_id(job_id), client)
+    if verdict == "missing":
+        raise job_not_found(job_id)
+    if verdict == "forbidden":
+        raise ApiError(
+            403,
+            f"job {job_id} was submitted by another client; only the client that submitted it "
+            "(the same API key, or the same browser's cookie) may cancel it",
+            code="not_job_owner",
+        )
+    if verdict == "terminal":
+        raise ApiError(
+            409,
+            f"job {job_id} already ended ({state}); there is nothing to cancel",
+            code="job_finished",
+            extra={"state": state},
+        )
+    return verdict
+
+
+# -- following a job ----------------------------------------------------------------------------
+
+
+def job_error(event: dict[str, Any]) -> ApiError:
+    """The answer for a job that ended other than in success (its terminal event)."""
+    kind = str(event.get("type"))
+    job = event.get("job") or {}
+    reason = job.get("error") or kind
+    if kind == "cancelled":
+        return ApiError(409, f"the job was cancelled: {reason}", code="job_cancelled")
+    return ApiError(500, f"synthesis failed: {reason}", code=f"job_{kind}")
+
+
+def closing_error(job_id: str) -> ApiError:
+    return ApiError(
+        503,
+        f"the server is shutting down; job {job_id} goes on: GET /v1/tts/jobs/{job_id}/audio",
+        code="server_shutting_down",
+        headers={"Retry-After": "1"},
+    )
+
+
+async def wait_end(app: web.Application, job_id: str, cursor: str | None) -> dict[str, Any]:
+    """The job's terminal event (followed from `cursor`); Closing at shutdown."""
+    queue = app[QUEUE]
+    stream = queue.keys.job_events(job_id)
+    async with contextlib.aclosing(follow(queue, app[HUB], stream, cursor, job_id=job_id)) as ev:
+        async for _, event in ev:
+            if event.get("type") in TERMINAL_TYPES:
+                return event
+    raise Closing
+
+
+class ChunkReader:
+    """A streaming job's PCM chunks, read as its events announce them, from one attempt only.
+
+    Chunks hold the pauses between segments: in order, they join into the job's samples. Each
+    `audio` event names the last chunk stored; `succeeded` the job's chunk count. A chunk event
+    of another attempt than the one whose chunks were read raises Restarted: a reclaimed job
+    starts its chunks again, and they must not be spliced onto the first attempt's."""
+
+    def __init__(self, app: web.Application, job_id: str) -> None:
+        self.queue = app[QUEUE]
+        self.job_id = job_id
+        self.sent = 0
+        self.attempt: int | None = None
+
+    async def on_event(self, event: dict[str, Any]) -> list[bytes]:
+        """The chunks `event` makes available that were not read yet (none for other events)."""
+        kind, job = event.get("type"), event.get("job") or {}
+        if kind == "audio":
+            upto = int((event.get("chunk") or {}).get("index") or 0)
+        elif kind == "succeeded":
+            upto = int(job.get("chunks_done") or 0)
+        else:
+            return []
+        attempt = job.get("attempts")
+        if self.attempt is not None and attempt is not None and attempt != self.attempt:
+            raise Restarted(self.job_id)
+        if attempt is not None:
+            self.attempt = attempt
+        if upto <= self.sent:
+            return []
+        chunks = await self.queue.stored.chunks(self.job_id, self.sent, upto - 1)
+        self.sent += len(chunks)
+        return chunks
+
+
+async def pcm_pieces(
+    app: web.Application, job_id: str, cursor: str | None, *, whole_file: bool = True
+) -> AsyncGenerator[bytes, None]:
+    """The PCM of a streaming job as it is synthesized: its chunks, in order, as their events
+    arrive; with `whole_file` (a job whose file is PCM), the whole file when it streamed none (a
+    cache hit). Raises ApiError when the job ends otherwise, Restarted when it starts again
+    after audio went out, Closing at shutdown."""
+    queue = app[QUEUE]
+    reader = ChunkReader(app, job_id)
+    stream = queue.keys.job_events(job_id)
+    async with contextlib.aclosing(follow(queue, app[HUB], stream, cursor, job_id=job_id)) as ev:
+        async for _, event in ev:
+            kind = event.get("type")
+            for chunk in await reader.on_event(event):
+                yield chunk
+            if kind == "succeeded":
+                if not reader.sent and whole_file:
+                    audio = await queue.stored.file(job_id)
+                    if audio is None:
+                        raise ApiError(500, "the job's audio expired", code="audio_expired")
+                    yield audio
+                return
+            if kind in TERMINAL_TYPES:
+                raise job_error(event)
+    raise Closing
