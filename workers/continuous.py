@@ -15,13 +15,12 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any
 
 from core.infra.logs import job_log
 from workers.batch import ActiveJob
 from workers.chunks import ChunkPublisher
 from workers.engines import EngineError
-from workers.engines.base import ChunkSink, Segment, SegmentResult
+from workers.engines.base import ChunkSink, ContinuousEngine, Segment, SegmentResult
 from workers.metrics import WorkerMetrics
 from workers.outcomes import Outcomes
 from workers.stats import WorkerStats
@@ -35,7 +34,7 @@ RESULT_WAIT_S = 0.05
 class Continuous:
     def __init__(
         self,
-        engine: Any,
+        engine: ContinuousEngine,
         in_hand: dict[str, ActiveJob],
         outcomes: Outcomes,
         chunks: ChunkPublisher,

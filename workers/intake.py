@@ -152,7 +152,7 @@ class Intake:
                 request,
                 segments,
                 voice_data,
-                getattr(self.engine, "deterministic", False),
+                self.engine.deterministic,
                 started.client if self.settings.cache_scope == "client" else "",
             )
         )

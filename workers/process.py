@@ -28,7 +28,7 @@ from workers.batch import ActiveJob, next_batch
 from workers.chunks import ChunkPublisher
 from workers.continuous import Continuous
 from workers.engines import Engine, EngineError, create_engine
-from workers.engines.base import ChunkSink, Segment
+from workers.engines.base import ChunkSink, ContinuousEngine, Segment, as_continuous
 from workers.intake import Intake
 from workers.leases import Reclaimer, renew_leases
 from workers.metrics import WorkerMetrics
@@ -60,7 +60,8 @@ class Worker:
         self._stopping = asyncio.Event()
         self._grace_deadline = float("inf")
         self.engine_stuck = False
-        self._serving = False  # the engine thread runs a continuously batching engine's loop
+        # Set while the engine thread runs a continuously batching engine's loop.
+        self._serving: ContinuousEngine | None = None
         self.redis: RedisClient | None = None
         self.queue: Queue | None = None
         self.reclaimer: Reclaimer
@@ -71,9 +72,8 @@ class Worker:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def in_engine(self, fn: Any, *args: Any) -> Any:
-        if self._serving:  # the engine thread runs the engine's loop: it takes calls between steps
-            engine: Any = self.engine  # continuous engines have `call`
-            return await asyncio.wrap_future(engine.call(functools.partial(fn, *args)))
+        if self._serving is not None:  # the engine thread runs its loop: calls go between steps
+            return await asyncio.wrap_future(self._serving.call(functools.partial(fn, *args)))
         return await asyncio.get_running_loop().run_in_executor(self._engine_thread, fn, *args)
 
     def request_stop(self) -> None:
@@ -165,8 +165,9 @@ class Worker:
             self.queue.keys.jobs,
         )
         try:
-            if getattr(self.engine, "continuous", False):
-                await self._continuous_loop()
+            continuous = as_continuous(self.engine)
+            if continuous is not None:
+                await self._continuous_loop(continuous)
             else:
                 await self._main_loop()
         finally:
@@ -205,12 +206,12 @@ class Worker:
 
         await self._rounds(one_batch)
 
-    async def _continuous_loop(self) -> None:
+    async def _continuous_loop(self, engine: ContinuousEngine) -> None:
         """The main loop for an engine that batches continuously: jobs are read while it runs,
         and their segments join its running batch (see continuous.py)."""
         loop = asyncio.get_running_loop()
         run = Continuous(
-            self.engine,
+            engine,
             self.in_hand,
             self.outcomes,
             self.chunks,
@@ -226,11 +227,11 @@ class Worker:
             await run.collect()
 
         run.start(self._engine_thread)
-        self._serving = True
+        self._serving = engine
         try:
             await self._rounds(one_round)
         finally:
-            self._serving = False
+            self._serving = None
             self.engine_stuck = not await run.stop(self.settings.shutdown_grace_s)
 
     async def _rounds(self, one_round: Callable[[], Awaitable[None]]) -> None:
@@ -324,7 +325,7 @@ class Worker:
         elapsed_s = time.perf_counter() - t0
         self.stats.record_batch(batch, elapsed_s)
         self.metrics.observe_batch(batch, elapsed_s)
-        for warning in getattr(self.engine, "last_warnings", None) or []:
+        for warning in self.engine.last_warnings:
             log.warning("worker %s: %s", self.name, warning)
         for (job, segment), samples in zip(batch, arrays, strict=True):
             if job.job_id not in self.in_hand or job.lost:

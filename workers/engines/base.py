@@ -1,10 +1,14 @@
-"""What every engine provides: load, warm up, list voices, synthesize a batch of segments."""
+"""What every engine provides (`Engine`: load, warm up, list voices, synthesize a batch of
+segments), and what a continuously batching one adds (`ContinuousEngine`: segments submitted one
+by one while its thread serves them, results handed back one by one)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Hashable
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -12,7 +16,16 @@ from core.audio.formats import SAMPLE_RATE
 from core.queue.job import SynthesisRequest
 from core.queue.voices import Voice
 
-__all__ = ["SAMPLE_RATE", "ChunkSink", "Engine", "EngineError", "Segment", "SegmentResult"]
+__all__ = [
+    "SAMPLE_RATE",
+    "ChunkSink",
+    "ContinuousEngine",
+    "Engine",
+    "EngineError",
+    "Segment",
+    "SegmentResult",
+    "as_continuous",
+]
 
 
 # (segment text as the engine speaks it, start, end): offsets into the text as submitted.
@@ -57,6 +70,18 @@ class Engine(Protocol):
     model_version: str
     sample_rate: int
     max_batch: int
+    # The same text, voice and parameters always give the same samples: results of unseeded
+    # requests may be cached too.
+    deterministic: bool
+    # What the worker should log about the last `synthesize` (a segment cut short, ...).
+    last_warnings: list[str]
+
+    @property
+    def continuous(self) -> bool:
+        """True when this engine serves segments continuously (a ContinuousEngine) as loaded."""
+
+    def stats(self) -> dict[str, Any]:
+        """The engine's own counters, published in the worker's heartbeat."""
 
     def load(self) -> None:
         """Load weights; raises EngineError naming what is missing or corrupt."""
@@ -82,3 +107,30 @@ class Engine(Protocol):
         """One float32 mono array at `sample_rate` per segment, in order. `on_chunk` receives
         each segment's audio as it is produced, in pieces that join into the returned array,
         the last with `final` set (from the engine thread)."""
+
+
+class ContinuousEngine(Engine, Protocol):
+    """An engine whose thread runs `serve`: segments join its running batch between two steps
+    and leave it as they end, each with its own result."""
+
+    def submit(
+        self,
+        segment: Segment,
+        on_chunk: ChunkSink | None,
+        on_done: Callable[[Segment, Any], None],
+    ) -> None:
+        """Queue one segment (from any thread); `on_done` gets its SegmentResult."""
+
+    def cancel(self, segment: Segment) -> None:
+        """Drop a submitted segment; its result comes back as cancelled."""
+
+    def call(self, fn: Callable[[], Any]) -> Future[Any]:
+        """Run `fn` in the engine thread between two steps of `serve` (from any thread)."""
+
+    def serve(self, stop: threading.Event) -> None:
+        """The engine thread's loop: admit submitted segments, step, until `stop` is set."""
+
+
+def as_continuous(engine: Engine) -> ContinuousEngine | None:
+    """The engine as a ContinuousEngine when it serves continuously as loaded, else None."""
+    return cast(ContinuousEngine, engine) if engine.continuous else None

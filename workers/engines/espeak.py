@@ -73,10 +73,12 @@ class EspeakEngine:
     sample_rate = SAMPLE_RATE
     max_batch = 1  # eSpeak synthesizes one text at a time; batching would only add latency
     deterministic = True  # same text and voice, same samples: results may be cached
+    continuous = False  # one segment at a time, in batches of one
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.model_version = "espeak-ng"
+        self.last_warnings: list[str] = []
         self._lib: Any = None
         self._native_rate = 0
         self._chunks: list[np.ndarray] = []
@@ -117,6 +119,9 @@ class EspeakEngine:
             SynthesisRequest(text="Hello", voice="en_female"),
         ):
             self.synthesize([Segment("warmup", 0, request.text, request)])
+
+    def stats(self) -> dict[str, Any]:
+        return {}
 
     def voices(self) -> list[Voice]:
         return [v for v in BUILTIN_VOICES if v.name in _VOICE_TABLE]

@@ -9,6 +9,7 @@ import pytest
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.text.control_tokens import PAUSE_MS
+from tests.workers.engines.helpers import split
 from workers.engines.base import SAMPLE_RATE, Segment
 from workers.engines.espeak import EspeakEngine, speech_text
 
@@ -38,7 +39,7 @@ def test_speed_changes_duration() -> None:
 
 def test_split_keeps_every_sentence() -> None:
     text = " ".join(f"Sentence {i} is here." for i in range(60))
-    segments = ENGINE.split(text, SynthesisRequest(text=text))
+    segments = split(ENGINE, text, SynthesisRequest(text=text))
     assert len(segments) > 1 and all(len(s) <= 200 for s in segments)
     assert " ".join(segments) == text
 
@@ -102,5 +103,5 @@ def test_speech_text_replaces_tokens_and_places_pauses() -> None:
 
 def test_split_keeps_tokens_with_their_words() -> None:
     text = "One two three. [lbreak] " + " ".join(f"Sentence {i} is here." for i in range(40))
-    segments = ENGINE.split(text, SynthesisRequest(text=text))
+    segments = split(ENGINE, text, SynthesisRequest(text=text))
     assert len(segments) > 1 and segments[0].startswith("One two three. [lbreak] Sentence")

@@ -64,6 +64,7 @@ class ChatTTSEngine:
 
     name = "chattts"
     sample_rate = SAMPLE_RATE
+    deterministic = False  # unseeded rows draw fresh randomness: no result cached for them
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

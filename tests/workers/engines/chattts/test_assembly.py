@@ -165,7 +165,8 @@ def test_a_worker_starts_on_part_of_chattts_and_loads_the_rest_when_first_needed
 
 NORMALIZE = r"""
 import json, logging
-from workers.engines.chattts import imports, library
+from workers.engines.chattts.loading import imports
+from workers.engines.chattts.library import infer as library
 imports.partial()
 library.cache_compiled_normalizer()
 import ChatTTS.norm as norm

@@ -14,6 +14,7 @@ import pytest
 from core.queue.job import SynthesisRequest
 from core.text.control_tokens import PROMPT_TOKENS, SPEED_TOKENS, VOCABULARY, WORD_TOKENS
 from tests.workers.engines.chattts.conftest import requires_chattts
+from tests.workers.engines.helpers import split
 from workers.engines.base import EngineError, Segment
 
 pytestmark = [
@@ -101,7 +102,7 @@ def _ids(engine: Any, *tokens: str) -> list[int]:
 
 def _synthesize(engine: Any, text: str, **params: Any) -> list[str]:
     request = SynthesisRequest(text=text, seed=3, **params)
-    parts = engine.split(text, request)
+    parts = split(engine, text, request)
     engine.synthesize([Segment("tokens", i, part, request) for i, part in enumerate(parts)])
     return list(parts)
 
@@ -162,10 +163,10 @@ def test_the_prompt_is_part_of_the_library_batch_key(library_engine: Any) -> Non
 def test_normalize_false_skips_our_spelling(engine: Any) -> None:
     spelled = SynthesisRequest(text="x", voice="en_female")
     verbatim = SynthesisRequest(text="x", voice="en_female", normalize=False)
-    assert engine.split("I have 3 cats.", spelled) == ["I have three cats."]
-    assert engine.split("I have 3 cats.", verbatim) == ["I have cats."]  # as ChatTTS drops it
-    assert engine.split("Three [laugh] cats.", verbatim) == ["Three [laugh] cats."]
-    assert engine.split("123", spelled) == ["one hundred and twenty three"]
+    assert split(engine, "I have 3 cats.", spelled) == ["I have three cats."]
+    assert split(engine, "I have 3 cats.", verbatim) == ["I have cats."]  # as ChatTTS drops it
+    assert split(engine, "Three [laugh] cats.", verbatim) == ["Three [laugh] cats."]
+    assert split(engine, "123", spelled) == ["one hundred and twenty three"]
     with pytest.raises(EngineError, match="nothing ChatTTS can speak") as info:
-        engine.split("123", verbatim)
+        split(engine, "123", verbatim)
     assert not info.value.retryable

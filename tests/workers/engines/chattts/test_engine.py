@@ -9,6 +9,7 @@ import pytest
 
 from core.queue.job import SynthesisRequest
 from tests.workers.engines.chattts.conftest import requires_chattts
+from tests.workers.engines.helpers import split
 from workers.engines.base import EngineError, Segment
 
 pytestmark = [
@@ -199,11 +200,11 @@ def test_invalid_voice_data_and_unknown_voice_are_permanent_errors(engine: Any) 
 
 def test_split_normalizes_then_cuts_sentences(engine: Any) -> None:
     request = SynthesisRequest(text="x", voice="zh_female")
-    parts = engine.split("我有3个苹果。" * 40, request)
+    parts = split(engine, "我有3个苹果。" * 40, request)
     assert len(parts) > 1 and all(len(p) <= 120 for p in parts)
     assert "三" in parts[0] and "3" not in "".join(parts)
     with pytest.raises(EngineError, match="nothing"):
-        engine.split("😀 !!!", request)
+        split(engine, "😀 !!!", request)
 
 
 def test_batch_key_ignores_seed_but_not_parameters(library_engine: Any) -> None:
@@ -247,12 +248,12 @@ def test_speed_maps_onto_chattts_speed_levels() -> None:
 
 def test_a_registered_voice_normalizes_in_its_own_language(engine: Any) -> None:
     request = SynthesisRequest(text="x", voice="my_voice")
-    english = "".join(engine.split("I have 3 cats.", request, "en-GB"))
+    english = "".join(split(engine, "I have 3 cats.", request, "en-GB"))
     assert "three" in english.lower() and "3" not in english
-    mandarin = "".join(engine.split("我有3个苹果。", request, "zh-CN"))
+    mandarin = "".join(split(engine, "我有3个苹果。", request, "zh-CN"))
     assert "三" in mandarin
     # Without a language tag (older registrations): Mandarin, as before.
-    assert "三" in "".join(engine.split("3", request))
+    assert "三" in "".join(split(engine, "3", request))
 
 
 def test_the_runtime_in_bfloat16_speaks_every_row(tiny_checkpoint: Any) -> None:
