@@ -23,7 +23,6 @@ from workers.engines import EngineError
 from workers.engines.base import ChunkSink, ContinuousEngine, Segment, SegmentResult
 from workers.metrics import WorkerMetrics
 from workers.outcomes import Outcomes
-from workers.stats import WorkerStats
 
 log = logging.getLogger("chattts_online.worker")
 # How long a round waits for a finished segment before it reads the queue again: new jobs join
@@ -38,13 +37,12 @@ class Continuous:
         in_hand: dict[str, ActiveJob],
         outcomes: Outcomes,
         chunks: ChunkPublisher,
-        stats: WorkerStats,
         metrics: WorkerMetrics,
         chunk_sink: Callable[[], ChunkSink],
     ) -> None:
         self.engine = engine
         self.in_hand = in_hand
-        self.outcomes, self.chunks, self.stats, self.metrics = outcomes, chunks, stats, metrics
+        self.outcomes, self.chunks, self.metrics = outcomes, chunks, metrics
         self._chunk_sink = chunk_sink
         self.in_flight: dict[tuple[str, int], Segment] = {}
         self._results: asyncio.Queue[tuple[Segment, SegmentResult]] = asyncio.Queue()
@@ -125,7 +123,6 @@ class Continuous:
         while not self._results.empty():
             await self._handle(*self._results.get_nowait())
         if not self.in_flight and self._period:
-            self.stats.record_rows(self._period)
             self.metrics.observe_rows(self._period)
             self._period = []
 
@@ -135,7 +132,7 @@ class Continuous:
         elapsed, self._tick = now - self._tick, now
         if not self.in_flight:
             return
-        self.stats.busy_s += elapsed
+        self.metrics.busy(elapsed)
         for job_id, _ in self.in_flight:
             job = self.in_hand.get(job_id)
             if job is not None:

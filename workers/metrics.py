@@ -1,11 +1,13 @@
-"""Prometheus metrics of one worker process: its own registry, served on its own port
-(`CHATTTS_WORKER_METRICS_PORT`) by a tiny aiohttp server on the worker's asyncio loop."""
+"""What one worker process records, once per event: its Prometheus metrics (its own registry,
+served on its own port, `CHATTTS_WORKER_METRICS_PORT`, by a tiny aiohttp server on the worker's
+asyncio loop) and the tally its heartbeat publishes (stats.py), from the same calls."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Sized
+from dataclasses import dataclass
 
 from aiohttp import web
 from prometheus_client import (
@@ -45,10 +47,27 @@ def entry_time(entry: str) -> float:
     return int(entry.split("-", 1)[0]) / 1000
 
 
+@dataclass
+class Tally:
+    """The counts a worker's heartbeat carries (for probes and `/v1/voices`)."""
+
+    jobs_succeeded: int = 0
+    jobs_failed: int = 0
+    jobs_fenced: int = 0
+    batches: int = 0
+    segments: int = 0
+    audio_seconds: float = 0.0
+    busy_s: float = 0.0
+    largest_batch: int = 0  # most segments in one engine call
+    batch_jobs_max: int = 0  # most distinct jobs in one engine call (cross-request batching)
+
+
 class WorkerMetrics:
-    """The worker's metrics; every method is one call site in the worker, its outcomes, leases."""
+    """The worker's one recorder: every method is one event, counted in the metrics and in the
+    heartbeat's tally alike."""
 
     def __init__(self, in_hand: Sized) -> None:
+        self.tally = Tally()
         self.registry = r = CollectorRegistry()
         self.port: int | None = None  # bound port of the /metrics server; None: not serving
         self._runner: web.AppRunner | None = None
@@ -188,18 +207,32 @@ class WorkerMetrics:
         (self.cache_hits if hit else self.cache_misses).inc()
 
     def outcome(self, outcome: str) -> None:
+        """A job left this worker's hands (not in success: see `succeeded`)."""
         self.jobs.labels(outcome).inc()
+        if outcome == "failed":
+            self.tally.jobs_failed += 1
 
     def observe_batch(self, batch: list[tuple[ActiveJob, Segment]], elapsed_s: float) -> None:
         """One engine call: its size, and each row's equal share of its time to the row's job."""
+        self.busy(elapsed_s)
         self.observe_rows(batch)
         for job, _ in batch:
             job.engine_s += elapsed_s / len(batch)
 
     def observe_rows(self, batch: list[tuple[ActiveJob, Segment]]) -> None:
         """The size of a group of segments the engine served together."""
+        jobs = len({job.job_id for job, _ in batch})
         self.batch_segments.observe(len(batch))
-        self.batch_jobs.observe(len({job.job_id for job, _ in batch}))
+        self.batch_jobs.observe(jobs)
+        t = self.tally
+        t.batches += 1
+        t.segments += len(batch)
+        t.largest_batch = max(t.largest_batch, len(batch))
+        t.batch_jobs_max = max(t.batch_jobs_max, jobs)
+
+    def busy(self, elapsed_s: float) -> None:
+        """Engine time spent on segments (a batch's, or a continuous engine's as it passes)."""
+        self.tally.busy_s += elapsed_s
 
     def segment_stored(self, job: ActiveJob, index: int) -> None:
         if index == 0:
@@ -213,10 +246,13 @@ class WorkerMetrics:
         if duration_s > 0:
             self.rtf.observe(job.engine_s / duration_s)
         self.audio_seconds.inc(duration_s)
+        self.tally.jobs_succeeded += 1
+        self.tally.audio_seconds += duration_s
 
     def completion_refused(self) -> None:
         self.fenced.inc()
         self.jobs.labels("lost").inc()
+        self.tally.jobs_fenced += 1
 
     def redis_error(self) -> None:
         self.redis_errors.inc()

@@ -23,7 +23,6 @@ from workers.batch import ActiveJob, render
 from workers.chunks import ChunkPublisher
 from workers.engines import Engine, EngineError, Segment
 from workers.metrics import WorkerMetrics
-from workers.stats import WorkerStats
 
 log = logging.getLogger("chattts_online.worker")
 # What a document's finished segment leaves in the worker's hand: its samples are in Redis.
@@ -40,7 +39,6 @@ class Outcomes:
         name: str,
         queue: Queue,
         in_hand: dict[str, ActiveJob],
-        stats: WorkerStats,
         engine: Engine,
         metrics: WorkerMetrics,
         chunks: ChunkPublisher,
@@ -50,7 +48,6 @@ class Outcomes:
         self.queue = queue
         self.settings = queue.settings
         self.in_hand = in_hand
-        self.stats = stats
         self.engine = engine
         self.metrics = metrics
         self.completions: set[asyncio.Task[None]] = set()
@@ -207,8 +204,6 @@ class Outcomes:
         )
         self.in_hand.pop(job.job_id, None)
         if ok:
-            self.stats.jobs_succeeded += 1
-            self.stats.audio_seconds += duration_s
             self.metrics.succeeded(job, duration_s)
             log.info(
                 "worker %s: job %s succeeded: %.2f s of audio in %d segments",
@@ -216,7 +211,6 @@ class Outcomes:
                 extra=job_log(job.job_id),
             )
         else:
-            self.stats.jobs_fenced += 1
             self.metrics.completion_refused()
             log.warning(
                 "worker %s: completion of %s refused (reclaimed by another worker)",
@@ -282,7 +276,6 @@ class Outcomes:
                 str(exc),
                 stream=job.started.stream,
             )
-            self.stats.jobs_failed += 1
             self.metrics.outcome("failed")
 
     async def release_all(self, reason: str) -> None:

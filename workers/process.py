@@ -124,7 +124,7 @@ class Worker:
         self.chunks = ChunkPublisher(self.queue, self.engine.sample_rate)
         self.chunks.start()
         self.outcomes = Outcomes(
-            self.name, self.queue, self.in_hand, self.stats, self.engine, self.metrics, self.chunks
+            self.name, self.queue, self.in_hand, self.engine, self.metrics, self.chunks
         )
         self.intake = Intake(
             self.name,
@@ -215,7 +215,6 @@ class Worker:
             self.in_hand,
             self.outcomes,
             self.chunks,
-            self.stats,
             self.metrics,
             lambda: self._chunk_sink(loop),
         )
@@ -323,7 +322,6 @@ class Worker:
             )
             return
         elapsed_s = time.perf_counter() - t0
-        self.stats.record_batch(batch, elapsed_s)
         self.metrics.observe_batch(batch, elapsed_s)
         for warning in self.engine.last_warnings:
             log.warning("worker %s: %s", self.name, warning)
@@ -361,7 +359,7 @@ class Worker:
 
     def heartbeat(self) -> dict[str, Any]:
         return self.stats.payload(
-            self.name, self.engine, len(self.in_hand), self._stopping.is_set(), self.metrics.port
+            self.name, self.engine, len(self.in_hand), self._stopping.is_set(), self.metrics
         )
 
 

@@ -14,8 +14,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from core.queue.store import Queue
-from workers.batch import ActiveJob
-from workers.engines import Engine, Segment
+from workers.engines import Engine
 from workers.metrics import WorkerMetrics
 
 log = logging.getLogger("chattts_online.worker")
@@ -23,39 +22,21 @@ log = logging.getLogger("chattts_online.worker")
 
 @dataclass
 class WorkerStats:
+    """When the worker started and became ready; its counts are the recorder's tally."""
+
     started_at: float = field(default_factory=time.time)
     ready_s: float | None = None
-    jobs_succeeded: int = 0
-    jobs_failed: int = 0
-    jobs_fenced: int = 0
-    batches: int = 0
-    segments: int = 0
-    audio_seconds: float = 0.0
-    busy_s: float = 0.0
-    largest_batch: int = 0  # most segments in one engine call
-    batch_jobs_max: int = 0  # most distinct jobs in one engine call (cross-request batching)
-
-    def record_batch(self, batch: list[tuple[ActiveJob, Segment]], elapsed_s: float) -> None:
-        """One engine call that succeeded."""
-        self.busy_s += elapsed_s
-        self.record_rows(batch)
-
-    def record_rows(self, batch: list[tuple[ActiveJob, Segment]]) -> None:
-        """Segments the engine served together (its busy time is counted as it passes)."""
-        self.batches += 1
-        self.segments += len(batch)
-        self.largest_batch = max(self.largest_batch, len(batch))
-        self.batch_jobs_max = max(self.batch_jobs_max, len({job.job_id for job, _ in batch}))
 
     def payload(
-        self, name: str, engine: Engine, in_hand: int, stopping: bool, metrics_port: int | None
+        self, name: str, engine: Engine, in_hand: int, stopping: bool, metrics: WorkerMetrics
     ) -> dict[str, Any]:
         """The heartbeat document (JSON) stored under the worker's key."""
+        tally = metrics.tally
         return {
             "name": name,
             "host": socket.gethostname(),
             "pid": os.getpid(),
-            "metrics_port": metrics_port,  # its Prometheus /metrics port; None: not serving
+            "metrics_port": metrics.port,  # its Prometheus /metrics port; None: not serving
             "engine": engine.name,
             "model_version": engine.model_version,
             "sample_rate": engine.sample_rate,
@@ -65,17 +46,17 @@ class WorkerStats:
             "ready_s": self.ready_s,
             "ts": time.time(),
             "in_hand": in_hand,
-            "jobs_succeeded": self.jobs_succeeded,
-            "jobs_failed": self.jobs_failed,
-            "jobs_fenced": self.jobs_fenced,
-            "batches": self.batches,
-            "segments": self.segments,
-            "audio_seconds": round(self.audio_seconds, 3),
-            "busy_s": round(self.busy_s, 3),
+            "jobs_succeeded": tally.jobs_succeeded,
+            "jobs_failed": tally.jobs_failed,
+            "jobs_fenced": tally.jobs_fenced,
+            "batches": tally.batches,
+            "segments": tally.segments,
+            "audio_seconds": round(tally.audio_seconds, 3),
+            "busy_s": round(tally.busy_s, 3),
             "stopping": stopping,
             "state": "stopping" if stopping else "ready",
-            "largest_batch": self.largest_batch,
-            "batch_jobs_max": self.batch_jobs_max,
+            "largest_batch": tally.largest_batch,
+            "batch_jobs_max": tally.batch_jobs_max,
             "engine_stats": engine_stats(engine),
         }
 

@@ -163,7 +163,10 @@ async def test_every_metric_is_served_and_moves_with_real_jobs(
     assert jobs[3].segments_total >= 3  # the long one streamed several segments
 
     deadline = time.monotonic() + 10
-    while (beat := await heartbeat(aredis, worker))["jobs_succeeded"] < 4:
+    # The heartbeat's counts and the metrics come from the same calls: they agree.
+    while (beat := await heartbeat(aredis, worker))["jobs_succeeded"] < 4 or not beat[
+        "jobs_failed"
+    ]:
         assert time.monotonic() < deadline, beat
         await asyncio.sleep(0.05)
     _, after = await scrape(port)
@@ -173,7 +176,8 @@ async def test_every_metric_is_served_and_moves_with_real_jobs(
 
     assert moved("chattts_worker_jobs_total", outcome="succeeded") == 4
     assert moved("chattts_worker_jobs_total", outcome="cache_hit") == 1
-    assert moved("chattts_worker_jobs_total", outcome="failed") == 1
+    assert moved("chattts_worker_jobs_total", outcome="failed") == 1 == beat["jobs_failed"]
+    assert beat["jobs_succeeded"] == 4 and beat["jobs_fenced"] == 0
     for outcome in OUTCOMES - {"succeeded", "cache_hit", "failed"}:
         assert moved("chattts_worker_jobs_total", outcome=outcome) == 0, outcome
     assert moved("chattts_worker_cache_hits_total") == 1
