@@ -13,17 +13,16 @@ import orjson
 
 from core.infra.logs import job_log
 from core.infra.redis_client import RedisClient
-from core.infra.settings import Settings
 from core.queue.cache import cache_digest
 from core.queue.keys import CONSUMER_GROUP
-from core.queue.store import Queue, Started
+from core.queue.store import Started
 from core.queue.voices import BUILTIN_BY_NAME
 from workers.batch import ActiveJob
 from workers.chunks import ChunkPublisher
-from workers.engines import Engine, EngineError
+from workers.context import WorkerContext
+from workers.engines import EngineError
 from workers.engines.base import Pieces
 from workers.leases import Reclaimer
-from workers.metrics import WorkerMetrics
 from workers.outcomes import Outcomes
 
 log = logging.getLogger("chattts_online.worker")
@@ -32,21 +31,17 @@ log = logging.getLogger("chattts_online.worker")
 class Intake:
     def __init__(
         self,
-        name: str,
-        settings: Settings,
+        ctx: WorkerContext,
         redis: RedisClient,
-        queue: Queue,
         reclaimer: Reclaimer,
-        engine: Engine,
-        in_hand: dict[str, ActiveJob],
         outcomes: Outcomes,
         chunks: ChunkPublisher,
-        metrics: WorkerMetrics,
         in_engine: Callable[..., Awaitable[Any]],
     ) -> None:
-        self.name, self.settings, self.redis, self.queue = name, settings, redis, queue
-        self.reclaimer, self.engine, self.in_hand = reclaimer, engine, in_hand
-        self.outcomes, self.chunks, self.metrics = outcomes, chunks, metrics
+        self.name, self.settings, self.queue = ctx.name, ctx.settings, ctx.queue
+        self.engine, self.in_hand, self.metrics = ctx.engine, ctx.in_hand, ctx.metrics
+        self.redis, self.reclaimer = redis, reclaimer  # XREADGROUP blocks: its own connection
+        self.outcomes, self.chunks = outcomes, chunks
         self.in_engine = in_engine
         self._reclaim_again = False
         self._last_reclaim = 0.0

@@ -18,11 +18,11 @@ from core.audio import formats as audio
 from core.audio.documents import document_size
 from core.infra.logs import job_log
 from core.infra.redis_client import REDIS_UNAVAILABLE
-from core.queue.store import Queue, SegmentDone, Started
+from core.queue.store import SegmentDone, Started
 from workers.batch import ActiveJob, render
 from workers.chunks import ChunkPublisher
-from workers.engines import Engine, EngineError, Segment
-from workers.metrics import WorkerMetrics
+from workers.context import WorkerContext
+from workers.engines import EngineError, Segment
 
 log = logging.getLogger("chattts_online.worker")
 # What a document's finished segment leaves in the worker's hand: its samples are in Redis.
@@ -34,22 +34,10 @@ PROGRESS_RETRY_MAX_S = 1.6
 
 
 class Outcomes:
-    def __init__(
-        self,
-        name: str,
-        queue: Queue,
-        in_hand: dict[str, ActiveJob],
-        engine: Engine,
-        metrics: WorkerMetrics,
-        chunks: ChunkPublisher,
-    ) -> None:
-        self.name = name
+    def __init__(self, ctx: WorkerContext, chunks: ChunkPublisher) -> None:
+        self.name, self.queue, self.settings = ctx.name, ctx.queue, ctx.settings
+        self.in_hand, self.engine, self.metrics = ctx.in_hand, ctx.engine, ctx.metrics
         self.chunks = chunks
-        self.queue = queue
-        self.settings = queue.settings
-        self.in_hand = in_hand
-        self.engine = engine
-        self.metrics = metrics
         self.completions: set[asyncio.Task[None]] = set()
 
     async def fail(self, job_id: str, started: Started, reason: str) -> None:

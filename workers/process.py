@@ -26,6 +26,7 @@ from core.infra.settings import Settings
 from core.queue.store import Queue
 from workers.batch import ActiveJob, next_batch
 from workers.chunks import ChunkPublisher
+from workers.context import WorkerContext
 from workers.continuous import Continuous
 from workers.engines import Engine, EngineError, create_engine
 from workers.engines.base import ChunkSink, ContinuousEngine, Segment, as_continuous
@@ -123,21 +124,12 @@ class Worker:
         self.reclaimer = Reclaimer(self.redis, self.queue.keys, self.name, self.settings.lease_ms)
         self.chunks = ChunkPublisher(self.queue, self.engine.sample_rate)
         self.chunks.start()
-        self.outcomes = Outcomes(
-            self.name, self.queue, self.in_hand, self.engine, self.metrics, self.chunks
+        ctx = WorkerContext(
+            self.name, self.settings, self.queue, self.engine, self.in_hand, self.metrics
         )
+        self.outcomes = Outcomes(ctx, self.chunks)
         self.intake = Intake(
-            self.name,
-            self.settings,
-            self.redis,
-            self.queue,
-            self.reclaimer,
-            self.engine,
-            self.in_hand,
-            self.outcomes,
-            self.chunks,
-            self.metrics,
-            self.in_engine,
+            ctx, self.redis, self.reclaimer, self.outcomes, self.chunks, self.in_engine
         )
         await self._until_redis(self.queue.ensure_group)
         loop = asyncio.get_running_loop()
