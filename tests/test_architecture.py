@@ -72,6 +72,12 @@ TIERS = "cli over web | workers over core"
         ("workers/engines/base.py", "from workers import batch\n", "workers: the process"),
         # what the web tier stands on reaching up to its views.
         ("web/errors.py", "from web.views import health\n", "web: the app"),
+        # the decode runtime reaching out to the engine around it.
+        (
+            "workers/engines/chattts/runtime/sampler.py",
+            "from workers.engines.chattts import rows\n",
+            "the ChatTTS decode runtime",
+        ),
         # settings, below everything of the contract, importing the queue.
         ("core/infra/settings.py", "from core.queue import keys\n", "core: the queue"),
     ],

@@ -23,7 +23,7 @@ from workers.engines.chattts.library.params import (
     speed_level,
 )
 from workers.engines.chattts.library.sampling import Batch, Row
-from workers.engines.chattts.runtime.prompt import prompt_embeddings, spoken_text
+from workers.engines.chattts.prompt import prompt_embeddings, spoken_text
 from workers.engines.chattts.runtime.runtime import Runtime
 from workers.engines.chattts.runtime.scheduler import RowRequest, RowResult, Sampling
 from workers.engines.chattts.voices.speakers import Speakers

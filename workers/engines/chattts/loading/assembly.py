@@ -92,7 +92,7 @@ def assign(
 @dataclass
 class Model:
     """The modules the decode runtime uses, without ChatTTS's Chat (see `imports.py`); the same
-    attribute names as a Chat's, so that either serves `runtime.prompt`."""
+    attribute names as a Chat's, so that either serves `prompt.py`."""
 
     config: Any  # ChatTTS's Config
     device: torch.device

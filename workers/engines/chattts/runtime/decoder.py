@@ -32,7 +32,7 @@ def zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> t
     return torch.frombuffer(pages, dtype=dtype).view(shape)
 
 
-class Decoder:
+class StaticDecoder:
     """The transformer, its heads and a KV cache of `slots` rows of `context` positions."""
 
     def __init__(

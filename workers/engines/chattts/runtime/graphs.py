@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from workers.engines.chattts.runtime.decoder import Decoder
+from workers.engines.chattts.runtime.decoder import StaticDecoder
 
 log = logging.getLogger(__name__)
 WARMUP_STEPS = 2  # eager passes on a side stream before capture (cuBLAS workspaces, autotuning)
@@ -30,7 +30,7 @@ def buckets_for(slots: int) -> list[int]:
 
 
 class GraphedSteps:
-    def __init__(self, decoder: Decoder, buckets: list[int]) -> None:
+    def __init__(self, decoder: StaticDecoder, buckets: list[int]) -> None:
         self.decoder = decoder
         # rows -> (graph, its embeddings input, its positions input, its output)
         self.graphs: dict[int, tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]] = {}

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from workers.engines.chattts.runtime.decoder import Decoder
+from workers.engines.chattts.runtime.decoder import StaticDecoder
 from workers.engines.chattts.runtime.graphs import GraphedSteps, buckets_for
-from workers.engines.chattts.runtime.scheduler import RowRequest, RowResult, Sampling, Scheduler
+from workers.engines.chattts.runtime.scheduler import RowRequest, RowResult, Sampling, SlotScheduler
 from workers.engines.chattts.runtime.vocoder import Vocoder
 from workers.engines.chattts.runtime.weights import Transformer
 
@@ -76,12 +76,12 @@ class Runtime:
         context = config.context or max_new_token + PROMPT_ALLOWANCE
         context = min(context, transformer.max_positions)
         dtype = resolve_dtype(config.dtype, device)
-        self.decoder = Decoder(transformer, model.embed, config.slots, context, dtype, device)
+        self.decoder = StaticDecoder(transformer, model.embed, config.slots, context, dtype, device)
         self.vocoder = Vocoder(model.decoder, model.vocos)
         lookahead = config.lookahead_tokens
         if lookahead < 0:
             lookahead = LOOKAHEAD_TOKENS.get(device.type, LOOKAHEAD_TOKENS["cpu"])
-        self.scheduler = Scheduler(
+        self.scheduler = SlotScheduler(
             self.decoder,
             self.vocoder,
             max_new_token,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from workers.engines.chattts.runtime.decoder import Decoder, zeros
+from workers.engines.chattts.runtime.decoder import StaticDecoder, zeros
 from workers.engines.chattts.runtime.graphs import GraphedSteps
 from workers.engines.chattts.runtime.sampler import PENALTY_WINDOW, draw, process_logits
 from workers.engines.chattts.runtime.vocoder import Cursor, Vocoder
@@ -69,10 +69,10 @@ class Counters:
     peak_rows: int = 0
 
 
-class Scheduler:
+class SlotScheduler:
     def __init__(
         self,
-        decoder: Decoder,
+        decoder: StaticDecoder,
         vocoder: Vocoder,
         max_new_token: int,
         stream_tokens: int = 24,

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from core.voices.chattts import VoiceData, builtin_embeddings
-from workers.engines.chattts.runtime.prompt import prompt_embeddings
+from workers.engines.chattts.prompt import prompt_embeddings
 
 TEXTS = ["你好，欢迎使用语音合成。", "今天天气很好", "我们欢迎你。", "Hello world.", "你好世界。"]
 VOICES = ["zh_female", "en_male", "zh_male", "en_female", "zh_female_2", "zh_male_2", "en_female_2"]

@@ -9,7 +9,7 @@ import torch
 
 from tests.workers.engines.chattts.conftest import requires_chattts
 from tests.workers.engines.chattts.runtime.helpers import mixed_prompts, prompt
-from workers.engines.chattts.runtime.decoder import Decoder
+from workers.engines.chattts.runtime.decoder import StaticDecoder
 from workers.engines.chattts.runtime.weights import Transformer
 
 pytestmark = [pytest.mark.chattts, requires_chattts]
@@ -31,7 +31,7 @@ def reference_logits(chat: Any, hidden: torch.Tensor) -> torch.Tensor:
 
 def test_prefill_and_step_give_chatttss_hidden_states_and_logits(engine: Any) -> None:
     chat = engine.chat
-    decoder = Decoder(Transformer.from_llama(chat.gpt.gpt), chat.embed, slots=2, context=256)
+    decoder = StaticDecoder(Transformer.from_llama(chat.gpt.gpt), chat.embed, slots=2, context=256)
     embeds = prompt(chat, "你好，欢迎使用语音合成。")
     hidden = decoder.prefill(1, embeds)
     expected = reference_hidden(chat, embeds)
@@ -57,14 +57,16 @@ def test_prefill_and_step_give_chatttss_hidden_states_and_logits(engine: Any) ->
 def test_rows_at_different_positions_step_as_they_would_alone(engine: Any) -> None:
     chat = engine.chat
     prompts = mixed_prompts(chat, 4)
-    together = Decoder(Transformer.from_llama(chat.gpt.gpt), chat.embed, slots=4, context=256)
+    together = StaticDecoder(Transformer.from_llama(chat.gpt.gpt), chat.embed, slots=4, context=256)
     lasts = [together.prefill(i, p) for i, p in enumerate(prompts)]
     codes = torch.tensor([[1, 2, 3, 4]] * 4, device=together.device)
     positions = torch.tensor([p.size(0) for p in prompts], device=together.device)
     span = int(positions.max()) + 1
     batched = together.step(together.embed_codes(codes), positions, span)
     for i, p in enumerate(prompts):
-        alone = Decoder(Transformer.from_llama(chat.gpt.gpt), chat.embed, slots=1, context=256)
+        alone = StaticDecoder(
+            Transformer.from_llama(chat.gpt.gpt), chat.embed, slots=1, context=256
+        )
         torch.testing.assert_close(alone.prefill(0, p), lasts[i], atol=TOLERANCE, rtol=0)
         single = alone.step(alone.embed_codes(codes[:1]), positions[i : i + 1], span)
         torch.testing.assert_close(batched[i], single[0], atol=TOLERANCE, rtol=0)

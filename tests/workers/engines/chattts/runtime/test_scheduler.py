@@ -13,8 +13,8 @@ import torch
 from tests.workers.engines.chattts.conftest import requires_chattts
 from tests.workers.engines.chattts.runtime.helpers import TEXTS, VOICES, mixed_prompts, prompt
 from workers.engines.chattts.loading.checkpoint import build_checkpoint
-from workers.engines.chattts.runtime.decoder import Decoder
-from workers.engines.chattts.runtime.scheduler import RowRequest, RowResult, Sampling, Scheduler
+from workers.engines.chattts.runtime.decoder import StaticDecoder
+from workers.engines.chattts.runtime.scheduler import RowRequest, RowResult, Sampling, SlotScheduler
 from workers.engines.chattts.runtime.vocoder import Vocoder
 from workers.engines.chattts.runtime.weights import Transformer
 
@@ -34,10 +34,10 @@ def endless_chat(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return loader.load_chat(loader.locate(str(root)), torch.device("cpu"))
 
 
-def scheduler(chat: Any, slots: int = 8, **options: Any) -> Scheduler:
+def scheduler(chat: Any, slots: int = 8, **options: Any) -> SlotScheduler:
     transformer = Transformer.from_llama(chat.gpt.gpt)
-    decoder = Decoder(transformer, chat.embed, slots=slots, context=512)
-    return Scheduler(decoder, Vocoder(chat.decoder, chat.vocos), 128, **options)
+    decoder = StaticDecoder(transformer, chat.embed, slots=slots, context=512)
+    return SlotScheduler(decoder, Vocoder(chat.decoder, chat.vocos), 128, **options)
 
 
 class Rows:

@@ -1,5 +1,6 @@
 """A row's prompt as ChatTTS builds it for code generation: the decorated text, tokenized, embedded,
-with the speaker embedding written at the `[spk_emb]` position (see ChatTTS's `_infer_code`)."""
+with the speaker embedding written at the `[spk_emb]` position (see ChatTTS's `_infer_code`).
+The engine's side of the runtime: the runtime itself starts from the embeddings."""
 
 from __future__ import annotations
 
