@@ -7,7 +7,6 @@ import base64
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -15,6 +14,7 @@ import aiohttp
 import orjson
 
 from bench.identities import cookie_header
+from cli.sse import sse_events
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "dead"})
 JOB_TIMEOUT_S = 120.0
@@ -76,29 +76,6 @@ def _session() -> aiohttp.ClientSession:
 def _bearer() -> dict[str, str]:
     # One identity per simulated user: a cookie signed with the bench web tier's secret.
     return cookie_header(f"bench-{uuid.uuid4().hex}")
-
-
-async def sse_events(response: aiohttp.ClientResponse) -> AsyncIterator[tuple[str, str, str]]:
-    """(event, data, id) of each dispatched Server-Sent Event."""
-    event, last_id = "message", ""
-    data: list[str] = []
-    async for raw in response.content:
-        line = raw.decode().rstrip("\r\n")
-        if not line:
-            if data:
-                yield event, "\n".join(data), last_id
-            event, data = "message", []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "event":
-            event = value
-        elif name == "data":
-            data.append(value)
-        elif name == "id":
-            last_id = value
 
 
 def _stages(t_submit_wall: float, t_done_wall: float, event: dict[str, Any]) -> dict[str, float]:
@@ -240,7 +217,8 @@ class JobSSEClient(_OursBase):
         ):
             if resp.status != 200:
                 raise BenchError(f"{self.label}: events answered {resp.status}")
-            async for kind, data, _ in sse_events(resp):
+            async for sse in sse_events(resp):
+                kind, data = sse.event, sse.data
                 if kind in TERMINAL:
                     done = (time.perf_counter(), time.time(), kind, orjson.loads(data))
                     break
@@ -301,7 +279,8 @@ class ClientEventsClient(_OursBase):
 
     async def _read(self, resp: aiohttp.ClientResponse) -> None:
         try:
-            async for kind, data, _ in sse_events(resp):
+            async for sse in sse_events(resp):
+                kind, data = sse.event, sse.data
                 if kind in TERMINAL:
                     event = orjson.loads(data)
                     self.waiters.resolve(event["job"]["id"], kind, event)

@@ -35,6 +35,7 @@ import redis
 from bench.procs import Processes, bench_run
 from bench.servers import start_service
 from bench.topologies import SentinelGroup
+from cli.sse import sse_events
 from core.infra.redis_client import connect_sync
 from core.infra.settings import LIMITS_OFF, Settings
 from core.queue.keys import Keys
@@ -109,19 +110,12 @@ async def follow_events(session: aiohttp.ClientSession, url: str, log: EventLog)
         headers = {"Last-Event-ID": last_id} if last_id else {}
         try:
             async with session.get(f"{url}/v1/events", headers=headers) as response:
-                data: list[str] = []
-                async for raw in response.content:
-                    line = raw.decode().rstrip("\r\n")
-                    if line.startswith("id:"):
-                        last_id = line[3:].strip()
-                    elif line.startswith("data:"):
-                        data.append(line[5:].strip())
-                    elif not line and data:
-                        event = orjson.loads("\n".join(data))
-                        data = []
-                        job = event.get("job") or {}
-                        if event.get("type") in TERMINAL and job.get("id"):
-                            log.terminal.setdefault(job["id"], []).append(event["type"])
+                async for sse in sse_events(response):
+                    last_id = sse.id or last_id
+                    event = sse.json()
+                    job = event.get("job") or {}
+                    if event.get("type") in TERMINAL and job.get("id"):
+                        log.terminal.setdefault(job["id"], []).append(event["type"])
         except (aiohttp.ClientError, ValueError):
             pass
         log.drops += 1

@@ -23,6 +23,7 @@ import redis
 
 from bench.procs import bench_run
 from bench.servers import start_redis, start_service
+from cli.sse import sse_events
 from core.infra.settings import LIMITS_OFF, Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -55,16 +56,15 @@ async def one_job(session: aiohttp.ClientSession, url: str, i: int) -> float:
         job = await response.json()
         if response.status != 202:
             raise RuntimeError(f"submit refused: {job}")
-    kind = b""
     async with session.get(f"{url}/v1/tts/jobs/{job['id']}/events") as events:
-        async for line in events.content:
-            if line.startswith(b"event:"):
-                kind = line[6:].strip()
-            elif line.startswith(b"data:") and kind == b"succeeded":
-                duration = float(json.loads(line[5:])["job"]["duration_s"])
+        async for sse in sse_events(events):
+            if sse.event == "succeeded":
+                duration = float(sse.json()["job"]["duration_s"])
                 break
-            elif kind in (b"failed", b"dead"):
+            if sse.event in ("failed", "cancelled", "dead"):
                 raise RuntimeError(f"job {job['id']} did not succeed")
+        else:
+            raise RuntimeError(f"the events of job {job['id']} ended before it did")
     async with session.get(f"{url}/v1/tts/jobs/{job['id']}/audio") as audio:
         await audio.read()
     return duration

@@ -28,6 +28,7 @@ import orjson
 from cli.errors import FAILED, INTERRUPTED, OK, REJECTED, UNAVAILABLE, USAGE, CliError
 from cli.interrupts import CANCEL_TIMEOUT_S, until_interrupted
 from cli.output import PcmWriter, Progress, opened
+from cli.sse import sse_events
 from core.audio.formats import FORMATS, SAMPLE_RATE, SEGMENT_GAP_S, extension
 from core.queue.job import TERMINAL_NAMES as TERMINAL
 from core.text.sentences import clean_text, split_sentences
@@ -177,19 +178,12 @@ async def _events(api: Api, job: dict[str, Any]) -> AsyncIterator[dict[str, Any]
         async with api.request("GET", job["events_url"], headers=headers) as response:
             if response.status == 204:  # over, and we saw its end
                 return
-            data: list[str] = []
-            async for raw in response.content:
-                line = raw.decode().rstrip("\r\n")
-                if line.startswith("id:"):
-                    last = line[3:].strip()
-                elif line.startswith("data:"):
-                    data.append(line[5:].removeprefix(" "))
-                elif not line and data:
-                    event = orjson.loads("\n".join(data))
-                    data = []
-                    yield event
-                    if event.get("type") in TERMINAL:
-                        return
+            async for sse in sse_events(response):
+                last = sse.id or last
+                event = sse.json()
+                yield event
+                if event.get("type") in TERMINAL:
+                    return
     raise CliError(f"lost the event stream of job {job['id']}", UNAVAILABLE)
 
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 import pytest
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 
+from cli.sse import SseEvent, sse_events
 from core.infra.settings import Settings
 from web.app import create_app
 from web.appkeys import COOKIE_SECRET
@@ -35,52 +34,6 @@ async def make_client(aiohttp_client: Any, settings: Settings) -> ClientFactory:
 @pytest.fixture
 async def client(make_client: ClientFactory) -> TestClient[Any, Any]:
     return await make_client()
-
-
-@dataclass
-class SseEvent:
-    id: str | None
-    event: str
-    data: str
-    retry: int | None = None
-    extra: dict[str, str] = field(default_factory=dict)
-
-    def json(self) -> Any:
-        return orjson.loads(self.data)
-
-
-async def sse_events(response: ClientResponse) -> AsyncIterator[SseEvent]:
-    """Parse the text/event-stream byte stream as the HTML spec says (comments are pings)."""
-    ev_id: str | None = None
-    ev_type = ""
-    data: list[str] = []
-    retry: int | None = None
-    buffer = b""
-    async for chunk in response.content.iter_any():
-        buffer += chunk
-        while True:
-            cut = min((i for i in (buffer.find(b"\r\n"), buffer.find(b"\n")) if i >= 0), default=-1)
-            if cut < 0:
-                break
-            width = 2 if buffer[cut : cut + 2] == b"\r\n" else 1
-            line, buffer = buffer[:cut].decode(), buffer[cut + width :]
-            if line == "":
-                if data:
-                    yield SseEvent(ev_id, ev_type or "message", "\n".join(data), retry)
-                ev_type, data = "", []  # the id and the retry delay persist
-                continue
-            if line.startswith(":"):
-                continue
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if name == "id":
-                ev_id = value
-            elif name == "event":
-                ev_type = value
-            elif name == "data":
-                data.append(value)
-            elif name == "retry":
-                retry = int(value)
 
 
 async def collect_sse(response: ClientResponse, timeout: float = 20.0) -> list[SseEvent]:
