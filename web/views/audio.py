@@ -108,34 +108,27 @@ async def job_segment(request: web.Request) -> web.StreamResponse:
 # -- conditional and partial responses (RFC 9110) ------------------------------------------------
 
 
-def _etag_matches(header: str, etag: str) -> bool:
-    tags = [t.strip().removeprefix("W/") for t in header.split(",")]
-    return "*" in tags or etag in tags
-
-
-def _parse_range(header: str, size: int) -> tuple[int, int] | bool | None:
-    """(start, end) inclusive; None for a header to ignore; False when unsatisfiable."""
-    unit, _, spec = header.strip().partition("=")
-    if unit.strip().lower() != "bytes" or "," in spec:
-        return None  # another unit, or several ranges: serve the whole representation
-    first, dash, last = spec.strip().partition("-")
-    if not dash:
+def _requested_range(request: web.Request, size: int) -> tuple[int, int] | bool | None:
+    """The Range header as aiohttp parses it (RFC 9110's single `bytes` range), for `size`
+    bytes: (start, end) inclusive; None to serve the whole (no header, or one we may ignore:
+    several ranges, another unit); False when unsatisfiable."""
+    if "Range" not in request.headers:
         return None
     try:
-        if first == "":
-            length = int(last)
-            if length <= 0 or size == 0:
-                return False
-            return max(0, size - length), size - 1
-        start = int(first)
-        end = int(last) if last != "" else size - 1
-    except ValueError:
+        wanted = request.http_range
+    except ValueError:  # several ranges, another unit, or malformed: the whole representation
         return None
+    start, stop = wanted.start, wanted.stop
+    if start is None:
+        return None
+    if start < 0 or request.headers["Range"].strip().lower().startswith("bytes=-"):  # a suffix
+        length = -start
+        if length <= 0 or size == 0:
+            return False  # "bytes=-0" asks for no byte
+        return max(0, size - length), size - 1
     if start >= size:
         return False
-    if start < 0 or end < start:
-        return None
-    return start, min(end, size - 1)
+    return start, min(stop - 1, size - 1) if stop is not None else size - 1
 
 
 async def _document(request: web.Request, job: Job) -> web.StreamResponse:
@@ -168,13 +161,15 @@ def _not_modified(headers: dict[str, str]) -> web.Response:
 def _conditions(request: web.Request, size: int, etag: str) -> tuple[int, int] | str | None:
     """'not_modified' (If-None-Match), the range to send (Range, If-Range), or None (all);
     416 when the range lies outside the `size` bytes."""
-    if_none_match = request.headers.get("If-None-Match")
-    if if_none_match and _etag_matches(if_none_match, etag):
+    tag = etag.strip('"')
+    if any(t.value in (tag, "*") for t in request.if_none_match or ()):  # weak comparison
         return "not_modified"
     range_header = request.headers.get("Range")
+    # aiohttp's `if_range` reads the date form only; our validators are entity tags, compared
+    # strongly (RFC 9110 13.1.5). A date never matches: the whole representation is sent.
     if_range = request.headers.get("If-Range")
     if range_header and (if_range is None or if_range.strip() == etag):
-        parsed = _parse_range(range_header, size)
+        parsed = _requested_range(request, size)
         if parsed is False:
             raise ApiError(
                 416,
