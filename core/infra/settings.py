@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
+from pydantic import TypeAdapter, ValidationError
+
 ENV_PREFIX = "CHATTTS_"
 
 
@@ -151,15 +153,7 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Build settings from the environment, then apply explicit overrides (command line)."""
-        env = os.environ if env is None else env
-        hints = get_type_hints(cls)
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            raw = env.get(ENV_PREFIX + f.name.upper())
-            if raw is None and f.name == "redis_url":
-                raw = env.get("REDIS_URL")  # the name every Redis tool knows
-            if raw is not None:
-                values[f.name] = _convert(f.name, raw, hints[f.name])
+        values = _convert(os.environ if env is None else env)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -189,23 +183,32 @@ class Settings:
         return keys | self.admin_key_set
 
 
-def _convert(name: str, raw: str, hint: Any) -> Any:
-    text = raw.strip()
-    try:
-        if hint is bool:
-            if text.lower() in ("1", "true", "yes", "on"):
-                return True
-            if text.lower() in ("0", "false", "no", "off", ""):
-                return False
-            raise ValueError(raw)
-        if hint is int:
-            return int(text)
-        if hint is float:
-            return float(text)
-    except ValueError:
-        raise ValueError(
-            f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {hint.__name__}"
-        ) from None
-    if text == "" and "None" in str(hint):
-        return None
-    return text
+def _convert(env: Mapping[str, str]) -> dict[str, Any]:
+    """The settings `env` names, converted and validated by pydantic (lax mode: "8000" is an
+    int, "yes" a bool). An empty value is None for a field that may be None, False for a flag.
+
+    Not pydantic-settings: its sources read the process environment whenever a Settings is
+    built, so that every `Settings(...)` in code and tests, and every child process, would take
+    the caller's environment too; we read one explicit mapping (a child's environment, a test's).
+    """
+    hints = get_type_hints(Settings)
+    values: dict[str, Any] = {}
+    for f in fields(Settings):
+        variable = ENV_PREFIX + f.name.upper()
+        raw = env.get(variable)
+        if raw is None and f.name == "redis_url":
+            variable, raw = "REDIS_URL", env.get("REDIS_URL")  # the name every Redis tool knows
+        if raw is None:
+            continue
+        hint, text = hints[f.name], raw.strip()
+        if text == "" and "None" in str(hint):
+            values[f.name] = None
+            continue
+        try:
+            values[f.name] = TypeAdapter(hint).validate_python(
+                text or "0" if hint is bool else text
+            )
+        except ValidationError:
+            kind = getattr(hint, "__name__", str(hint))
+            raise ValueError(f"{variable}={raw!r} is not a valid {kind}") from None
+    return values
