@@ -205,9 +205,8 @@ def _convert(env: Mapping[str, str]) -> dict[str, Any]:
             values[f.name] = None
             continue
         try:
-            values[f.name] = TypeAdapter(hint).validate_python(
-                text or "0" if hint is bool else text
-            )
+            value = (text or "0") if hint is bool else text
+            values[f.name] = TypeAdapter(hint).validate_python(value)
         except ValidationError:
             kind = getattr(hint, "__name__", str(hint))
             raise ValueError(f"{variable}={raw!r} is not a valid {kind}") from None
