@@ -96,6 +96,19 @@ async def _rest(response: aiohttp.ClientResponse) -> bytes:
             rest += piece
 
 
+async def _restart_after_the_first_chunks(
+    hand: HandWorker, job_id: str, started: Started, response: aiohttp.ClientResponse
+) -> None:
+    """Once the listener has the first attempt's two chunks, the job starts again and its second
+    attempt succeeds: the body must end with the first attempt's audio alone."""
+    body = await response.content.readexactly(2 * CHUNK)
+    again = await hand.restart(job_id, started)
+    await hand.chunks(job_id, again, SECOND, 3)
+    await hand.finish(job_id, again, 3)
+    body += await _rest(response)
+    assert body == FIRST * 2, "audio of the second attempt was spliced onto the first's"
+
+
 async def _first_job(client: Client, **request: Any) -> str:
     job = await submit(client, text="Said in two attempts.", voice="en_male", **request)
     return str(job["id"])
@@ -110,12 +123,7 @@ async def test_the_http_stream_ends_short_instead_of_splicing(
     await hand.chunks(job_id, started, FIRST, 2)
     response = await client.get(f"/v1/tts/jobs/{job_id}/stream")
     assert response.status == 200
-    body = await response.content.readexactly(2 * CHUNK)  # the first attempt's audio
-    again = await hand.restart(job_id, started)
-    await hand.chunks(job_id, again, SECOND, 3)
-    await hand.finish(job_id, again, 3)
-    body += await _rest(response)
-    assert body == FIRST * 2, "audio of the second attempt was spliced onto the first's"
+    await _restart_after_the_first_chunks(hand, job_id, started, response)
 
 
 async def test_openai_streamed_speech_ends_short_instead_of_splicing(
@@ -135,12 +143,7 @@ async def test_openai_streamed_speech_ends_short_instead_of_splicing(
     await hand.chunks(job_id, started, FIRST, 2)
     response = await answer
     assert response.status == 200 and response.headers["X-Job-Id"] == job_id
-    body = await response.content.readexactly(2 * CHUNK)
-    again = await hand.restart(job_id, started)
-    await hand.chunks(job_id, again, SECOND, 3)
-    await hand.finish(job_id, again, 3)
-    body += await _rest(response)
-    assert body == FIRST * 2, "audio of the second attempt was spliced onto the first's"
+    await _restart_after_the_first_chunks(hand, job_id, started, response)
 
 
 async def test_websocket_audio_frames_stop_with_an_error_instead_of_splicing(
