@@ -21,6 +21,7 @@ from core.audio import formats as audio
 from core.infra.logs import job_log
 from core.queue.store import Queue
 from workers.batch import ActiveJob
+from workers.engines.base import Segment
 
 log = logging.getLogger("chattts_online.worker")
 # Chunks go out as fast as Redis takes them; this only bounds a completion's wait on a stuck one.
@@ -47,8 +48,10 @@ class ChunkPublisher:
         self.streams: dict[str, _Stream] = {}
         self._inbox: asyncio.Queue[tuple[str, int, np.ndarray, bool]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self._task = asyncio.create_task(self._run(), name="chunks")
 
     async def stop(self) -> None:
@@ -64,6 +67,12 @@ class ChunkPublisher:
 
     def streaming(self, job_id: str) -> bool:
         return job_id in self.streams
+
+    def from_engine(self, segment: Segment, samples: np.ndarray, final: bool) -> None:
+        """The engines' ChunkSink: a piece of a segment's audio, handed over from the engine
+        thread to the event loop."""
+        assert self._loop is not None, "start the publisher first"
+        self._loop.call_soon_threadsafe(self.feed, segment.job_id, segment.index, samples, final)
 
     def feed(self, job_id: str, segment: int, samples: np.ndarray, final: bool) -> None:
         """A piece of segment `segment` (0-based); `final`: the segment's last piece. Called on

@@ -20,7 +20,7 @@ from core.infra.logs import job_log
 from workers.batch import ActiveJob
 from workers.chunks import ChunkPublisher
 from workers.engines import EngineError
-from workers.engines.base import ChunkSink, ContinuousEngine, Segment, SegmentResult
+from workers.engines.base import ContinuousEngine, Segment, SegmentResult
 from workers.metrics import WorkerMetrics
 from workers.outcomes import Outcomes
 
@@ -38,12 +38,10 @@ class Continuous:
         outcomes: Outcomes,
         chunks: ChunkPublisher,
         metrics: WorkerMetrics,
-        chunk_sink: Callable[[], ChunkSink],
     ) -> None:
         self.engine = engine
         self.in_hand = in_hand
         self.outcomes, self.chunks, self.metrics = outcomes, chunks, metrics
-        self._chunk_sink = chunk_sink
         self.in_flight: dict[tuple[str, int], Segment] = {}
         self._results: asyncio.Queue[tuple[Segment, SegmentResult]] = asyncio.Queue()
         self._stop = threading.Event()
@@ -90,7 +88,7 @@ class Continuous:
                     self._tick = time.perf_counter()  # the engine was idle until now
                 self.in_flight[(job.job_id, segment.index)] = segment
                 self._period.append((job, segment))
-                sink = self._chunk_sink() if self.chunks.streaming(job.job_id) else None
+                sink = self.chunks.from_engine if self.chunks.streaming(job.job_id) else None
                 self.engine.submit(segment, sink, self._on_done(loop))
                 fed = True
             if not fed:

@@ -29,7 +29,7 @@ from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
 from workers.continuous import Continuous
 from workers.engines import Engine, EngineError, create_engine
-from workers.engines.base import ChunkSink, ContinuousEngine, Segment, as_continuous
+from workers.engines.base import ContinuousEngine, as_continuous
 from workers.intake import Intake
 from workers.leases import Reclaimer, renew_leases
 from workers.metrics import WorkerMetrics
@@ -201,14 +201,12 @@ class Worker:
     async def _continuous_loop(self, engine: ContinuousEngine) -> None:
         """The main loop for an engine that batches continuously: jobs are read while it runs,
         and their segments join its running batch (see continuous.py)."""
-        loop = asyncio.get_running_loop()
         run = Continuous(
             engine,
             self.in_hand,
             self.outcomes,
             self.chunks,
             self.metrics,
-            lambda: self._chunk_sink(loop),
         )
 
         async def one_round() -> None:
@@ -297,7 +295,7 @@ class Worker:
             arrays: list[np.ndarray] = await self._engine_call(
                 self.engine.synthesize,
                 [segment for _, segment in batch],
-                self._chunk_sink(asyncio.get_running_loop()) if streams else None,
+                self.chunks.from_engine if streams else None,
             )
         except GraceExpired:
             raise
@@ -324,15 +322,6 @@ class Worker:
             await self.outcomes.segment_done(job, segment, samples)
         for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
             self.outcomes.complete_in_background(job)
-
-    def _chunk_sink(self, loop: asyncio.AbstractEventLoop) -> ChunkSink:
-        """The engine thread's hand-over of audio pieces to the publisher on the event loop."""
-        feed = self.chunks.feed
-
-        def sink(segment: Segment, samples: np.ndarray, final: bool) -> None:
-            loop.call_soon_threadsafe(feed, segment.job_id, segment.index, samples, final)
-
-        return sink
 
     # -- side tasks -------------------------------------------------------------------------
 

@@ -130,7 +130,7 @@ class RuntimeRows:
 
     def cancel(self, segment: Segment) -> None:
         """Stop a segment at the runtime's next look (from any thread)."""
-        self.runtime.scheduler.cancel((segment.job_id, segment.index))
+        self.runtime.scheduler.cancel(segment)
 
     def serve(self, stop: threading.Event) -> None:
         """Admit submitted segments and step the runtime until `stop` is set; rows still running
@@ -179,24 +179,10 @@ class RuntimeRows:
             except EngineError as exc:
                 on_done(segment, RowResult(np.zeros(0, np.float32), 0, False, str(exc)))
                 continue
-            self.runtime.scheduler.submit(
-                RowRequest(
-                    (segment.job_id, segment.index),
-                    prompt,
-                    sampling,
-                    _bind_done(on_done, segment),
-                    None if sink is None else _bind_chunk(sink, segment),
-                )
-            )
+            # The segment is the row's key: the runtime hands it back with each piece and the
+            # result, straight to the worker's sinks.
+            self.runtime.scheduler.submit(RowRequest(segment, prompt, sampling, on_done, sink))
 
 
 def _row_sink(sink: ChunkSink, segments: list[Segment]) -> Callable[[int, np.ndarray, bool], None]:
     return lambda row, audio, final: sink(segments[row], audio, final)
-
-
-def _bind_done(on_done: RowDone, segment: Segment) -> Callable[[RowResult], None]:
-    return lambda result: on_done(segment, result)
-
-
-def _bind_chunk(sink: ChunkSink, segment: Segment) -> Callable[[np.ndarray, bool], None]:
-    return lambda audio, final: sink(segment, audio, final)

@@ -113,9 +113,7 @@ class Runtime:
         `on_chunk(row, audio, final)` receives each row's audio as it becomes ready."""
         results: dict[int, RowResult] = {}
         for i, (prompt, sampling) in enumerate(rows):
-            chunk = None if on_chunk is None else _bind(on_chunk, i)
-            done = _store(results, i)
-            self.scheduler.submit(RowRequest(i, prompt, sampling, done, chunk))
+            self.scheduler.submit(RowRequest(i, prompt, sampling, results.__setitem__, on_chunk))
         self.scheduler.run()
         return [results[i] for i in range(len(rows))]
 
@@ -128,13 +126,3 @@ class Runtime:
             "runtime_oom_shrinks": c.oom_shrinks,
             "runtime_max_rows": self.scheduler.max_rows,
         }
-
-
-def _bind(
-    on_chunk: Callable[[int, np.ndarray, bool], None], row: int
-) -> Callable[[np.ndarray, bool], None]:
-    return lambda audio, final: on_chunk(row, audio, final)
-
-
-def _store(results: dict[int, RowResult], row: int) -> Callable[[RowResult], None]:
-    return lambda result: results.__setitem__(row, result)

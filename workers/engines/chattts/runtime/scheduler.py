@@ -47,15 +47,16 @@ class RowResult:
 
 @dataclass(eq=False)
 class RowRequest:
-    """One segment to speak. `on_chunk(audio, final)` receives its audio as it becomes ready, in
-    order, the last piece (maybe empty) with `final`; `on_done` the whole result, once. Both are
-    called from the thread that runs the scheduler."""
+    """One segment to speak, known by `key` (the caller's: its callbacks receive it, `cancel`
+    takes it). `on_chunk(key, audio, final)` receives its audio as it becomes ready, in order,
+    the last piece (maybe empty) with `final`; `on_done(key, result)` the whole result, once.
+    Both are called from the thread that runs the scheduler."""
 
     key: Hashable
     prompt: torch.Tensor  # [T, D] input embeddings, speaker embedding applied
     sampling: Sampling
-    on_done: Callable[[RowResult], None]
-    on_chunk: Callable[[np.ndarray, bool], None] | None = None
+    on_done: Callable[[Any, RowResult], None]
+    on_chunk: Callable[[Any, np.ndarray, bool], None] | None = None
     cursor: Cursor = field(default_factory=Cursor)
     chunks: list[np.ndarray] = field(default_factory=list)
 
@@ -334,7 +335,7 @@ class SlotScheduler:
                 return
             row.chunks.append(audio)
             if row.on_chunk is not None and (audio.size or finished):
-                row.on_chunk(audio, finished)
+                row.on_chunk(row.key, audio, finished)
             if finished:
                 return
 
@@ -355,7 +356,7 @@ class SlotScheduler:
         self.position_bound.pop()
 
     def _finish(self, row: RowRequest, result: RowResult) -> None:
-        row.on_done(result)
+        row.on_done(row.key, result)
 
     def _out_of_memory(self, requeue: RowRequest | None = None) -> None:
         """A real out-of-memory error: fewer rows from now on; the newest rows go back to wait.

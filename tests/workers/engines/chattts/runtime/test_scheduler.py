@@ -49,13 +49,13 @@ class Rows:
         self.triggers: dict[tuple[Any, int], Callable[[], None]] = {}
 
     def request(self, key: Any, embeds: torch.Tensor, sampling: Sampling) -> RowRequest:
-        def on_chunk(audio: np.ndarray, final: bool) -> None:
+        def on_chunk(_: Any, audio: np.ndarray, final: bool) -> None:
             self.chunks.setdefault(key, []).append(audio)
             trigger = self.triggers.pop((key, len(self.chunks[key])), None)
             if trigger is not None:
                 trigger()
 
-        def on_done(result: RowResult) -> None:
+        def on_done(_: Any, result: RowResult) -> None:
             self.results[key] = result
 
         return RowRequest(key, embeds, sampling, on_done, on_chunk)
@@ -155,9 +155,9 @@ def test_a_row_submitted_mid_run_streams_before_the_first_row_ends(endless_chat:
     chunk = long.on_chunk
     assert chunk is not None
 
-    def note(audio: np.ndarray, final: bool) -> None:
+    def note(key: Any, audio: np.ndarray, final: bool) -> None:
         order.append(("long", len(rows.chunks.get("long", []))))
-        chunk(audio, final)
+        chunk(key, audio, final)
 
     long.on_chunk = note
     rows.triggers[("long", 2)] = lambda: run.submit(short)
