@@ -22,7 +22,7 @@ from tests.conftest import WorkerProcess
 from tests.topologies.conftest import StartService
 from tests.web.test_shutdown import TEXT as LONG_TEXT
 from tests.web.test_shutdown import SseReader, WsReader, wait_until
-from tests.web.test_voices import EMBEDDING
+from tests.web.views.test_voices import EMBEDDING
 from tests.web.webproc import WebProcess
 from tests.workers.test_process import wait_terminal
 from tests.workers.test_reliability import wait_running

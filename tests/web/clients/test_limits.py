@@ -9,7 +9,7 @@ import aiohttp
 from aiohttp.test_utils import TestClient
 
 from tests.web.conftest import ClientFactory, cookie
-from tests.web.test_voices import EMBEDDING
+from tests.web.views.test_voices import EMBEDDING
 
 Client = TestClient[Any, Any]
 

@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient
 
 from core.infra.settings import Settings
 from tests.web.conftest import ClientFactory, submit
-from tests.web.test_voices import recording_form, wav_bytes
+from tests.web.views.test_voices import recording_form, wav_bytes
 from web.middlewares.origin import host_allowed, is_loopback_name
 
 Client = TestClient[Any, Any]
