@@ -206,18 +206,20 @@ async def wait_end(app: web.Application, job_id: str, cursor: str | None) -> dic
 
 
 class ChunkReader:
-    """A streaming job's PCM chunks, read as its events announce them, from one attempt only.
+    """A streaming job's PCM chunks, read as its events announce them, all from one run.
 
     Chunks hold the pauses between segments: in order, they join into the job's samples. Each
-    `audio` event names the last chunk stored; `succeeded` the job's chunk count. A chunk event
-    of another attempt than the one whose chunks were read raises Restarted: a reclaimed job
-    starts its chunks again, and they must not be spliced onto the first attempt's."""
+    `audio` event names the last chunk stored, `succeeded` the job's chunk count. A run is one
+    start of the job (its `starts`): a reclaimed or released job starts its chunks again, and
+    they must never be spliced onto another run's. Events of a run older than the one whose
+    chunks are stored are skipped while nothing went out (a listener that joins after a
+    restart hears the new run whole); once audio went out, another run raises Restarted."""
 
     def __init__(self, app: web.Application, job_id: str) -> None:
         self.queue = app[QUEUE]
         self.job_id = job_id
         self.sent = 0
-        self.attempt: int | None = None
+        self.run: int | None = None  # the run whose chunks went out
 
     async def on_event(self, event: dict[str, Any]) -> list[bytes]:
         """The chunks `event` makes available that were not read yet (none for other events)."""
@@ -228,15 +230,20 @@ class ChunkReader:
             upto = int(job.get("chunks_done") or 0)
         else:
             return []
-        attempt = job.get("attempts")
-        if self.attempt is not None and attempt is not None and attempt != self.attempt:
+        announced = job.get("starts")
+        if self.run is not None and announced is not None and announced != self.run:
             raise Restarted(self.job_id)
-        if attempt is not None:
-            self.attempt = attempt
         if upto <= self.sent:
             return []
-        chunks = await self.queue.stored.chunks(self.job_id, self.sent, upto - 1)
-        self.sent += len(chunks)
+        chunks, run = await self.queue.stored.chunks_of_run(self.job_id, self.sent, upto - 1)
+        if self.run is None:
+            if announced is not None and announced != run:
+                return []  # an earlier run's event: its chunks are gone, the current run's follow
+        elif run != self.run:
+            raise Restarted(self.job_id)  # the list holds a later run's chunks already
+        if chunks:
+            self.run = run
+            self.sent += len(chunks)
         return chunks
 
 

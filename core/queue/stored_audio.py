@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.infra.redis_client import RedisClient
+from core.queue import scripts
 from core.queue.keys import Keys
 
 
@@ -13,6 +14,7 @@ class StoredAudio:
 
     def __init__(self, redis: RedisClient, keys: Keys) -> None:
         self._redis, self._keys = redis, keys
+        self._chunk_read = scripts.register(redis, "chunk_read")
 
     async def file(self, job_id: str) -> bytes | None:
         """A finished job's whole file (not a document's: its parts are joined when served)."""
@@ -51,6 +53,13 @@ class StoredAudio:
         """The result cache's entry for `digest` (core/queue/cache.py), empty on a miss."""
         raw: Any = await self._redis.hgetall(self._keys.cache(digest))
         return dict(raw)
+
+    async def chunks_of_run(self, job_id: str, start: int, stop: int) -> tuple[list[bytes], int]:
+        """Chunks `start`..`stop` (0-based, inclusive) and the run of the job they belong to
+        (its `starts`), in one atomic read."""
+        keys = [self._keys.job(job_id), self._keys.chunks(job_id)]
+        reply: list[Any] = await self._chunk_read(keys=keys, args=[start, stop])
+        return list(reply[1:]), int(reply[0])
 
     async def chunks(self, job_id: str, start: int, stop: int) -> list[bytes]:
         """Chunks `start`..`stop` (0-based, inclusive; -1: the last) of a streaming job."""

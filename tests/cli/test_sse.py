@@ -12,12 +12,13 @@ from aiohttp.test_utils import TestClient, TestServer
 from cli.sse import SseEvent, sse_events
 
 STREAM = (
-    b": a ping\r\n"
+    b"\xef\xbb\xbf: a byte order mark, then a ping\r\n"
     b'id: 1-0\r\nevent: queued\r\ndata: {"a": 1}\r\n\r\n'
     b"data: first line\ndata:second line\n\n"  # no id: the last one persists
     b"retry: 1500\revent: done\rid: 2-0\rdata: x\r\r"
     b"event: empty\n\n"  # no data: nothing is dispatched
-    b"data: tail"  # cut before its blank line: never dispatched
+    b"id: bad\x00id\nretry: \xc2\xb2\ndata: \xff\n\n"  # a NUL id and a non-ASCII retry: ignored
+    b"data: last\r\r"  # the stream ends on a lone CR: it still ends the event
 )
 
 
@@ -40,5 +41,7 @@ async def test_events_as_the_standard_parses_them() -> None:
         SseEvent("1-0", "queued", '{"a": 1}'),
         SseEvent("1-0", "message", "first line\nsecond line"),
         SseEvent("2-0", "done", "x", retry=1500),
+        SseEvent("2-0", "message", "\ufffd", retry=1500),  # invalid UTF-8 replaced, not fatal
+        SseEvent("2-0", "message", "last", retry=1500),
     ]
     assert events[0].json() == {"a": 1}

@@ -21,12 +21,12 @@ local function stale(stats, state)
 end
 local NUMERIC = {attempts=true, created_at=true, started_at=true, finished_at=true,
   segments_total=true, segments_done=true, duration_s=true, audio_size=true, seq=true,
-  sample_rate=true, chunks_done=true, callback_attempts=true}
+  sample_rate=true, chunks_done=true, callback_attempts=true, starts=true}
 -- No `seq`: the queue-wide count of submissions would tell every client the traffic volume.
 local SNAPSHOT_FIELDS = {'id', 'state', 'voice', 'format', 'attempts', 'created_at',
   'started_at', 'finished_at', 'error', 'segments_total', 'segments_done', 'duration_s',
   'audio_size', 'sample_rate', 'cancel_requested', 'cached', 'chunks_done', 'callback',
-  'callback_attempts', 'callback_error', 'document'}
+  'callback_attempts', 'callback_error', 'document', 'starts'}
 
 local function snapshot(job_key)
   local values = redis.call('HMGET', job_key, unpack(SNAPSHOT_FIELDS))

@@ -43,6 +43,9 @@ end
 local document = redis.call('HGET', job, 'document') == '1'
 redis.call('HSET', job, 'state', 'running', 'owner', worker, 'token', attempts, 'started_at', now,
   'chunks_done', 0)
+-- Every start, counted, even one after a release that gave its attempt back: which run of the
+-- job a chunk belongs to (listeners never splice two runs' audio).
+redis.call('HINCRBY', job, 'starts', 1)
 if document then
   redis.call('DEL', KEYS[9])
 else

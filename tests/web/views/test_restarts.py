@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
@@ -49,24 +50,29 @@ class HandWorker:
                 await asyncio.sleep(0.02)
 
     async def chunks(self, job_id: str, started: Started, pcm: bytes, count: int) -> None:
-        for index in range(1, count + 1):
+        await self.chunks_from(job_id, started, pcm, 1, count)
+
+    async def chunks_from(
+        self, job_id: str, started: Started, pcm: bytes, first: int, last: int
+    ) -> None:
+        for index in range(first, last + 1):
             ok = await self.queue.chunk(job_id, started.token, index, 1, pcm, CHUNK / 48_000)
             assert ok == "ok", ok
 
-    async def restart(self, job_id: str, started: Started) -> Started:
-        """Given back as a reclaim would (the attempt counted), then taken again."""
+    async def restart(self, job_id: str, started: Started, counted: bool = True) -> Started:
+        """Given back, then taken again: as a reclaim would (`counted`: the attempt counts), or
+        as a worker that shuts down gives its jobs back (the attempt is not counted, so that
+        the new run has the same attempt number as the first)."""
         released = await self.queue.release(
             job_id,
             started.client,
             started.token,
-            "reclaimed",
-            count_attempt=True,
+            "reclaimed" if counted else "worker shutting down",
+            count_attempt=counted,
             stream=started.stream,
         )
         assert released
-        again = await self.take(job_id)
-        assert again.token != started.token
-        return again
+        return await self.take(job_id)
 
     async def finish(self, job_id: str, started: Started, chunks: int) -> None:
         done = await self.queue.complete(
@@ -97,12 +103,16 @@ async def _rest(response: aiohttp.ClientResponse) -> bytes:
 
 
 async def _restart_after_the_first_chunks(
-    hand: HandWorker, job_id: str, started: Started, response: aiohttp.ClientResponse
+    hand: HandWorker,
+    job_id: str,
+    started: Started,
+    response: aiohttp.ClientResponse,
+    counted: bool = True,
 ) -> None:
-    """Once the listener has the first attempt's two chunks, the job starts again and its second
-    attempt succeeds: the body must end with the first attempt's audio alone."""
+    """Once the listener has the first run's two chunks, the job starts again and its second
+    run succeeds: the body must end with the first run's audio alone."""
     body = await response.content.readexactly(2 * CHUNK)
-    again = await hand.restart(job_id, started)
+    again = await hand.restart(job_id, started, counted)
     await hand.chunks(job_id, again, SECOND, 3)
     await hand.finish(job_id, again, 3)
     body += await _rest(response)
@@ -114,8 +124,9 @@ async def _first_job(client: Client, **request: Any) -> str:
     return str(job["id"])
 
 
+@pytest.mark.parametrize("counted", [True, False], ids=["reclaimed", "released"])
 async def test_the_http_stream_ends_short_instead_of_splicing(
-    client: Client, aredis: Redis, settings: Settings
+    client: Client, aredis: Redis, settings: Settings, counted: bool
 ) -> None:
     hand = HandWorker(aredis, settings)
     job_id = await _first_job(client, format="pcm", stream=True)
@@ -123,7 +134,7 @@ async def test_the_http_stream_ends_short_instead_of_splicing(
     await hand.chunks(job_id, started, FIRST, 2)
     response = await client.get(f"/v1/tts/jobs/{job_id}/stream")
     assert response.status == 200
-    await _restart_after_the_first_chunks(hand, job_id, started, response)
+    await _restart_after_the_first_chunks(hand, job_id, started, response, counted)
 
 
 async def test_openai_streamed_speech_ends_short_instead_of_splicing(
@@ -176,3 +187,24 @@ async def test_websocket_audio_frames_stop_with_an_error_instead_of_splicing(
     assert audio == [FIRST, FIRST], "a chunk of the second attempt was spliced onto the first's"
     assert [f["error"]["code"] for f in with_error] == ["job_restarted"], frames
     assert with_error[0]["job_id"] == job_id
+
+
+@pytest.mark.parametrize("counted", [True, False], ids=["reclaimed", "released"])
+async def test_a_listener_who_comes_after_a_restart_hears_the_new_run_whole(
+    client: Client, aredis: Redis, settings: Settings, counted: bool
+) -> None:
+    """The first run's events are replayed to a late listener, but their chunks are gone: it
+    skips them and hears the second run, from its first sample to its last."""
+    hand = HandWorker(aredis, settings)
+    job_id = await _first_job(client, format="pcm", stream=True)
+    started = await hand.take(job_id)
+    await hand.chunks(job_id, started, FIRST, 2)
+    again = await hand.restart(job_id, started, counted)
+    await hand.chunks(job_id, again, SECOND, 1)
+    response = await client.get(f"/v1/tts/jobs/{job_id}/stream")  # mid-run: one chunk stored
+    assert response.status == 200
+    body = await response.content.readexactly(CHUNK)
+    await hand.chunks_from(job_id, again, SECOND, 2, 3)
+    await hand.finish(job_id, again, 3)
+    body += await _rest(response)
+    assert body == SECOND * 3
