@@ -1,5 +1,6 @@
 """What one job costs Redis: commands, bytes on the wire, main-thread CPU and memory kept, so that
-a deployment can size its shards. `python -m bench.shard [--jobs 400] [--concurrency 16]`
+a deployment can size its shards. `python -m bench.shard [--jobs 400] [--concurrency 16]`,
+with finished audio in Redis and in a filesystem audio store, interleaved in one run.
 
 One embedded Redis (AOF everysec, as in production), one web process, `--workers` espeak
 workers. Each job is submitted over HTTP and followed over SSE to its end (a script's path: the
@@ -85,7 +86,11 @@ async def load(url: str, jobs: int, concurrency: int) -> tuple[float, float]:
         return time.monotonic() - started, sum(durations) / len(durations)
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
+STORES = ("redis", "file")
+
+
+def measure(args: argparse.Namespace, store: str = "redis") -> dict[str, Any]:
+    """One run; `store`: where finished audio goes ("redis", or "file": an audio store)."""
     with bench_run("shard-", args.keep_logs) as (procs, tmp):
         redis_url = start_redis(procs, tmp)
         settings = Settings(
@@ -95,6 +100,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             data_dir=str(tmp / "data"),
             log_level="WARNING",
             max_active_per_client=100_000,
+            audio_store="redis" if store == "redis" else f"file://{tmp / 'audio'}",
         ).replace(**LIMITS_OFF)
         url = start_service(procs, settings, args.workers)
         asyncio.run(load(url, 20, args.concurrency))  # warm: scripts loaded, connections open
@@ -110,6 +116,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     # Idle traffic (heartbeats, web samples, blocking reads) is in these figures too: it is part
     # of what a shard carries, and small beside the jobs at this rate.
     return {
+        "store": store,
         "jobs": args.jobs,
         "workers": args.workers,
         "jobs_per_s": round(args.jobs / elapsed, 1),
@@ -131,21 +138,31 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3, help="runs; medians and ranges are printed")
     p.add_argument("--keep-logs", action="store_true")
     p.add_argument("--output", type=Path, default=RESULTS)
+    p.add_argument("--stores", default=",".join(STORES), help="where audio goes: redis,file")
     args = p.parse_args()
-    runs = [measure(args) for _ in range(args.repeats)]
+    stores = [s for s in args.stores.split(",") if s]
+    runs = [measure(args, store) for _ in range(args.repeats) for store in stores]  # interleaved
     summary = {
-        key: {
-            "median": statistics.median(r[key] for r in runs),
-            "min": min(r[key] for r in runs),
-            "max": max(r[key] for r in runs),
+        store: {
+            key: {
+                "median": statistics.median(r[key] for r in mine),
+                "min": min(r[key] for r in mine),
+                "max": max(r[key] for r in mine),
+            }
+            for key in mine[0]
+            if key not in ("store", "jobs", "workers")
         }
-        for key in runs[0]
-        if key not in ("jobs", "workers")
+        for store in stores
+        if (mine := [r for r in runs if r["store"] == store])
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps({"runs": runs, "summary": summary}, indent=2))
-    for key, figure in summary.items():
-        print(f"{key:24} {figure['median']:>12}  ({figure['min']} to {figure['max']})")
+    header = "".join(f"{'audio in ' + store:>32}" for store in stores)
+    print(f"{'median (min to max)':24} {header}")
+    for key in summary[stores[0]]:
+        cells = [summary[store][key] for store in stores]
+        row = "".join(f"{'{median} ({min} to {max})'.format(**cell):>32}" for cell in cells)
+        print(f"{key:24} {row}")
     return 0
 
 

@@ -74,6 +74,10 @@ class Supervisor:
             log.info(
                 "embedded Redis on %s, data in %s", mask_url(self.redis.url), self.redis.data_dir
             )
+        if not settings.audio_store:  # one machine: finished audio on its disk, not in Redis
+            audio = (Path(settings.data_dir) / "audio").resolve()
+            settings = self.settings = settings.replace(audio_store=f"file://{audio}")
+            log.info("audio store in %s", audio)
         self.children = self.plan()
         for child in self.children:
             child.start()

@@ -25,6 +25,7 @@ class ActiveJob:
     cancel: bool = False
     lost: bool = False
     completing: bool = False  # its result is being encoded and stored in the background
+    store_failing_since: float = 0.0  # when the audio store first refused its file (monotonic)
     solo: bool = False  # a batch it was in failed: it runs alone from now on
     engine_s: float = 0.0  # its share of the engine time of the batches it was in
     # Continuous batching: segments handed to the engine, and those back out of order.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 import numpy as np
 import orjson
@@ -16,6 +17,7 @@ from redis.exceptions import RedisError
 
 from core.audio import formats as audio
 from core.audio.documents import document_size
+from core.audio_store.base import StoreError
 from core.infra.logs import job_log
 from core.infra.redis_client import REDIS_UNAVAILABLE
 from core.queue.store import SegmentDone, Started
@@ -52,18 +54,32 @@ class Outcomes:
         self.metrics.cache_lookup(bool(cached))
         if not cached:
             return False
+        stored, audio_ref, size = self.queue.stored, None, None
+        if cached.get(b"audio_ref"):  # the result is an object of the audio store: copy it
+            if stored.store is None:
+                return False  # written by a worker with a store this one has not: synthesize
+            audio_ref = await stored.copy_for("jobs", job.job_id, cached[b"audio_ref"].decode())
+            if audio_ref is None:
+                return False  # swept meanwhile: synthesize
+            size = int(cached[b"audio_size"])
+        elif b"audio" not in cached:
+            return False
         ok = await self.queue.complete(
             job.job_id,
             job.started.client,
             job.started.token,
-            cached[b"audio"],
+            b"" if audio_ref else cached[b"audio"],
             float(cached[b"duration_s"]),
             int(cached[b"sample_rate"]),
             cached=True,
             stream=job.started.stream,
             cache_digest=digest,
+            document_size=size,
+            audio_ref=audio_ref,
             new_cues=orjson.loads(cached[b"cues"]) if cached.get(b"cues") else None,
         )
+        if not ok:
+            await stored.discard(audio_ref)
         if ok:
             self.metrics.outcome("cache_hit")
             log.info(
@@ -86,6 +102,30 @@ class Outcomes:
     async def _complete_or_retry(self, job: ActiveJob) -> None:
         try:
             await self.complete(job)
+        except StoreError as exc:
+            now = time.monotonic()
+            job.store_failing_since = job.store_failing_since or now
+            give_up_s = self.settings.audio_store_timeout_s
+            if now - job.store_failing_since < give_up_s:
+                log.warning(
+                    "worker %s: the audio store refused %s (%s); will retry",
+                    *(self.name, job.job_id, exc),
+                    extra=job_log(job.job_id),
+                )
+                await asyncio.sleep(min(1.0, give_up_s / 10))  # the job stays in hand meanwhile
+                job.completing = False
+                return
+            self.in_hand.pop(job.job_id, None)
+            self.metrics.outcome("failed")
+            with contextlib.suppress(RedisError):
+                await self.queue.finish(
+                    job.job_id,
+                    job.started.client,
+                    job.started.token,
+                    "failed",
+                    f"the audio store could not take the audio for {give_up_s:g} s: {exc}",
+                    stream=job.started.stream,
+                )
         except RedisError as exc:
             log.warning(
                 "worker %s: storing %s failed (%s); will retry",
@@ -177,11 +217,21 @@ class Outcomes:
             data, duration_s = await asyncio.to_thread(
                 render, job.audio, rate, job.started.request.format
             )
+        # With an audio store, the file is written there first and the completion records its
+        # key: a job is succeeded only once its bytes are durable. A crash between the two
+        # leaves an object nothing records, which the sweeper removes.
+        stored, audio_ref, cache_ref = self.queue.stored, None, None
+        if stored.store is not None and not job.document:
+            ext = audio.extension(job.started.request.format)
+            audio_ref = await stored.put_file(job.job_id, ext, data)
+            size = len(data)
+            if job.cache_digest:
+                cache_ref = await stored.copy_for("cache", job.cache_digest, audio_ref)
         ok = await self.queue.complete(
             job.job_id,
             job.started.client,
             job.started.token,
-            data,
+            b"" if audio_ref else data,
             duration_s,
             rate,
             stream=job.started.stream,
@@ -189,7 +239,13 @@ class Outcomes:
             document_size=size,
             new_cues=job.cues if len(job.segments) == 1 and not job.document else None,
             all_cues=job.cues,
+            audio_ref=audio_ref,
+            cache_ref=cache_ref,
         )
+        # Fenced: the job's new owner writes its own. (Not after a RedisError: the script may have
+        # run, its answer lost; an object nothing records is the sweeper's.)
+        if not ok:
+            await stored.discard(audio_ref, cache_ref)
         self.in_hand.pop(job.job_id, None)
         if ok:
             self.metrics.succeeded(job, duration_s)

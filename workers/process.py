@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import numpy as np
 from redis.exceptions import RedisError
 
+from core.audio_store.base import StoreError
 from core.infra.redis_client import REDIS_UNAVAILABLE, RedisClient, connect
 from core.infra.settings import Settings
 from core.queue.store import Queue
@@ -43,6 +44,9 @@ T = TypeVar("T")
 BACKOFF_START_S, BACKOFF_MAX_S = 0.1, 5.0
 # How long a cancelled side task may take to end before it is cancelled again.
 CANCEL_AGAIN_S = 0.5
+# Orphans of the audio store (a crash between writing a file and recording it, expired jobs and
+# cache entries) cost disk, not correctness: a sweep every few minutes is enough.
+SWEEP_EVERY_S = 300.0
 
 
 class GraceExpired(Exception):
@@ -142,6 +146,7 @@ class Worker:
                 ),
                 name="heartbeat",
             ),
+            asyncio.create_task(sweep_audio(self.queue), name="audio-sweeper"),
             asyncio.create_task(
                 renew_leases(
                     self.queue, self.in_hand, self.name, self.settings.lease_ms, self.metrics
@@ -364,3 +369,17 @@ def main(settings: Settings) -> int:
         logging.shutdown()
         os._exit(0)
     return 0
+
+
+async def sweep_audio(queue: Queue) -> None:
+    """Remove the audio store's objects that nothing records any more, every SWEEP_EVERY_S (every
+    worker sweeps: a delete is idempotent, and the store outlives any one worker)."""
+    while queue.stored.store is not None:
+        await asyncio.sleep(SWEEP_EVERY_S)
+        try:
+            removed = await queue.stored.sweep()
+        except (StoreError, RedisError) as exc:
+            log.warning("audio sweep failed: %s", exc)
+            continue
+        if removed:
+            log.info("audio sweep: %d objects no job or cache entry records", removed)

@@ -48,6 +48,14 @@ class Settings:
     # that submit-then-cancel cannot fill Redis for a day.
     unstarted_ttl_s: int = 600
 
+    # Where finished audio and cached results live: file:///path is a directory (local, or a
+    # volume every web and worker host mounts); "redis" (or "" outside `run`) keeps them in
+    # Redis. `chattts-online run` picks file://<data dir>/audio.
+    audio_store: str = ""
+    # How long a finished job waits for the store to take its file (retried, its lease renewed)
+    # before it fails with the store's error: a full or dead store must not wedge the workers.
+    audio_store_timeout_s: float = 30.0
+
     # Submission limits.
     max_text_chars: int = 4_000
     # POST /v1/tts/jobs takes whole documents up to this (about 4 hours of speech): kept in

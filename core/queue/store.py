@@ -9,6 +9,7 @@ import orjson
 from redis.commands.core import AsyncScript
 from redis.exceptions import ResponseError
 
+from core.audio_store.urls import open_store
 from core.infra.redis_client import RedisClient, parse_url
 from core.infra.settings import Settings
 from core.queue import scripts
@@ -72,7 +73,7 @@ class Queue:
         # What the queue keeps besides its state changes, each read (or taken) through its own
         # part: no other module of either tier sends Redis a command of its own.
         self.events = EventLog(redis)
-        self.stored = StoredAudio(redis, self.keys)
+        self.stored = StoredAudio(redis, self.keys, open_store(settings.audio_store))
         self.fleet = Fleet(redis, self.keys)
         self.voices = VoiceRegistry(redis, self.keys, settings)
         self.limits = Limits(redis, self.keys)
@@ -346,12 +347,16 @@ class Queue:
         document_size: int | None = None,
         new_cues: list[dict[str, int]] | None = None,
         all_cues: list[dict[str, int]] | None = None,
+        audio_ref: str | None = None,
+        cache_ref: str | None = None,
     ) -> bool:
         """Store the result and finish the job; False when the token is stale (fenced).
 
         With `cache_digest`, the result also goes into the result cache (or, when `cached`,
         counts as a cache hit), with `all_cues`. A document (`document_size`: its file's
         bytes) keeps its audio in its parts. `new_cues`: the cues no progress stored.
+        `audio_ref`: the file is an object of the audio store, written before (its size is then
+        `document_size`); `cache_ref`: the cache entry's own copy of it.
         """
         k = self.keys
         cache_mode = "off" if not cache_digest else ("hit" if cached else "miss")
@@ -383,6 +388,8 @@ class Queue:
                 document_size if document_size is not None else "",
                 orjson.dumps(new_cues) if new_cues else "",
                 orjson.dumps(all_cues or []) if cache_mode == "miss" else "",  # for the cache
+                audio_ref or "",
+                cache_ref or "",
             ],
         )
         return _s(result[0]) == "ok"

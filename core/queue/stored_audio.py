@@ -1,25 +1,102 @@
-"""A job's stored audio, read back: its file, its segments, a document's parts and its cues."""
+"""A job's stored audio: its file (in the audio store when one is set, else in Redis), its
+segments, a document's parts and its cues; the store's objects written, copied and swept."""
 
 from __future__ import annotations
 
+import contextlib
+import time
+import uuid
 from typing import Any
 
+from core.audio_store.base import AudioStore, StoreError
 from core.infra.redis_client import RedisClient
 from core.queue import scripts
 from core.queue.keys import Keys
+
+# An object younger than this is never swept: its job may be completing (written, not yet
+# recorded). Completion follows the write within seconds; this leaves room for retries.
+ORPHAN_GRACE_S = 600
+SWEEP_BATCH = 200  # references read per round trip while sweeping
 
 
 class StoredAudio:
     """What workers stored of each job's audio (the web tier serves it; it writes none)."""
 
-    def __init__(self, redis: RedisClient, keys: Keys) -> None:
+    def __init__(self, redis: RedisClient, keys: Keys, store: AudioStore | None = None) -> None:
         self._redis, self._keys = redis, keys
+        self.store = store
         self._chunk_read = scripts.register(redis, "chunk_read")
+        # The store may be shared by several queues: each keeps its objects under its own name.
+        self._space = f"{keys.prefix}-{keys.queue}"
 
     async def file(self, job_id: str) -> bytes | None:
-        """A finished job's whole file (not a document's: its parts are joined when served)."""
+        """A finished job's whole file (not a document's: its parts are joined when served):
+        from the audio store when its job records an object there, else from Redis (where audio
+        lives without a store, and results made before one was set stay until they expire)."""
+        if self.store is not None:
+            ref: Any = await self._redis.hget(self._keys.job(job_id), "audio_ref")
+            if ref:
+                return await self.store.get(ref.decode())
         data: bytes | None = await self._redis.get(self._keys.audio(job_id))  # type: ignore[assignment]
         return data
+
+    # -- the audio store's objects (workers write them; the completion script records them) --
+
+    def _new_key(self, kind: str, owner: str, ext: str) -> str:
+        # A fresh name per write: a stale attempt's object never replaces the current one's.
+        return f"{self._space}/{kind}/{owner}/{uuid.uuid4().hex}.{ext}"
+
+    async def put_file(self, job_id: str, ext: str, data: bytes) -> str:
+        """Write a finished job's file to the store (StoreError on failure); its key."""
+        assert self.store is not None
+        key = self._new_key("jobs", job_id, ext)
+        await self.store.put(key, data)
+        return key
+
+    async def copy_for(self, kind: str, owner: str, source: str) -> str | None:
+        """A copy of object `source` for a cache entry (`kind` "cache", `owner` its digest) or a
+        job answered from the cache ("jobs", its id); None when `source` is gone."""
+        assert self.store is not None
+        ext = source.rsplit(".", 1)[-1]
+        key = self._new_key(kind, owner, ext)
+        return key if await self.store.copy(source, key) else None
+
+    async def discard(self, *keys: str | None) -> None:
+        """Remove objects nothing will record (best effort: what is left is the sweeper's)."""
+        if self.store is not None:
+            for key in keys:
+                if key:
+                    with contextlib.suppress(StoreError):
+                        await self.store.delete(key)
+
+    async def sweep(self, grace_s: float = ORPHAN_GRACE_S) -> int:
+        """Remove this queue's objects that no job and no cache entry records any more (their
+        job or entry expired, or a crash came between writing and recording): how many. Objects
+        younger than `grace_s` stay."""
+        if self.store is None:
+            return 0
+        now, removed = time.time(), 0
+        batch: list[str] = []
+        async for key, written in self.store.listing():
+            if key.startswith(self._space + "/") and now - written >= grace_s:
+                batch.append(key)
+            if len(batch) >= SWEEP_BATCH:
+                removed += await self._sweep(batch)
+                batch = []
+        return removed + (await self._sweep(batch) if batch else 0)
+
+    async def _sweep(self, keys: list[str]) -> int:
+        assert self.store is not None
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                _, kind, owner, _ = key.split("/", 3)
+                record = self._keys.job(owner) if kind == "jobs" else self._keys.cache(owner)
+                pipe.hget(record, "audio_ref")
+            refs = await pipe.execute()
+        gone = [key for key, ref in zip(keys, refs, strict=True) if ref != key.encode()]
+        for key in gone:
+            await self.store.delete(key)
+        return len(gone)
 
     async def segments(self, job_id: str, start: int = 0) -> list[bytes]:
         """Encoded audio of the segments finished so far (index `start` onwards)."""

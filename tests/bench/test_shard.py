@@ -17,3 +17,11 @@ def test_a_job_costs_commands_bytes_cpu_and_memory() -> None:
     assert wav_bytes < figures["bytes_out_per_job"] < 3 * wav_bytes, figures
     assert wav_bytes < figures["memory_kept_per_job"] < 3 * wav_bytes, figures
     assert figures["redis_cpu_ms_per_job"] > 0 and figures["jobs_per_s_per_core"] > 0
+
+
+def test_with_an_audio_store_redis_keeps_references_not_audio() -> None:
+    args = argparse.Namespace(jobs=12, concurrency=4, workers=1, keep_logs=False)
+    figures = shard.measure(args, "file")
+    wav_bytes = figures["audio_s_per_job"] * 24_000 * 2
+    assert figures["memory_kept_per_job"] < wav_bytes / 4, figures
+    assert figures["bytes_in_per_job"] < wav_bytes, figures

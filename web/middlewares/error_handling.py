@@ -14,6 +14,7 @@ from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestPayloadError
 from redis.exceptions import OutOfMemoryError, ResponseError
 
+from core.audio_store.base import StoreError
 from core.infra.logs import job_context
 from core.infra.redis_client import REDIS_DOWN
 from core.queue.store import BacklogFull, ClientCapReached, QueueError
@@ -176,6 +177,14 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
             log.warning("%s %s: Redis is full: %s", request.method, _where(request), exc)
             _count_redis_error(request)
             error = _store_full_error()
+    except StoreError as exc:
+        log.warning("%s %s: audio store unavailable: %s", request.method, _where(request), exc)
+        error = ApiError(
+            503,
+            "the audio store cannot be read just now; the audio is kept, retry shortly",
+            code="audio_store_unavailable",
+            headers={"Retry-After": "2"},
+        )
     except REDIS_DOWN as exc:
         log.warning("%s %s: Redis unreachable: %s", request.method, _where(request), exc)
         _count_redis_error(request)

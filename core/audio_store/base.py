@@ -1,0 +1,42 @@
+"""What an audio store provides: objects by key, and the errors it raises."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+# Keys are ours (queue, job id or digest, a random suffix): anything else is refused, so that a
+# key can never name a path outside the store.
+_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}(/[A-Za-z0-9_.-]{1,128}){1,4}")
+
+
+def valid_key(key: str) -> str:
+    if not _KEY.fullmatch(key) or ".." in key:
+        raise ValueError(f"not an audio store key: {key[:80]!r}")
+    return key
+
+
+class StoreError(Exception):
+    """The store could not be written or read (full, unreachable, refused): retryable."""
+
+
+class AudioStore(Protocol):
+    """Objects by key; every call may raise StoreError."""
+
+    url: str
+
+    async def put(self, key: str, data: bytes) -> None:
+        """Write `key` durably (a reader sees all of it or nothing)."""
+
+    async def get(self, key: str) -> bytes | None:
+        """The object, or None when it is gone."""
+
+    async def copy(self, source: str, key: str) -> bool:
+        """`key` as a copy of `source` (False: `source` is gone)."""
+
+    async def delete(self, key: str) -> None:
+        """Remove `key` (nothing happens when it is gone)."""
+
+    def listing(self) -> AsyncIterator[tuple[str, float]]:
+        """Every key with the time it was written (unix seconds), for the sweeper."""

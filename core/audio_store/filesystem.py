@@ -1,0 +1,104 @@
+"""An audio store in a directory: local disk for one machine, or a volume every host mounts.
+
+Files are written under a temporary name, flushed and renamed into place (readers never see half
+an object); a copy is a hard link where the filesystem allows it (no bytes duplicated). Every call
+runs in a thread: the event loop never waits on the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from core.audio_store.base import StoreError, valid_key
+
+_TMP = ".tmp-"  # the prefix of files being written: never listed as keys
+T = TypeVar("T")
+
+
+class FileStore:
+    def __init__(self, root: str) -> None:
+        self.root = Path(root)
+        self.url = f"file://{self.root}"
+
+    def _path(self, key: str) -> Path:
+        return self.root / valid_key(key)
+
+    async def put(self, key: str, data: bytes) -> None:
+        await self._thread(self._put, self._path(key), data)
+
+    @staticmethod
+    def _put(path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{_TMP}{uuid.uuid4().hex}")
+        try:
+            with tmp.open("wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            tmp.replace(path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    async def get(self, key: str) -> bytes | None:
+        return await self._thread(self._get, self._path(key))
+
+    @staticmethod
+    def _get(path: Path) -> bytes | None:
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    async def copy(self, source: str, key: str) -> bool:
+        return await self._thread(self._copy, self._path(source), self._path(key))
+
+    @classmethod
+    def _copy(cls, source: Path, path: Path) -> bool:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, path)
+            return True
+        except FileNotFoundError:
+            return False
+        except FileExistsError:
+            return True
+        except OSError:  # no hard links here (another device, a filesystem without them)
+            data = cls._get(source)
+            if data is None:
+                return False
+            cls._put(path, data)
+            return True
+
+    async def delete(self, key: str) -> None:
+        await self._thread(self._delete, self._path(key))
+
+    @staticmethod
+    def _delete(path: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    async def listing(self) -> AsyncIterator[tuple[str, float]]:
+        for key, mtime in await self._thread(self._list):
+            yield key, mtime
+
+    def _list(self) -> list[tuple[str, float]]:
+        out = []
+        for path in self.root.rglob("*"):
+            if path.is_file() and not path.name.startswith(_TMP):
+                with contextlib.suppress(FileNotFoundError):
+                    out.append((path.relative_to(self.root).as_posix(), path.stat().st_mtime))
+        return out
+
+    @staticmethod
+    async def _thread(fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except OSError as exc:  # full, read-only, unmounted: the caller retries or gives up
+            raise StoreError(f"{type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,105 @@
+"""Finished audio in the audio store, through the whole service: a real Redis, a real worker
+writing the files, the web tier serving them. Redis keeps references, not bytes."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from redis.asyncio import Redis
+
+from core.infra.settings import Settings
+from core.queue.store import Queue
+from tests.conftest import WorkerProcess
+from tests.web.conftest import ClientFactory, submit, wait_job
+from web.appkeys import QUEUE
+
+
+async def test_files_and_cached_results_live_in_the_store_and_serve_as_before(
+    settings: Settings,
+    aredis: Redis,
+    tmp_path: Path,
+    make_client: ClientFactory,
+    start_worker: Callable[..., WorkerProcess],
+) -> None:
+    root = tmp_path / "audio"
+    store_url = f"file://{root}"
+    start_worker(CHATTTS_AUDIO_STORE=store_url)
+    client = await make_client(audio_store=store_url)
+    queue: Queue = client.app[QUEUE]
+    job = await submit(client, text="Kept on disk, not in Redis.", voice="en_male", format="wav")
+    done = await wait_job(client, job["id"], ("succeeded",))
+    assert not await aredis.exists(queue.keys.audio(job["id"]))  # no bytes in Redis
+    ref = (await aredis.hget(queue.keys.job(job["id"]), "audio_ref")).decode()
+    on_disk = (root / ref).read_bytes()
+    assert on_disk.startswith(b"RIFF") and len(on_disk) == done["audio_size"]
+
+    url = f"/v1/tts/jobs/{job['id']}/audio"
+    whole = await client.get(url)
+    assert whole.status == 200 and await whole.read() == on_disk
+    part = await client.get(url, headers={"Range": "bytes=10-19"})
+    assert part.status == 206 and await part.read() == on_disk[10:20]
+    again = await client.get(url, headers={"If-None-Match": whole.headers["ETag"]})
+    assert again.status == 304
+
+    # The same request again: answered from the cache, with a file of its own.
+    repeat = await submit(client, text="Kept on disk, not in Redis.", voice="en_male", format="wav")
+    cached = await wait_job(client, repeat["id"], ("succeeded",))
+    assert cached.get("cached") == "1"
+    repeat_ref = (await aredis.hget(queue.keys.job(repeat["id"]), "audio_ref")).decode()
+    assert repeat_ref != ref and (root / repeat_ref).read_bytes() == on_disk
+    assert await (await client.get(f"/v1/tts/jobs/{repeat['id']}/audio")).read() == on_disk
+
+    # The sweeper keeps what jobs and cache entries record, removes what nothing records.
+    orphan = root / f"{ref.split('/')[0]}/jobs/{'0' * 32}/lost.wav"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"written, then its worker died")
+    young = orphan.with_name("young.wav")
+    young.write_bytes(b"being completed")
+    old = time.time() - 3600
+    os.utime(orphan, (old, old))
+    for path in root.rglob("*.wav"):
+        if path != young:
+            os.utime(path, (old, old))
+    assert await queue.stored.sweep(grace_s=600) == 1
+    assert not orphan.exists() and young.exists()
+    assert (root / ref).exists() and (root / repeat_ref).exists()
+    await aredis.delete(queue.keys.job(job["id"]))  # as when the job expires
+    assert await queue.stored.sweep(grace_s=600) == 1
+    assert not (root / ref).exists() and (root / repeat_ref).exists()
+
+
+async def test_results_kept_in_redis_stay_readable_once_a_store_is_set(
+    settings: Settings, make_client: ClientFactory, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    """A deployment that turns the store on keeps serving what it made before."""
+    before = await make_client()
+    job = await submit(before, text="Made before the store.", voice="en_female", format="mp3")
+    await wait_job(before, job["id"], ("succeeded",))
+    expected = await (await before.get(f"/v1/tts/jobs/{job['id']}/audio")).read()
+    after = await make_client(audio_store=f"file://{tmp_path / 'audio'}")
+    got = await after.get(f"/v1/tts/jobs/{job['id']}/audio")
+    assert got.status == 200 and await got.read() == expected
+
+
+async def test_a_store_that_refuses_fails_the_job_and_frees_the_worker(
+    settings: Settings,
+    tmp_path: Path,
+    make_client: ClientFactory,
+    start_worker: Callable[..., WorkerProcess],
+) -> None:
+    """Nothing can be written: the job fails with the store's reason within the bound, and the
+    worker goes on (its next job fails the same way, it is not wedged)."""
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_bytes(b"")
+    store_url = f"file://{blocked}"
+    start_worker(CHATTTS_AUDIO_STORE=store_url, CHATTTS_AUDIO_STORE_TIMEOUT_S="1")
+    client = await make_client(audio_store=store_url)
+    first = await submit(client, text="Nowhere to go.", voice="en_male")
+    second = await submit(client, text="Nowhere either.", voice="en_male")
+    for job in (first, second):
+        failed = await wait_job(client, job["id"], ("failed", "succeeded"), timeout=30)
+        assert failed["state"] == "failed", failed
+        assert "audio store" in failed["error"], failed
