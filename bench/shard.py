@@ -145,7 +145,7 @@ def main() -> int:
     summary = {
         store: {
             key: {
-                "median": statistics.median(r[key] for r in mine),
+                "median": round(statistics.median(r[key] for r in mine), 3),
                 "min": min(r[key] for r in mine),
                 "max": max(r[key] for r in mine),
             }
@@ -161,7 +161,7 @@ def main() -> int:
     print(f"{'median (min to max)':24} {header}")
     for key in summary[stores[0]]:
         cells = [summary[store][key] for store in stores]
-        row = "".join(f"{'{median} ({min} to {max})'.format(**cell):>32}" for cell in cells)
+        row = "".join(f"{'{median:g} ({min:g} to {max:g})'.format(**cell):>32}" for cell in cells)
         print(f"{key:24} {row}")
     return 0
 
