@@ -115,17 +115,9 @@ class Outcomes:
                 await asyncio.sleep(min(1.0, give_up_s / 10))  # the job stays in hand meanwhile
                 job.completing = False
                 return
-            self.in_hand.pop(job.job_id, None)
-            self.metrics.outcome("failed")
-            with contextlib.suppress(RedisError):
-                await self.queue.finish(
-                    job.job_id,
-                    job.started.client,
-                    job.started.token,
-                    "failed",
-                    f"the audio store could not take the audio for {give_up_s:g} s: {exc}",
-                    stream=job.started.stream,
-                )
+            await self.give_up(
+                job, f"the audio store could not take the audio for {give_up_s:g} s: {exc}"
+            )
         except RedisError as exc:
             log.warning(
                 "worker %s: storing %s failed (%s); will retry",
@@ -166,6 +158,14 @@ class Outcomes:
         else:
             fmt = job.started.request.format
             encoded = await asyncio.to_thread(audio.encode, samples, rate, fmt)
+        stored = self.queue.stored
+        if stored.store is not None:  # the piece in the store, its key in Redis's list
+            kind = "parts" if job.document else "segments"
+            ext = "pcm" if job.document else audio.extension(job.started.request.format)
+            key = await self._put_piece(job, kind, ext, encoded)
+            if key is None:
+                return
+            encoded = key
         done = SegmentDone(
             index=segment.index + 1,
             total=total,
@@ -184,6 +184,41 @@ class Outcomes:
             job.cancel = True
         elif verdict == "lost":
             job.lost = True
+
+    async def give_up(self, job: ActiveJob, reason: str) -> None:
+        """Fail a running job in hand for good (its later segments are dropped)."""
+        job.lost = True
+        self.in_hand.pop(job.job_id, None)
+        self.metrics.outcome("failed")
+        with contextlib.suppress(RedisError):
+            await self.queue.finish(
+                job.job_id,
+                job.started.client,
+                job.started.token,
+                "failed",
+                reason,
+                stream=job.started.stream,
+            )
+
+    async def _put_piece(self, job: ActiveJob, kind: str, ext: str, data: bytes) -> bytes | None:
+        """A segment or part written to the store, retried for CHATTTS_AUDIO_STORE_TIMEOUT_S
+        (the job in hand, its lease renewed); past that the job fails (None)."""
+        timeout_s = self.settings.audio_store_timeout_s
+        give_up = time.monotonic() + timeout_s
+        while True:
+            try:
+                return await self.queue.stored.put_piece(kind, job.job_id, ext, data)
+            except StoreError as exc:
+                if time.monotonic() >= give_up:
+                    reason = f"the audio store could not take the audio for {timeout_s:g} s: {exc}"
+                    await self.give_up(job, reason)
+                    return None
+                log.warning(
+                    "worker %s: the audio store refused a segment of %s (%s); will retry",
+                    *(self.name, job.job_id, exc),
+                    extra=job_log(job.job_id),
+                )
+                await asyncio.sleep(min(1.0, self.settings.audio_store_timeout_s / 10))
 
     async def _progress(self, job: ActiveJob, done: SegmentDone) -> str:
         """`Queue.progress`, retried through a short Redis outage: segments are stored in order,

@@ -4,6 +4,7 @@ segments, a document's parts and its cues; the store's objects written, copied a
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 import uuid
 from typing import Any
@@ -28,6 +29,12 @@ class StoredAudio:
         self._chunk_read = scripts.register(redis, "chunk_read")
         # The store may be shared by several queues: each keeps its objects under its own name.
         self._space = f"{keys.prefix}-{keys.queue}"
+        # A segment's or a part's entry in its list is its audio, or (with a store) the key of
+        # its object, told apart by shape: a key is short ASCII that no encoded audio spells.
+        self._ref = re.compile(
+            rb"%s/(segments|parts)/[0-9a-f]{32}/[0-9a-f]{32}\.[a-z0-9]{1,5}"
+            % re.escape(self._space.encode())
+        )
 
     async def file(self, job_id: str) -> bytes | None:
         """A finished job's whole file (not a document's: its parts are joined when served):
@@ -90,33 +97,70 @@ class StoredAudio:
         async with self._redis.pipeline(transaction=False) as pipe:
             for key in keys:
                 _, kind, owner, _ = key.split("/", 3)
-                record = self._keys.job(owner) if kind == "jobs" else self._keys.cache(owner)
-                pipe.hget(record, "audio_ref")
+                if kind == "cache":
+                    pipe.hget(self._keys.cache(owner), "audio_ref")
+                elif kind == "jobs":
+                    pipe.hget(self._keys.job(owner), "audio_ref")
+                else:  # a segment or a part: kept as long as its job (a stale attempt's too)
+                    pipe.hget(self._keys.job(owner), "state")
             refs = await pipe.execute()
-        gone = [key for key, ref in zip(keys, refs, strict=True) if ref != key.encode()]
+        gone = [
+            key
+            for key, ref in zip(keys, refs, strict=True)
+            if (ref is None if key.split("/")[1] in ("segments", "parts") else ref != key.encode())
+        ]
         for key in gone:
             await self.store.delete(key)
         return len(gone)
 
     async def segments(self, job_id: str, start: int = 0) -> list[bytes]:
         """Encoded audio of the segments finished so far (index `start` onwards)."""
-        data: list[bytes] = await self._redis.lrange(self._keys.segments(job_id), start, -1)  # type: ignore[assignment]
-        return data
+        entries: Any = await self._redis.lrange(self._keys.segments(job_id), start, -1)
+        return [data for data in await self._resolve(entries) if data is not None]
 
     async def segment(self, job_id: str, n: int) -> bytes | None:
         """Segment `n` (1-based) of a streaming job, if finished."""
-        data: bytes | None = await self._redis.lindex(self._keys.segments(job_id), n - 1)  # type: ignore[assignment]
-        return data
+        entry: Any = await self._redis.lindex(self._keys.segments(job_id), n - 1)
+        return (await self._resolve([entry]))[0] if entry is not None else None
 
     async def part(self, job_id: str, n: int) -> bytes | None:
         """Part `n` (1-based) of a document job: its PCM, the pause before it included."""
-        data: bytes | None = await self._redis.lindex(self._keys.parts(job_id), n - 1)  # type: ignore[assignment]
-        return data
+        entry: Any = await self._redis.lindex(self._keys.parts(job_id), n - 1)
+        return (await self._resolve([entry]))[0] if entry is not None else None
 
     async def parts(self, job_id: str, first: int, last: int) -> list[bytes]:
-        """A document's parts `first`..`last` (0-based, inclusive)."""
-        data: list[bytes] = await self._redis.lrange(self._keys.parts(job_id), first, last)  # type: ignore[assignment]
-        return data
+        """A document's parts `first`..`last` (0-based, inclusive); a part gone from the store
+        (expired under a read) ends the list there."""
+        entries: Any = await self._redis.lrange(self._keys.parts(job_id), first, last)
+        out: list[bytes] = []
+        for data in await self._resolve(entries):
+            if data is None:
+                break
+            out.append(data)
+        return out
+
+    async def _resolve(self, entries: list[bytes]) -> list[bytes | None]:
+        """List entries as audio: an object's key is read from the store."""
+        out: list[bytes | None] = []
+        for entry in entries:
+            if len(entry) > 200 or not self._ref.fullmatch(entry):
+                out.append(entry)
+            elif self.store is None:
+                raise StoreError(
+                    "this job's audio is in an audio store, and this process has none: set "
+                    "CHATTTS_AUDIO_STORE as on the workers"
+                )
+            else:
+                out.append(await self.store.get(entry.decode()))
+        return out
+
+    async def put_piece(self, kind: str, job_id: str, ext: str, data: bytes) -> bytes:
+        """Write a segment ("segments") or a document's part ("parts") to the store; the entry
+        its list keeps (the object's key)."""
+        assert self.store is not None
+        key = self._new_key(kind, job_id, ext)
+        await self.store.put(key, data)
+        return key.encode()
 
     async def part_count(self, job_id: str) -> int:
         return int(await self._redis.llen(self._keys.parts(job_id)))

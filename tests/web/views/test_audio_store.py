@@ -103,3 +103,43 @@ async def test_a_store_that_refuses_fails_the_job_and_frees_the_worker(
         failed = await wait_job(client, job["id"], ("failed", "succeeded"), timeout=30)
         assert failed["state"] == "failed", failed
         assert "audio store" in failed["error"], failed
+
+
+LONG = "This sentence is one of several that make a long text to speak. " * 8
+
+
+async def test_segments_and_document_parts_live_in_the_store(
+    settings: Settings,
+    aredis: Redis,
+    tmp_path: Path,
+    make_client: ClientFactory,
+    start_worker: Callable[..., WorkerProcess],
+) -> None:
+    root = tmp_path / "audio"
+    store_url = f"file://{root}"
+    start_worker(CHATTTS_AUDIO_STORE=store_url, CHATTTS_MAX_TEXT_CHARS="600")
+    client = await make_client(audio_store=store_url, max_text_chars=600)
+    queue: Queue = client.app[QUEUE]
+
+    job = await submit(client, text=LONG, voice="en_male", format="mp3")
+    done = await wait_job(client, job["id"], ("succeeded",))
+    entries = await aredis.lrange(queue.keys.segments(job["id"]), 0, -1)
+    assert len(entries) == done["segments_total"] >= 2
+    assert all(len(e) < 200 and (root / e.decode()).is_file() for e in entries)  # keys, not audio
+    second = await client.get(f"/v1/tts/jobs/{job['id']}/segments/2")
+    assert second.status == 200 and await second.read() == (root / entries[1].decode()).read_bytes()
+
+    document = await submit(client, text=LONG * 2, voice="en_female", format="wav")
+    finished = await wait_job(client, document["id"], ("succeeded",), timeout=60)
+    parts = await aredis.lrange(queue.keys.parts(document["id"]), 0, -1)
+    assert len(parts) >= 2 and all((root / p.decode()).is_file() for p in parts)
+    whole = await client.get(f"/v1/tts/jobs/{document['id']}/audio")
+    body = await whole.read()
+    assert whole.status == 200 and body.startswith(b"RIFF") and len(body) == finished["audio_size"]
+    pcm = b"".join((root / p.decode()).read_bytes() for p in parts)
+    assert body[44:] == pcm  # the file is its parts, joined as it is sent
+    middle = len(body) // 2
+    part = await client.get(
+        f"/v1/tts/jobs/{document['id']}/audio", headers={"Range": f"bytes={middle}-{middle + 999}"}
+    )
+    assert part.status == 206 and await part.read() == body[middle : middle + 1000]
