@@ -10,9 +10,10 @@ from typing import Any
 from aiohttp import web
 
 from core.audio.documents import DOCUMENT_FORMATS
+from core.audio.sizes import expected_bytes
 from core.queue.job import Job, SynthesisRequest
 from core.queue.store import QueueError, Submitted
-from web.appkeys import HUB, METRICS, QUEUE, SETTINGS
+from web.appkeys import HUB, METRICS, QUEUE, SETTINGS, THROUGHPUT
 from web.errors import ApiError, job_not_found
 from web.hub import TERMINAL_TYPES, follow
 from web.middlewares.error_handling import refusal
@@ -46,12 +47,20 @@ async def enqueue(
     idem: str | None = None,
     callback: str | None = None,
     document: bool = False,
+    expected_bytes: int | None = None,
 ) -> Submitted:
-    """Queue a validated request; a refusal is the one answer (status, Retry-After), and a new
-    job is counted."""
+    """Queue a validated request, its expected audio charged to the client's storage quota; a
+    refusal is the one answer (status, Retry-After), and a new job is counted."""
+    if expected_bytes is None:
+        expected_bytes = admit_storage(app, request, document)
     try:
         submitted = await app[QUEUE].enqueue(
-            request, client, idem, callback_url=callback, document=document
+            request,
+            client,
+            idem,
+            callback_url=callback,
+            document=document,
+            expected_bytes=expected_bytes,
         )
     except QueueError as exc:
         raise refusal(app, exc) from None
@@ -84,8 +93,38 @@ async def submit(
             code="priority_not_allowed",
             param="priority",
         )
-    submitted = await enqueue(app, request, client, idem, callback, document)
+    expected = admit_storage(app, request, document)
+    submitted = await enqueue(app, request, client, idem, callback, document, expected)
     return await submitted_body(app, submitted)
+
+
+def admit_storage(app: web.Application, request: SynthesisRequest, document: bool) -> int:
+    """The bytes a job's audio is expected to keep (core/audio/sizes.py), refused here when no
+    client could ever keep them (413) or the store has no room for them now (503); the client's
+    own quota is charged atomically with the job (enqueue.lua)."""
+    expected = expected_bytes(request.text, request.format, document)
+    quota = app[SETTINGS].storage_per_client_bytes
+    if quota and expected > quota:
+        raise ApiError(
+            413,
+            f"this job's audio would take about {expected / 1e6:.0f} MB, more than the "
+            f"{quota / 1e6:.0f} MB a client may keep: split the text into shorter jobs, or ask "
+            "for a compressed format (mp3, opus)",
+            code="job_too_large",
+            param="text",
+        )
+    meter = app.get(THROUGHPUT)
+    free = meter.free_bytes if meter is not None else None
+    if free is not None and expected > free:
+        where = "the audio store" if app[QUEUE].stored.store else "Redis, below its maxmemory,"
+        raise ApiError(
+            503,
+            f"{where} has about {max(0, free) / 1e6:.1f} MB free, and this job needs about "
+            f"{expected / 1e6:.1f} MB; retry later or send a shorter job",
+            code="store_full",
+            headers={"Retry-After": "30"},
+        )
+    return expected
 
 
 def check_document(request: SynthesisRequest, max_text_chars: int) -> None:

@@ -38,5 +38,8 @@ class AudioStore(Protocol):
     async def delete(self, key: str) -> None:
         """Remove `key` (nothing happens when it is gone)."""
 
+    async def free_bytes(self) -> int | None:
+        """Room left for new objects (None: unknown, or without bound)."""
+
     def listing(self) -> AsyncIterator[tuple[str, float]]:
         """Every key with the time it was written (unix seconds), for the sweeper."""

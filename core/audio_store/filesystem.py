@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -83,6 +84,15 @@ class FileStore:
     def _delete(path: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+    async def free_bytes(self) -> int | None:
+        return await self._thread(self._free)
+
+    def _free(self) -> int | None:
+        path = self.root
+        while not path.exists() and path != path.parent:  # not made yet: its filesystem's room
+            path = path.parent
+        return shutil.disk_usage(path).free
 
     async def listing(self) -> AsyncIterator[tuple[str, float]]:
         for key, mtime in await self._thread(self._list):

@@ -65,6 +65,10 @@ class Settings:
     max_body_bytes: int = 2 * 1024 * 1024
     max_backlog: int = 10_000
     max_active_per_client: int = 200
+    # Audio a client may keep at once (its jobs' expected bytes, until they expire; 0: no
+    # limit): one client cannot fill the store for everyone. 4 GiB is about 25 hours of WAV
+    # (the longest document, in Mandarin, fits once), 75 of MP3.
+    storage_per_client_bytes: int = 4 * 1024**3
     # Rate limits and caps, per client (cookie or key) and per source address (0: off). A person
     # clicking is far below; a script pacing itself too; a flood is refused with 429.
     submit_rate_per_client: float = 5.0  # submissions per second, on average...

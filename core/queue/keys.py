@@ -87,6 +87,14 @@ class Keys:
     def idem(self, client: str, key: str) -> str:
         return f"{self.base}:idem:{client}:{key}"
 
+    def usage(self, client: str) -> str:
+        """Hash of a client's storage charges: job id -> expected bytes, and `total`."""
+        return f"{self.base}:usage:{client}"
+
+    def usage_expiry(self, client: str) -> str:
+        """Sorted set of the same job ids, by when their charge lapses (the job's expiry)."""
+        return f"{self.base}:usage_exp:{client}"
+
     def active(self, client: str) -> str:
         """Set of a client's unfinished job ids (the per-client cap)."""
         return f"{self.base}:active:{client}"

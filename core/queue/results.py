@@ -38,6 +38,23 @@ class ClientCapReached(QueueError):
         self.active = active
 
 
+class StorageQuotaReached(QueueError):
+    status = 429
+    code = "storage_quota"
+
+    def __init__(self, used: int, needed: int, quota: int, wait_s: int) -> None:
+        super().__init__(
+            f"this job's audio (about {_mb(needed)}) would take your stored audio past "
+            f"{_mb(quota)}, the limit per client ({_mb(used)} in use, kept until your jobs "
+            "expire): retry when older ones have expired (Retry-After), or send shorter jobs"
+        )
+        self.used, self.needed, self.quota, self.wait_s = used, needed, quota, wait_s
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
+
+
 class Unreplicated(QueueError):
     """The primary holds the change but too few replicas acknowledged it (durable.py)."""
 

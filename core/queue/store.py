@@ -27,6 +27,7 @@ from core.queue.results import (
     QueueError,
     SegmentDone,
     Started,
+    StorageQuotaReached,
     Submitted,
     Unreplicated,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "QueueError",
     "SegmentDone",
     "Started",
+    "StorageQuotaReached",
     "Submitted",
     "Unreplicated",
 ]
@@ -136,6 +138,7 @@ class Queue:
         job_id: str | None = None,
         callback_url: str | None = None,
         document: bool = False,
+        expected_bytes: int = 0,
     ) -> Submitted:
         """Queue a job (`callback_url`: POSTed when it ends, see callbacks.py; `document`: its
         audio is kept in parts and a reclaimed attempt resumes after the last one)."""
@@ -145,11 +148,11 @@ class Queue:
         stream = k.stream(request.priority)
         other = k.jobs if stream == k.jobs_high else k.jobs_high
         keys = [stream, k.job(job_id), k.job_events(job_id), k.client_events(client), idem]
-        keys += [k.active(client), k.stats, other]
+        keys += [k.active(client), k.stats, other, k.usage(client), k.usage_expiry(client)]
         args = [job_id, client, request.model_dump_json(), time.time(), self._ttl]
         args += [self.settings.max_backlog, self.settings.max_active_per_client, *self._maxlens]
         args += [request.voice, request.format, "1" if idempotency_key else "0", callback_url or ""]
-        args += ["1" if document else "0"]
+        args += ["1" if document else "0", expected_bytes, self.settings.storage_per_client_bytes]
         try:
             result = await self._run_acknowledged("enqueue", keys, args, "ok", "dup")
         except NotReplicated as exc:
@@ -169,6 +172,9 @@ class Queue:
             return Submitted(_s(result[1]), None, duplicate=True)
         if status == "backlog":
             raise BacklogFull(int(result[1]))
+        if status == "storage":
+            quota = self.settings.storage_per_client_bytes
+            raise StorageQuotaReached(int(result[1]), expected_bytes, quota, int(result[2]))
         raise ClientCapReached(int(result[1]))
 
     async def get(self, job_id: str) -> Job | None:

@@ -17,7 +17,7 @@ from redis.exceptions import OutOfMemoryError, ResponseError
 from core.audio_store.base import StoreError
 from core.infra.logs import job_context
 from core.infra.redis_client import REDIS_DOWN
-from core.queue.store import BacklogFull, ClientCapReached, QueueError
+from core.queue.store import BacklogFull, ClientCapReached, QueueError, StorageQuotaReached
 from web.appkeys import METRICS, SETTINGS, THROUGHPUT
 from web.errors import LEGACY_PREFIX, ApiError, dumps, redis_unavailable
 from web.middlewares.access_log import request_job_id
@@ -121,9 +121,16 @@ def _missing_static(request: web.Request) -> bool:
         return True
 
 
+# A storage charge lapses when its job expires, hours away perhaps: past an hour a client is
+# better told to come back in an hour than left to wait a day on one answer.
+STORAGE_RETRY_MAX_S = 3600
+
+
 def retry_after_s(exc: QueueError, app: web.Application) -> int:
     """How long a refused client should wait, from the queue's measured throughput
     (web/monitors/store.py); a fixed guess before the meter runs."""
+    if isinstance(exc, StorageQuotaReached):  # until the client's oldest charge lapses
+        return max(1, min(exc.wait_s, STORAGE_RETRY_MAX_S))
     meter = app.get(THROUGHPUT)
     if meter is None:
         return DEFAULT_S if isinstance(exc, BacklogFull | ClientCapReached) else 1

@@ -80,6 +80,9 @@ class ThroughputMeter:
         self._samples: deque[Sample] = deque()
         self.failures = 0  # probes failed in a row
         self.store_full = False  # Redis is at its maxmemory (noeviction): admit no new work
+        # Room for new audio: the audio store's, or Redis's below its maxmemory where audio is
+        # kept there (None: unknown or unbounded). Sampled, so that a submit costs no I/O.
+        self.free_bytes: int | None = None
         self.replication: dict[str, object] = {}  # the queue's primary's INFO replication
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -137,6 +140,12 @@ class ThroughputMeter:
         if full != self.store_full:
             log.warning("Redis is %s its maxmemory", "at" if full else "below")
         self.store_full = full
+        if queue.stored.store is not None:
+            self.free_bytes = await queue.stored.store.free_bytes()
+        else:
+            self.free_bytes = (
+                max(0, limit - int(sample.memory.get("used_memory") or 0)) if limit else None
+            )
         self.add(sample.finished, sample.depth)
         # Entries leave the streams when their job ends: what is not pending has not started.
         self.alert.update(max(0, sample.depth + sample.depth_high - sample.in_hand))

@@ -1,9 +1,12 @@
 -- KEYS: jobs (this job's stream), job, ev_job, ev_client, idem (the job key itself when none),
---       active, stats, other_jobs (the other priority's stream: the backlog counts both)
+--       active, stats, other_jobs (the other priority's stream: the backlog counts both),
+--       usage, usage_expiry (the client's storage charges: job -> bytes, job by expiry)
 -- ARGV: id, client, request_json, now, ttl, max_backlog, max_active, maxlen_job, maxlen_client,
---       voice, format, has_idem, callback_url ('' for none), document ('1': kept in parts)
+--       voice, format, has_idem, callback_url ('' for none), document ('1': kept in parts),
+--       expected bytes of its audio, the client's storage quota (0: none)
 -- Returns {'ok', id, event_id, event_json, started_seq, depth} | {'dup', id} | {'backlog', depth}
---       | {'client_cap', active}; depth: jobs in both streams, this one included
+--       | {'client_cap', active} | {'storage', bytes in use, seconds until a charge lapses};
+--       depth: jobs in both streams, this one included
 local jobs, job, ev_job, ev_client, idem, active, stats =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, client, request, now, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
@@ -20,6 +23,28 @@ local depth = redis.call('XLEN', jobs) + redis.call('XLEN', KEYS[8])
 if depth >= tonumber(ARGV[6]) then return {'backlog', depth} end
 local n_active = redis.call('SCARD', active)
 if n_active >= tonumber(ARGV[7]) then return {'client_cap', n_active} end
+-- Storage is admitted like work: the client's charges of jobs still kept, this one's added.
+local usage, expiry = KEYS[9], KEYS[10]
+local bytes, quota = tonumber(ARGV[15]), tonumber(ARGV[16])
+local lapsed = redis.call('ZRANGEBYSCORE', expiry, '-inf', now, 'LIMIT', 0, 256)
+for _, old in ipairs(lapsed) do
+  redis.call('HINCRBY', usage, 'total', -tonumber(redis.call('HGET', usage, old) or '0'))
+  redis.call('HDEL', usage, old)
+  redis.call('ZREM', expiry, old)
+end
+local used = tonumber(redis.call('HGET', usage, 'total') or '0')
+if quota > 0 and used + bytes > quota then
+  local first = redis.call('ZRANGE', expiry, 0, 0, 'WITHSCORES')
+  local wait = first[2] and math.ceil(tonumber(first[2]) - tonumber(now)) or ttl
+  return {'storage', used, wait}
+end
+if bytes > 0 then
+  redis.call('HSET', usage, id, bytes)
+  redis.call('HINCRBY', usage, 'total', bytes)
+  redis.call('ZADD', expiry, tonumber(now) + ttl, id)
+  redis.call('EXPIRE', usage, ttl)
+  redis.call('EXPIRE', expiry, ttl)
+end
 local seq = redis.call('HINCRBY', stats, 'enqueued_seq', 1)
 redis.call('HINCRBY', stats, 'submitted', 1)
 -- The entry names the client too: a worker starts the job without reading the hash first.

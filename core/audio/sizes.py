@@ -1,0 +1,43 @@
+"""How many bytes a job's audio will take, estimated from its request before it runs: what
+storage admission charges a client at submit (web/job_service.py)."""
+
+from __future__ import annotations
+
+import re
+
+from core.audio.formats import SAMPLE_RATE
+from core.text.control_tokens import PAUSE_MS, TOKEN_SHAPE
+
+# Speaking rates at the slow end, so that an estimate errs on the large side: ChatTTS and eSpeak
+# read Mandarin at 4-6 characters a second, and other scripts at 12-18.
+CJK_CHARS_PER_S = 4.0
+OTHER_CHARS_PER_S = 12.0
+_CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+# Bytes per second of speech in each format: 16-bit PCM at 24 kHz, and the encoders' rates with
+# room to spare (FLAC about two thirds of PCM; the lossy ones at most 128 kbit/s).
+BYTES_PER_S = {
+    "wav": 2 * SAMPLE_RATE,
+    "pcm": 2 * SAMPLE_RATE,
+    "flac": 2 * SAMPLE_RATE * 2 // 3,
+    "mp3": 16_000,
+    "opus": 16_000,
+    "ogg": 16_000,
+    "aac": 16_000,
+}
+
+
+def speech_seconds(text: str) -> float:
+    """Seconds of speech `text` should make: its characters at a slow rate, and its pause
+    tokens at their lengths."""
+    pauses = sum(PAUSE_MS.get(token, 0) for token in TOKEN_SHAPE.findall(text)) / 1000
+    spoken = TOKEN_SHAPE.sub("", text)
+    cjk = len(_CJK.findall(spoken))
+    others = len(spoken) - cjk
+    return cjk / CJK_CHARS_PER_S + others / OTHER_CHARS_PER_S + pauses
+
+
+def expected_bytes(text: str, fmt: str, document: bool) -> int:
+    """Bytes the job keeps: its file, and (but for a document, whose parts are its file) its
+    segments, one copy more."""
+    size = speech_seconds(text) * BYTES_PER_S.get(fmt, 2 * SAMPLE_RATE)
+    return int(size if document else 2 * size)
