@@ -217,6 +217,7 @@ class Queue:
         owner = _s(client_field) if client_field is not None else ""
         keys = [_s(stream_field) if stream_field else k.jobs, k.job(job_id)]
         keys += [k.job_events(job_id), k.client_events(owner), k.stats, k.active(owner)]
+        keys += [k.usage(owner), k.usage_expiry(owner)]
         args = [time.time(), *self._maxlens, self._ttl, client or ""]
         args += [min(self._ttl, self.settings.unstarted_ttl_s)]
         try:

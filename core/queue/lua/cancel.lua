@@ -1,6 +1,7 @@
 -- Cancel on behalf of a client: a queued job is cancelled at once and never starts; a running job
 -- is flagged and its owner stops at the next segment or batch boundary.
--- KEYS: jobs, job, ev_job, ev_client, stats, active
+-- KEYS: jobs, job, ev_job, ev_client, stats, active, usage, usage_expiry (the owner's storage
+--       charges: a job that never ran gives its charge back)
 -- ARGV: now, maxlen_job, maxlen_client, ttl, client ('' = any), unstarted_ttl (the job and its
 -- own events, when it never ran: nothing to keep them for)
 -- Returns {'cancelled'} | {'cancelling'} | {'terminal', state} | {'missing'} | {'forbidden'}
@@ -19,6 +20,12 @@ if state == 'queued' then
   redis.call('HINCRBY', stats, 'cancelled', 1)
   local unstarted = tonumber(ARGV[6])
   retire(jobs, job, active, values[2], unstarted)
+  local charged = redis.call('HGET', KEYS[7], redis.call('HGET', job, 'id'))
+  if charged then
+    redis.call('HINCRBY', KEYS[7], 'total', -tonumber(charged))
+    redis.call('HDEL', KEYS[7], redis.call('HGET', job, 'id'))
+    redis.call('ZREM', KEYS[8], redis.call('HGET', job, 'id'))
+  end
   emit(job, ev_job, ev_client, 'cancelled', ARGV[1], ARGV[2], ARGV[3], ttl)
   redis.call('EXPIRE', ev_job, unstarted)
   return {'cancelled'}

@@ -21,18 +21,25 @@ async def test_a_client_past_its_storage_quota_is_refused_and_others_are_not(
     each = expected_bytes(TEXT, "wav", document=False)
     client = await make_client(storage_per_client_bytes=int(each * 2.5))
     alice, bob = cookie(client, "a" * 20), cookie(client, "b" * 20)
+    accepted = []
     for _ in range(2):
         response = await client.post("/v1/tts/jobs", json={"text": TEXT}, headers=alice)
         assert response.status == 202, await response.json()
+        accepted.append((await response.json())["id"])
     refused = await client.post("/v1/tts/jobs", json={"text": TEXT}, headers=alice)
     body = await refused.json()
     assert refused.status == 429 and body["error"]["code"] == "storage_quota", body
     assert "limit per client" in body["error"]["message"]
     assert 1 <= int(refused.headers["Retry-After"]) <= 3600
-    # A short job still fits, a retry of an accepted one is not charged again, and another
-    # client is not touched by the first one's usage.
+    # A short job still fits; a job cancelled before it ran gives its charge back, so that a
+    # large one fits again; a retry of an accepted one is not charged again; and another client
+    # is not touched by the first one's usage.
     short = await client.post("/v1/tts/jobs", json={"text": "Short."}, headers=alice)
     assert short.status == 202
+    cancelled = await client.delete(f"/v1/tts/jobs/{accepted[0]}", headers=alice)
+    assert cancelled.status == 202 and (await cancelled.json())["state"] == "cancelled"
+    fits = await client.post("/v1/tts/jobs", json={"text": TEXT}, headers=alice)
+    assert fits.status == 202, await fits.json()
     idem = {**bob, "Idempotency-Key": "same-job"}
     for _ in range(3):
         again = await client.post("/v1/tts/jobs", json={"text": TEXT}, headers=idem)
