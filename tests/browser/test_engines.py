@@ -209,10 +209,17 @@ def shot(driver: Driver, name: str) -> None:
 # ------------------------------------------------------------------------------------ scenarios
 
 
-def test_speak_stream_listen_download(driver: Driver, web: WebProcess, worker: Any) -> None:
+def test_speak_stream_listen_download(
+    driver: Driver, web: WebProcess, worker: Any, make_proxy: Callable[[int], TcpProxy]
+) -> None:
     """A Mandarin and an English job reach succeeded through live events; the English one plays
     as it is made, chunk after chunk, gapless; the final files play and download and decode."""
-    open_page(driver, web.url)
+    # eSpeak makes the whole job in well under a second: over loopback a browser may then be
+    # handed the whole stream in one read (WebKit was), and there would be nothing to join.
+    # A link of sixteen times real time makes it arrive as it would from a real server.
+    proxy = make_proxy(web.port)
+    open_page(driver, proxy.url)
+    proxy.rate = 16 * 48_000  # bytes/s
     chinese = submit(driver, CHINESE, voice="zh_female")
     english = submit(driver, STREAMED, voice="en_female")
     for job_id in (chinese, english):
@@ -223,6 +230,14 @@ def test_speak_stream_listen_download(driver: Driver, web: WebProcess, worker: A
 
     job = get_json(f"{web.url}/v1/tts/jobs/{english}")
     assert (job["segments_total"] or 0) >= 3 and job["chunks_done"] >= 3, job
+    wait_for(  # the stream is still arriving over the slow link when the job has ended
+        driver,
+        """const t = window.chatttsOnline.liveTimeline(args[0]);
+           return t.reduce((sum, e) => sum + e.duration, 0) >= args[1] - 0.01;""",
+        english,
+        job["duration_s"],
+        what="the whole stream scheduled",
+    )
     assert_contiguous(driver, english, job["duration_s"])
     # Running, once the sound device is open (Firefox takes a second or two on PulseAudio).
     wait_for(driver, "return window.chatttsOnline.audioState() === 'running';", timeout=10)
