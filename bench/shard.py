@@ -1,6 +1,7 @@
 """What one job costs Redis: commands, bytes on the wire, main-thread CPU and memory kept, so that
 a deployment can size its shards. `python -m bench.shard [--jobs 400] [--concurrency 16]`,
-with finished audio in Redis and in a filesystem audio store, interleaved in one run.
+with finished audio in Redis, in a filesystem audio store and in an S3 bucket, interleaved in one
+run; and each store's own throughput (writes and reads of one job's file, 16 at a time).
 
 One embedded Redis (AOF everysec, as in production), one web process, `--workers` espeak
 workers. Each job is submitted over HTTP and followed over SSE to its end (a script's path: the
@@ -12,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -23,8 +26,10 @@ import aiohttp
 import redis
 
 from bench.procs import bench_run
+from bench.s3_server import CREDENTIALS, S3Server
 from bench.servers import start_redis, start_service
 from cli.sse import sse_events
+from core.audio_store.urls import open_store
 from core.infra.settings import LIMITS_OFF, Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -86,13 +91,48 @@ async def load(url: str, jobs: int, concurrency: int) -> tuple[float, float]:
         return time.monotonic() - started, sum(durations) / len(durations)
 
 
-STORES = ("redis", "file")
+STORES = ("redis", "file", "s3")
+FILE_BYTES = 295_000  # one job's WAV here (6.1 s at 24 kHz, 16-bit)
+
+
+async def store_throughput(url: str, concurrency: int, rounds: int = 200) -> dict[str, float]:
+    """Writes and reads per second of one job's file, `concurrency` at a time, on the store
+    alone (no Redis, no worker): what the store itself can carry."""
+    store = open_store(url)
+    assert store is not None
+    data = bytes(FILE_BYTES)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def timed(call: Any) -> None:
+        async with gate:
+            await call
+
+    try:
+        keys = [f"bench/jobs/{i:032x}/file.wav" for i in range(rounds)]
+        started = time.monotonic()
+        await asyncio.gather(*(timed(store.put(key, data)) for key in keys))
+        wrote = time.monotonic() - started
+        started = time.monotonic()
+        await asyncio.gather(*(timed(store.get(key)) for key in keys))
+        read = time.monotonic() - started
+        await asyncio.gather(*(timed(store.delete(key)) for key in keys))
+    finally:
+        await store.aclose()
+    return {"store_writes_per_s": round(rounds / wrote), "store_reads_per_s": round(rounds / read)}
 
 
 def measure(args: argparse.Namespace, store: str = "redis") -> dict[str, Any]:
-    """One run; `store`: where finished audio goes ("redis", or "file": an audio store)."""
-    with bench_run("shard-", args.keep_logs) as (procs, tmp):
+    """One run; `store`: where finished audio goes ("redis"; "file": a directory; "s3": a
+    bucket on an S3-compatible server process)."""
+    with bench_run("shard-", args.keep_logs) as (procs, tmp), contextlib.ExitStack() as cleanup:
         redis_url = start_redis(procs, tmp)
+        audio_store = "redis" if store == "redis" else f"file://{tmp / 'audio'}"
+        if store == "s3":
+            os.environ.update(CREDENTIALS)  # the service's processes inherit them
+            server = S3Server(tmp / "s3.log").start()
+            cleanup.callback(server.stop)
+            asyncio.run(server.create_bucket("shard-bench"))
+            audio_store = server.url("shard-bench")
         settings = Settings(
             redis_url=redis_url,
             engine="espeak",
@@ -100,7 +140,7 @@ def measure(args: argparse.Namespace, store: str = "redis") -> dict[str, Any]:
             data_dir=str(tmp / "data"),
             log_level="WARNING",
             max_active_per_client=100_000,
-            audio_store="redis" if store == "redis" else f"file://{tmp / 'audio'}",
+            audio_store=audio_store,
         ).replace(**LIMITS_OFF)
         url = start_service(procs, settings, args.workers)
         asyncio.run(load(url, 20, args.concurrency))  # warm: scripts loaded, connections open
@@ -112,6 +152,9 @@ def measure(args: argparse.Namespace, store: str = "redis") -> dict[str, Any]:
             after = counters(client)
         finally:
             client.close()
+        own = (
+            {} if store == "redis" else asyncio.run(store_throughput(audio_store, args.concurrency))
+        )
     per_job = {k: (after[k] - before[k]) / args.jobs for k in before}
     # Idle traffic (heartbeats, web samples, blocking reads) is in these figures too: it is part
     # of what a shard carries, and small beside the jobs at this rate.
@@ -127,6 +170,7 @@ def measure(args: argparse.Namespace, store: str = "redis") -> dict[str, Any]:
         "redis_cpu_ms_per_job": round(per_job["cpu_main_s"] * 1000, 3),
         "memory_kept_per_job": round(per_job["memory"]),
         "jobs_per_s_per_core": round(1 / per_job["cpu_main_s"]) if per_job["cpu_main_s"] else None,
+        **own,
     }
 
 
@@ -138,7 +182,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3, help="runs; medians and ranges are printed")
     p.add_argument("--keep-logs", action="store_true")
     p.add_argument("--output", type=Path, default=RESULTS)
-    p.add_argument("--stores", default=",".join(STORES), help="where audio goes: redis,file")
+    p.add_argument("--stores", default=",".join(STORES), help="where audio goes: redis,file,s3")
     args = p.parse_args()
     stores = [s for s in args.stores.split(",") if s]
     runs = [measure(args, store) for _ in range(args.repeats) for store in stores]  # interleaved
@@ -159,9 +203,12 @@ def main() -> int:
     args.output.write_text(json.dumps({"runs": runs, "summary": summary}, indent=2))
     header = "".join(f"{'audio in ' + store:>32}" for store in stores)
     print(f"{'median (min to max)':24} {header}")
-    for key in summary[stores[0]]:
-        cells = [summary[store][key] for store in stores]
-        row = "".join(f"{'{median:g} ({min:g} to {max:g})'.format(**cell):>32}" for cell in cells)
+    for key in {key: None for store in stores for key in summary[store]}:
+        cells = [summary[store].get(key) for store in stores]
+        row = "".join(
+            f"{'{median:g} ({min:g} to {max:g})'.format(**cell) if cell else '-':>32}"
+            for cell in cells
+        )
         print(f"{key:24} {row}")
     return 0
 

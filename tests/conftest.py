@@ -17,6 +17,7 @@ import orjson
 import pytest
 from redis.asyncio import Redis as AsyncRedis
 
+from bench.s3_server import CREDENTIALS, S3Server
 from core.infra.embedded_redis import EmbeddedRedis
 from core.infra.redis_client import connect_sync
 from core.infra.settings import LIMITS_OFF, Settings
@@ -53,6 +54,24 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedR
 @pytest.fixture(scope="session")
 def redis_url(redis_server: EmbeddedRedis | None) -> str:
     return redis_server.url if redis_server else os.environ["CHATTTS_TEST_REDIS_URL"]
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """An S3-compatible server process; its credentials are in this process's environment (and
+    so in the workers' it starts)."""
+    os.environ.update(CREDENTIALS)
+    server = S3Server(tmp_path_factory.mktemp("s3") / "server.log").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def s3_store_url(s3_server: S3Server) -> str:
+    """A fresh bucket on the S3 server, as a CHATTTS_AUDIO_STORE setting."""
+    bucket = f"audio-{uuid.uuid4().hex[:12]}"
+    await s3_server.create_bucket(bucket)
+    return s3_server.url(bucket)
 
 
 @pytest.fixture

@@ -43,3 +43,11 @@ class AudioStore(Protocol):
 
     def listing(self) -> AsyncIterator[tuple[str, float]]:
         """Every key with the time it was written (unix seconds), for the sweeper."""
+
+    async def presign(
+        self, key: str, expires_s: int, content_type: str, disposition: str
+    ) -> str | None:
+        """A URL that serves `key` to anyone for `expires_s` seconds (None: the store has none)."""
+
+    async def aclose(self) -> None:
+        """Release connections (the process's last use of the store)."""

@@ -106,6 +106,14 @@ class FileStore:
                     out.append((path.relative_to(self.root).as_posix(), path.stat().st_mtime))
         return out
 
+    async def presign(
+        self, key: str, expires_s: int, content_type: str, disposition: str
+    ) -> str | None:
+        return None  # files are served by the web tier
+
+    async def aclose(self) -> None:
+        pass
+
     @staticmethod
     async def _thread(fn: Callable[..., T], *args: Any) -> T:
         try:

@@ -55,6 +55,10 @@ class Settings:
     # How long a finished job waits for the store to take its file (retried, its lease renewed)
     # before it fails with the store's error: a full or dead store must not wedge the workers.
     audio_store_timeout_s: float = 30.0
+    # Seconds a download link into the store stays valid when the web tier redirects downloads
+    # there (307 to a presigned URL: the bytes bypass the web tier); 0 serves them itself. For
+    # stores that sign URLs (S3); a document's file is joined from its parts and always served.
+    audio_store_redirect_s: int = 0
 
     # Submission limits.
     max_text_chars: int = 4_000

@@ -73,7 +73,9 @@ class Queue(WorkerSteps):
         # What the queue keeps besides its state changes, each read (or taken) through its own
         # part: no other module of either tier sends Redis a command of its own.
         self.events = EventLog(redis)
-        self.stored = StoredAudio(redis, self.keys, open_store(settings.audio_store))
+        self.stored = StoredAudio(
+            redis, self.keys, open_store(settings.audio_store, settings.audio_store_timeout_s)
+        )
         self.fleet = Fleet(redis, self.keys)
         self.voices = VoiceRegistry(redis, self.keys, settings)
         self.limits = Limits(redis, self.keys)
@@ -101,7 +103,9 @@ class Queue(WorkerSteps):
         )
 
     async def aclose(self) -> None:
-        """Close the queue's Redis client (the process's last use of it)."""
+        """Close the queue's Redis client and its audio store (the process's last use)."""
+        if self.stored.store is not None:
+            await self.stored.store.aclose()
         await self._redis.aclose()
 
     async def ensure_group(self) -> None:

@@ -47,6 +47,18 @@ class StoredAudio:
         data: bytes | None = await self._redis.get(self._keys.audio(job_id))  # type: ignore[assignment]
         return data
 
+    async def link(
+        self, job_id: str, expires_s: int, content_type: str, disposition: str
+    ) -> str | None:
+        """A presigned URL of a finished job's file in the store; None when its store signs no
+        URLs or the file is not in the store (kept in Redis)."""
+        if self.store is None:
+            return None
+        ref: Any = await self._redis.hget(self._keys.job(job_id), "audio_ref")
+        if not ref:
+            return None
+        return await self.store.presign(ref.decode(), expires_s, content_type, disposition)
+
     # -- the audio store's objects (workers write them; the completion script records them) --
 
     def _new_key(self, kind: str, owner: str, ext: str) -> str:

@@ -25,6 +25,8 @@ _LATIN_WORD = re.compile(r"[A-Za-z]+")
 _DISALLOWED = re.compile(r"[^\u4e00-\u9fffA-Za-z，。、,. ]")
 _SENTENCE_ENDS = frozenset("。！？!?；;\n")
 _SPEAKABLE = re.compile(r"[\u4e00-\u9fffA-Za-z]")
+_SPACES = re.compile(r" {2,}")
+_CJK_SPACE = re.compile(r"(?<=[\u4e00-\u9fff，。、]) | (?=[\u4e00-\u9fff，。、])")
 # Around a number, this many characters decide whether it is read in Mandarin or in English.
 _CONTEXT_CHARS = 24
 
@@ -138,9 +140,11 @@ def _normalize_plain(text: str, hint: Lang, spell: bool = True) -> str:
         text = _symbols(text, hint)
     lang = _language(text, 0, len(text), hint)
     text = text.translate(_PUNCT_ZH if lang == "zh" else _PUNCT_EN)
-    text = _DISALLOWED.sub(" ", text)
+    # One space for each run that dropped characters leave: the pattern below then meets single
+    # spaces only (on a long run, " +(?=...)" retried at each of its spaces costs its square).
+    text = _SPACES.sub(" ", _DISALLOWED.sub(" ", text))
     # Spaces between CJK characters are noise; between Latin words they separate words.
-    return re.sub(r"(?<=[\u4e00-\u9fff，。、]) +| +(?=[\u4e00-\u9fff，。、])", "", text)
+    return _CJK_SPACE.sub("", text)
 
 
 def _sub(pattern: re.Pattern[str], text: str, hint: Lang, rule: Rule) -> str:

@@ -37,6 +37,8 @@ MAX_B14_CHARS = 16_384
 # What their LZMA streams may expand to: a generous embedding width, the longest prompt's codes.
 # A stream that goes past is a decompression bomb (65 KB of it once expanded to 668 MB).
 MAX_EMBEDDING_BYTES = 64 * 1024
+# What is said in a 20 s recording, with room: a longer transcript cannot be the recording's.
+MAX_TRANSCRIPT_CHARS = 500
 MAX_PROMPT_BYTES = MAX_PROMPT_FRAMES * NUM_VQ * 2
 # ChatTTS compresses both embeddings and prompts as raw LZMA2 streams with these filters.
 _LZMA_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}]
@@ -150,6 +152,8 @@ def _parse_json_voice(text: str) -> VoiceData:
         spk_smp, txt_smp = obj.get("spk_smp"), obj.get("txt_smp")
         if not isinstance(spk_smp, str) or not isinstance(txt_smp, str):
             raise ValueError("a sample voice needs the strings spk_smp and txt_smp")
+        if len(txt_smp) > MAX_TRANSCRIPT_CHARS:
+            raise ValueError(f"a sample's transcript is at most {MAX_TRANSCRIPT_CHARS} chars")
         codes = decode_prompt(spk_smp)
         if (
             codes.ndim != 2
@@ -165,6 +169,10 @@ def _parse_json_voice(text: str) -> VoiceData:
     if kind == "recording":
         audio = _decode_pcm(obj)
         transcript = obj.get("transcript")
+        if isinstance(transcript, str) and len(transcript) > MAX_TRANSCRIPT_CHARS:
+            raise ValueError(
+                f"a recording's transcript is at most {MAX_TRANSCRIPT_CHARS} characters"
+            )
         if not isinstance(transcript, str) or not normalize(transcript):
             raise ValueError("a recording voice needs the transcript of what is said in it")
         return VoiceData("recording", txt_smp=normalize(transcript), recording=audio)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from bench import shard
 
 
@@ -19,9 +21,11 @@ def test_a_job_costs_commands_bytes_cpu_and_memory() -> None:
     assert figures["redis_cpu_ms_per_job"] > 0 and figures["jobs_per_s_per_core"] > 0
 
 
-def test_with_an_audio_store_redis_keeps_references_not_audio() -> None:
+@pytest.mark.parametrize("store", ["file", "s3"])
+def test_with_an_audio_store_redis_keeps_references_not_audio(store: str) -> None:
     args = argparse.Namespace(jobs=12, concurrency=4, workers=1, keep_logs=False)
-    figures = shard.measure(args, "file")
+    figures = shard.measure(args, store)
+    assert figures["store_writes_per_s"] > 0 and figures["store_reads_per_s"] > 0
     wav_bytes = figures["audio_s_per_job"] * 24_000 * 2
     assert figures["memory_kept_per_job"] < wav_bytes / 4, figures
     assert figures["bytes_in_per_job"] < wav_bytes, figures

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from core.audio_store.s3 import parse_s3_url
 from core.infra.redis_client import DEFAULT_SENTINEL_PORT, parse_url
 from tests.deploy.helpers import (
     COMPOSE,
@@ -32,7 +33,7 @@ from web.app import SHUTDOWN_TIMEOUT_S
 
 REDIS_PORT = 6379  # the port of redis-server unless told otherwise (no --port anywhere here)
 # What a user must export before `docker compose up` (the file's ${VAR:?...}).
-USER_ENV = {"CHATTTS_COOKIE_SECRET": "0" * 64}
+USER_ENV = {"CHATTTS_COOKIE_SECRET": "0" * 64, "MINIO_ROOT_PASSWORD": "1" * 48}
 HA_PROFILE = "ha"
 
 
@@ -162,6 +163,30 @@ def test_compose_services_run_real_commands_with_real_settings() -> None:
             assert duration_s(service["stop_grace_period"]) > SHUTDOWN_TIMEOUT_S
             container_ports = {int(str(p).rsplit(":", 1)[-1]) for p in service["ports"]}
             assert container_ports == {settings.port}, name
+
+
+def test_compose_keeps_audio_in_its_minio_bucket_with_an_expiry() -> None:
+    services = compose()["services"]
+    minio, bucket_job = services["minio"], services["audio-bucket"]
+    assert re.match(r"minio/minio:RELEASE\.", minio["image"]) and "healthcheck" in minio
+    assert any(v.endswith(":/data") for v in minio["volumes"]), "the objects live in a volume"
+    assert "ports" not in minio, "the store is reachable only on the project's network"
+    minio_env = resolved_env(minio, USER_ENV)
+    setup = " ".join(bucket_job["command"])
+    for name, service in services.items():
+        if "build" not in service:
+            continue
+        assert (
+            service["depends_on"]["audio-bucket"]["condition"] == "service_completed_successfully"
+        )
+        env = resolved_env(service, USER_ENV)
+        store = parse_s3_url(env["CHATTTS_AUDIO_STORE"])
+        assert urlsplit(store["endpoint"]).hostname == "minio", name
+        assert f"mc mb --ignore-existing local/{store['bucket']}" in setup, name
+        assert env["AWS_ACCESS_KEY_ID"] == minio_env["MINIO_ROOT_USER"], name
+        assert env["AWS_SECRET_ACCESS_KEY"] == minio_env["MINIO_ROOT_PASSWORD"], name
+    days = re.search(r"mc ilm rule add --expire-days (\d+) local/", setup)
+    assert days and int(days[1]) * 86_400 > DEFAULTS.job_ttl_s, "objects outlive their jobs"
 
 
 def test_compose_gpu_worker_reserves_a_gpu_and_reads_the_model_read_only() -> None:

@@ -55,8 +55,13 @@ def test_dockerfile_has_a_cpu_and_a_gpu_target() -> None:
         )
         for name in ("cpu", "gpu")
     }
-    assert ".[chattts]" in extras["gpu"], "the gpu target does not install the chattts extra"
-    assert "chattts]" not in extras["cpu"], "the cpu target should not carry torch"
+    installed = {
+        name: {extra for group in re.findall(r"\.\[([\w,]+)\]", pip) for extra in group.split(",")}
+        for name, pip in extras.items()
+    }
+    assert {"chattts", "s3"} <= installed["gpu"], "the gpu target: the chattts and s3 extras"
+    assert "s3" in installed["cpu"], "the cpu target: the s3 extra (the audio store's client)"
+    assert "chattts" not in installed["cpu"], "the cpu target should not carry torch"
     assert not (DOCKER / "Dockerfile.gpu").exists()
 
 

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import yaml
 from redis.asyncio import Redis as AsyncRedis
 
+from core.audio_store.s3 import parse_s3_url
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.keys import CONSUMER_GROUP, Keys
@@ -238,16 +239,18 @@ def test_gpu_workers_request_a_gpu_and_mount_the_model_read_only() -> None:
 
 def test_services_and_budgets_select_real_pods() -> None:
     deployments = of_kind("Deployment")
+    workloads = [*deployments, *of_kind("StatefulSet")]
     budgeted: set[str] = set()
     for doc in [*of_kind("Service"), *of_kind("PodDisruptionBudget")]:
         selector = doc["spec"]["selector"]
         selector = selector.get("matchLabels", selector)
-        matched = [d for d in deployments if selector.items() <= pod_labels(d).items()]
+        matched = [d for d in workloads if selector.items() <= pod_labels(d).items()]
         assert len(matched) == 1, f"{doc['kind']} {doc['metadata']['name']} selects {matched}"
         if doc["kind"] == "PodDisruptionBudget":
             budgeted.add(matched[0]["metadata"]["name"])
             continue
-        names = {p["name"] for c in containers(matched[0]) for p in c.spec.get("ports", [])}
+        specs = matched[0]["spec"]["template"]["spec"]["containers"]
+        names = {p["name"] for spec in specs for p in spec.get("ports", [])}
         for port in doc["spec"]["ports"]:
             assert port["targetPort"] in names, port
     assert budgeted == {d["metadata"]["name"] for d in deployments}, "a PDB per Deployment"
@@ -322,10 +325,42 @@ def test_authentication_is_required_and_redis_is_fenced() -> None:
     for name in ("CHATTTS_API_KEYS", "CHATTTS_COOKIE_SECRET"):
         ref = env[name]["valueFrom"]["secretKeyRef"]
         assert ref["name"] == "chattts-api" and not ref.get("optional", False), name
-    (policy,) = of_kind("NetworkPolicy")
+    policies = {
+        p["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"]: p
+        for p in of_kind("NetworkPolicy")
+    }
+    assert set(policies) == {"redis", "minio"}, "Redis and the audio store, fenced"
+    policy = policies["redis"]
     rules = policy["spec"]["ingress"]
     sources = [s for rule in rules for s in rule["from"]]
     own = {"app.kubernetes.io/name": "chattts-online"}
     assert {"podSelector": {"matchLabels": own}} in sources
     assert all(p["port"] == 6379 for rule in rules for p in rule["ports"])
     assert policy["spec"]["policyTypes"] == ["Ingress"]
+    store_sources = [s for rule in policies["minio"]["spec"]["ingress"] for s in rule["from"]]
+    assert store_sources == [{"podSelector": {"matchLabels": own}}]
+
+
+def test_every_pod_names_the_audio_store_that_minio_serves() -> None:
+    """Web and worker pods read the store's URL and keys from one Secret; the URL that
+    minio.yaml's comment creates points at its Service, and its bucket Job makes that bucket."""
+    (minio,) = of_kind("StatefulSet")
+    (service,) = [s for s in of_kind("Service") if s["metadata"]["name"] == "chattts-minio"]
+    (job,) = of_kind("Job")
+    source = (K8S / "minio.yaml").read_text()
+    url = re.search(r"--from-literal=url='([^']+)'", source)
+    assert url, "minio.yaml shows the Secret's url"
+    store = parse_s3_url(url[1])
+    endpoint = urlsplit(store["endpoint"])
+    assert endpoint.hostname == service["metadata"]["name"] and endpoint.port == 9000
+    assert service["spec"]["ports"][0]["port"] == 9000
+    setup = " ".join(job["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert f"mc mb --ignore-existing local/{store['bucket']}" in setup
+    days = re.search(r"--expire-days (\d+)", setup)
+    assert days and int(days[1]) * 86_400 > Settings().job_ttl_s
+    assert minio["spec"]["volumeClaimTemplates"], "the objects live on a volume"
+    for c in all_containers():
+        env = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in c.spec["env"]}
+        assert env["CHATTTS_AUDIO_STORE"] == {"name": "chattts-audio-store", "key": "url"}
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            assert env[name]["name"] == "chattts-audio-store" and env[name]["optional"], name

@@ -11,7 +11,7 @@ from core.audio.formats import SAMPLE_RATE, extension, mime_type
 from core.audio.stream_encode import wav_header
 from core.queue.job import Job, JobState
 from web import job_service
-from web.appkeys import QUEUE
+from web.appkeys import QUEUE, SETTINGS
 from web.errors import ApiError, not_found
 from web.views.document_audio import stream_document
 
@@ -52,17 +52,17 @@ async def job_audio(request: web.Request) -> web.StreamResponse:
         raise _ended(job)
     if job.document:
         return await _document(request, job)
+    fmt = job.request.format
+    attachment = disposition(request, f"tts-{job.id[:8]}.{extension(fmt)}")
+    redirect_s = request.app[SETTINGS].audio_store_redirect_s
+    if redirect_s > 0:
+        link = await request.app[QUEUE].stored.link(job.id, redirect_s, mime_type(fmt), attachment)
+        if link:  # the store serves the bytes (and Range, and ETag) itself
+            raise web.HTTPTemporaryRedirect(link, headers={"Cache-Control": "private, no-store"})
     data = await request.app[QUEUE].stored.file(job.id)
     if data is None:
         raise not_found(f"the audio of job {job.id} expired", "audio_expired")
-    fmt = job.request.format
-    return ranged(
-        request,
-        data,
-        mime_type(fmt),
-        etag=f'"{job.id}"',
-        disposition=disposition(request, f"tts-{job.id[:8]}.{extension(fmt)}"),
-    )
+    return ranged(request, data, mime_type(fmt), etag=f'"{job.id}"', disposition=attachment)
 
 
 async def job_segment(request: web.Request) -> web.StreamResponse:

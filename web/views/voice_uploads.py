@@ -16,6 +16,7 @@ from aiohttp import BodyPartReader, web
 from core.queue.voices import BUILTIN_BY_NAME
 from core.voices.chattts import (
     MAX_RECORDING_S,
+    MAX_TRANSCRIPT_CHARS,
     MIN_RECORDING_S,
     recording_voice_data,
     validate_voice_data,
@@ -36,7 +37,6 @@ RECORDING_RATES = (8_000, 192_000)
 # A form is a handful of fields; a body that trickles in is cut off after this long.
 MAX_FORM_PARTS = len(("name", "transcript", "audio", "language", "gender", "description"))
 FORM_DEADLINE_S = 30.0
-MAX_TRANSCRIPT_CHARS = 500
 _LIMITS = {"language": 35, "gender": 32, "description": _MAX_FIELD_CHARS}
 JSON_FIELDS = ("name", "embedding", "language", "gender", "description")
 FORM_FIELDS = ("name", "transcript", "audio", "language", "gender", "description")
