@@ -20,6 +20,7 @@ from web.appkeys import (
     COOKIE_SECRET,
     HUB,
     KEYS,
+    MEMORY,
     METRICS,
     QUEUE,
     SETTINGS,
@@ -36,6 +37,7 @@ from web.middlewares.error_handling import error_middleware, json_error_bodies
 from web.middlewares.metrics import metrics_middleware
 from web.middlewares.origin import origin_middleware
 from web.monitors.backlog import BacklogAlert
+from web.monitors.memory import MemoryBudget
 from web.monitors.store import ThroughputMeter
 from web.routes import setup_routes
 
@@ -129,6 +131,7 @@ def create_app(settings: Settings) -> web.Application:
     app[KEYS] = Keys(settings.key_prefix, settings.queue)
     app[METRICS] = Metrics()
     app[CONNECTIONS] = Connections()
+    app[MEMORY] = MemoryBudget(settings.web_memory_bytes, settings.web_memory_per_address_bytes)
     aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=True)
     app[aiohttp_jinja2.static_root_key] = "/static"
     setup_routes(app, STATIC_DIR)

@@ -86,6 +86,11 @@ class Settings:
     # would tell another client what someone submitted); "global": any client (clients that
     # trust each other, e.g. one application behind one key, share more hits).
     cache_scope: str = "client"
+    # Bytes one web process holds for requests in flight (bodies being read, audio being sent),
+    # in all and per source address: clients that never read or never finish sending are
+    # refused (503 busy, 429 too_much_in_flight) before they take the process's memory.
+    web_memory_bytes: int = 256 * 1024**2
+    web_memory_per_address_bytes: int = 64 * 1024**2
     voices_per_owner: int = 20
     voice_bytes_per_owner: int = 32 * 1024 * 1024
 

@@ -29,6 +29,7 @@ from core.queue.limits import Bucket, Limits
 from web.appkeys import QUEUE, SETTINGS
 from web.clients.identity import client_id
 from web.errors import ApiError
+from web.monitors.memory import address
 
 # A connection's lease: renewed every LEASE_S / 3 while it lives, gone LEASE_S after a crash.
 LEASE_S = 60.0
@@ -90,11 +91,6 @@ async def connection_lease(limits: Limits, caps: dict[str, tuple[str, int]]) -> 
         if held:
             with contextlib.suppress(Exception):
                 await limits.release(held, member)
-
-
-def address(request: web.Request) -> str:
-    """The source address (behind a proxy: the proxy's; limits per address then share it)."""
-    return request.remote or "unknown"
 
 
 async def check_submit(request: web.Request, client: str | None = None) -> None:

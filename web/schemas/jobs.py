@@ -16,10 +16,11 @@ from core.queue.store import Queue
 from core.queue.voices import BUILTIN_BY_NAME
 from core.text.control_tokens import TokenError, check_text_tokens, parse_prompt, strip_tokens
 from core.text.sentences import clean_text, has_speakable
-from web.appkeys import SETTINGS
+from web.appkeys import MEMORY, SETTINGS
 from web.callbacks.targets import Network, check_url, parse_allow
 from web.errors import ApiError, job_not_found
 from web.monitors.fleet import check_speakable
+from web.monitors.memory import address
 
 # Redis stream ids: two unsigned 64-bit numbers, ASCII digits only (`\d` would take any script's).
 _STREAM_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")
@@ -92,9 +93,12 @@ async def read_body(request: web.Request) -> bytes:
         )
     if request.content.is_eof():  # all of it came with the headers: nothing to wait for
         return await request.read()  # aiohttp enforces client_max_size while reading
+    # What the body may grow to while it arrives, counted until it has (a stalled body holds it).
+    size = min(request.content_length or limit, limit)
     try:
-        async with asyncio.timeout(BODY_TIMEOUT_S):
-            return await request.read()
+        with request.app[MEMORY].hold(address(request), size, "the request body"):
+            async with asyncio.timeout(BODY_TIMEOUT_S):
+                return await request.read()
     except TimeoutError:
         raise ApiError(
             408,

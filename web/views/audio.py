@@ -14,6 +14,7 @@ from web import job_service
 from web.appkeys import QUEUE, SETTINGS
 from web.errors import ApiError, not_found
 from web.views.document_audio import stream_document
+from web.views.sending import holding, send_bytes
 
 _TRUE = ("1", "true", "yes", "on")
 
@@ -59,10 +60,13 @@ async def job_audio(request: web.Request) -> web.StreamResponse:
         link = await request.app[QUEUE].stored.link(job.id, redirect_s, mime_type(fmt), attachment)
         if link:  # the store serves the bytes (and Range, and ETag) itself
             raise web.HTTPTemporaryRedirect(link, headers={"Cache-Control": "private, no-store"})
-    data = await request.app[QUEUE].stored.file(job.id)
-    if data is None:
-        raise not_found(f"the audio of job {job.id} expired", "audio_expired")
-    return ranged(request, data, mime_type(fmt), etag=f'"{job.id}"', disposition=attachment)
+    with holding(request, job.audio_size or 0):
+        data = await request.app[QUEUE].stored.file(job.id)
+        if data is None:
+            raise not_found(f"the audio of job {job.id} expired", "audio_expired")
+        return await ranged(
+            request, data, mime_type(fmt), etag=f'"{job.id}"', disposition=attachment
+        )
 
 
 async def job_segment(request: web.Request) -> web.StreamResponse:
@@ -96,13 +100,14 @@ async def job_segment(request: web.Request) -> web.StreamResponse:
             raise _ended(job)
         raise not_found(f"segment {n} of job {job.id} expired", "segment_expired")
     fmt = job.request.format
-    return ranged(
-        request,
-        data,
-        mime_type(fmt),
-        etag=f'"{job.id}-{n}"',
-        disposition=disposition(request, f"tts-{job.id[:8]}-{n}.{extension(fmt)}"),
-    )
+    with holding(request, len(data)):  # a segment is small: counted once it is here
+        return await ranged(
+            request,
+            data,
+            mime_type(fmt),
+            etag=f'"{job.id}-{n}"',
+            disposition=disposition(request, f"tts-{job.id[:8]}-{n}.{extension(fmt)}"),
+        )
 
 
 # -- conditional and partial responses (RFC 9110) ------------------------------------------------
@@ -182,7 +187,7 @@ def _conditions(request: web.Request, size: int, etag: str) -> tuple[int, int] |
     return None
 
 
-def ranged(
+async def ranged(
     request: web.Request, data: bytes, content_type: str, *, etag: str, disposition: str
 ) -> web.StreamResponse:
     """The bytes, honouring If-None-Match (304), Range and If-Range (206, 416)."""
@@ -193,5 +198,5 @@ def ranged(
     if isinstance(decision, tuple):
         start, end = decision
         headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
-        return web.Response(status=206, body=data[start : end + 1], headers=headers)
-    return web.Response(body=data, headers=headers)
+        return await send_bytes(request, data[start : end + 1], headers, status=206)
+    return await send_bytes(request, data, headers)

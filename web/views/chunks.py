@@ -23,9 +23,11 @@ from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE, mime_type
 from web import job_service
+from web.clients.limits import stream_lease
 from web.errors import ApiError
 from web.job_service import Closing, closing_error, pcm_pieces
 from web.schemas.jobs import valid_job_id
+from web.views.sending import write_timeout_s
 
 T = TypeVar("T")
 
@@ -71,6 +73,7 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
     response: web.StreamResponse | None = None
     failure: ApiError | None = None
     pieces = pcm_pieces(app, job_id, None, whole_file=job.request.format == "pcm")
+    timeout_s = write_timeout_s(request)
 
     async def send() -> None:
         nonlocal response, skip
@@ -82,15 +85,19 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
                 pcm, skip = pcm[skip:], 0
                 if response is None:
                     response = await _open(request, job_id)
-                await response.write(pcm)
+                async with asyncio.timeout(timeout_s):  # a listener that stopped reading
+                    await response.write(pcm)
 
     try:
-        await unless_gone(request, send())
+        async with stream_lease(request):
+            await unless_gone(request, send())
     except ApiError as exc:
         failure = exc
     except Closing:
         failure = closing_error(job_id)
-    except ConnectionError:  # the client left while we wrote
+    except (ConnectionError, TimeoutError):  # the client left, or stopped reading
+        if request.transport is not None:
+            request.transport.abort()
         return response or web.Response(status=499)
     if response is None:
         if failure is not None:
@@ -103,7 +110,8 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
 
 def _offset(request: web.Request) -> int:
     raw = request.query.get("offset", "0")
-    if not raw.isdigit() or len(raw) > 12 or int(raw) % 2:
+    # ASCII digits only: str.isdigit() takes "²", which int() refuses.
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12 or int(raw) % 2:
         raise ApiError(
             400,
             "offset must be an even number of bytes (whole 16-bit samples), as many as you "

@@ -29,6 +29,7 @@ from web.clients.identity import client_id
 from web.clients.limits import check_submit
 from web.errors import ApiError, json_response, not_found
 from web.schemas.jobs import callback_url, clean, read_body
+from web.views.sending import holding, send_bytes
 
 MAX_CHARS = 500
 VOICE_PATTERN = "^(" + "|".join(v.name for v in BUILTIN_VOICES) + ")$"
@@ -155,7 +156,7 @@ async def submit(request: web.Request) -> web.Response:
     return json_response({"task_id": submitted.job_id, "estimate": estimate})
 
 
-async def query(request: web.Request) -> web.Response:
+async def query(request: web.Request) -> web.StreamResponse:
     task_id = legacy_job_id(request.match_info["task_id"])
     queue = request.app[QUEUE]
     job = await queue.get(task_id) if is_job_id(task_id) else None
@@ -165,11 +166,15 @@ async def query(request: web.Request) -> web.Response:
         return json_response({"status": "PENDING"})
     if job.state != JobState.SUCCEEDED:
         return json_response({"status": "FAILED", "error": job.error or job.state.value})
-    audio = await queue.stored.file(job.id)
-    if audio is None:
-        raise not_found("the audio of this task expired")
-    if len(audio) > _B64_ON_LOOP:
-        encoded = await asyncio.to_thread(base64.b64encode, audio)
-    else:
-        encoded = base64.b64encode(audio)
-    return json_response({"status": "DONE", "audio": encoded.decode()})
+    # The file, its base64 (a third more) and the answer: counted before the fetch.
+    with holding(request, (job.audio_size or 0) * 3):
+        audio = await queue.stored.file(job.id)
+        if audio is None:
+            raise not_found("the audio of this task expired")
+        if len(audio) > _B64_ON_LOOP:
+            encoded = await asyncio.to_thread(base64.b64encode, audio)
+        else:
+            encoded = base64.b64encode(audio)
+        body = b'{"status":"DONE","audio":"' + encoded + b'"}'  # base64 needs no JSON escaping
+        headers = {"Content-Type": "application/json; charset=utf-8"}
+        return await send_bytes(request, body, headers)

@@ -32,6 +32,7 @@ from web.job_service import Closing, closing_error, job_error, pcm_pieces
 from web.schemas.jobs import json_body
 from web.schemas.openai import Speech, parse
 from web.views.chunks import unless_gone
+from web.views.sending import holding, send_bytes
 
 DELTA_BYTES = 32 * 1024  # audio bytes per SSE delta, at most
 FRAME_MS = 20  # usage: one output "token" per 20 ms of audio
@@ -59,16 +60,17 @@ async def _whole(
         return web.Response(status=499, headers={"X-Job-Id": job_id})
     if event.get("type") != "succeeded":
         raise job_error(event)
-    data = await request.app[QUEUE].stored.file(job_id)
-    if data is None:
-        raise ApiError(500, "the job's audio expired", code="audio_expired")
-    cached = str((event.get("job") or {}).get("cached")) == "1"
-    headers = {
-        "Content-Type": mime_type(params.format),
-        "X-Job-Id": job_id,
-        "X-Cache": "hit" if cached else "miss",
-    }
-    return web.Response(body=data, headers=headers)
+    finished = event.get("job") or {}
+    with holding(request, int(finished.get("audio_size") or 0)):
+        data = await request.app[QUEUE].stored.file(job_id)
+        if data is None:
+            raise ApiError(500, "the job's audio expired", code="audio_expired")
+        headers = {
+            "Content-Type": mime_type(params.format),
+            "X-Job-Id": job_id,
+            "X-Cache": "hit" if str(finished.get("cached")) == "1" else "miss",
+        }
+        return await send_bytes(request, data, headers)
 
 
 class _Sender:

@@ -21,7 +21,9 @@ from core.voices.chattts import (
     recording_voice_data,
     validate_voice_data,
 )
+from web.appkeys import MEMORY
 from web.errors import ApiError
+from web.monitors.memory import address
 from web.schemas.jobs import json_body
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{1,40}")
@@ -154,23 +156,26 @@ async def _from_form(request: web.Request) -> dict[str, Any]:
         )
     values: dict[str, Any] = {}
     audio: bytes | None = None
-    if request.content_type == "application/x-www-form-urlencoded":  # a form without its file
-        posted = await request.post()
-        _unknown(dict(posted), FORM_FIELDS)
-        values = {k: v for k, v in posted.items() if isinstance(v, str)}
-    else:
-        try:
+    # What the form may grow to while it arrives, counted until it has (a stalled one holds it).
+    size = min(request.content_length or MAX_RECORDING_BYTES, int(MAX_RECORDING_BYTES * 1.1))
+    try:
+        with request.app[MEMORY].hold(address(request), size, "the voice form"):
             async with asyncio.timeout(FORM_DEADLINE_S):
-                audio = await _read_multipart(request, values)
-        except TimeoutError:
-            raise ApiError(
-                408,
-                f"the form took longer than {FORM_DEADLINE_S:g} s to arrive; send it again",
-                code="body_timeout",
-            ) from None
-        except ValueError as exc:  # no boundary, or a body that does not follow it
-            message = f"the multipart/form-data body could not be read: {exc}"
-            raise ApiError(400, message, code="invalid_multipart") from None
+                if request.content_type == "application/x-www-form-urlencoded":  # no file
+                    posted = await request.post()
+                    _unknown(dict(posted), FORM_FIELDS)
+                    values = {k: v for k, v in posted.items() if isinstance(v, str)}
+                else:
+                    audio = await _read_multipart(request, values)
+    except TimeoutError:
+        raise ApiError(
+            408,
+            f"the form took longer than {FORM_DEADLINE_S:g} s to arrive; send it again",
+            code="body_timeout",
+        ) from None
+    except ValueError as exc:  # no boundary, or a body that does not follow it
+        message = f"the form-data body could not be read: {exc}"
+        raise ApiError(400, message, code="invalid_multipart") from None
     name = _new_name(values.get("name"))
     transcript = (values.get("transcript") or "").strip()
     if not transcript or len(transcript) > MAX_TRANSCRIPT_CHARS:

@@ -39,15 +39,18 @@ from typing import Any
 import orjson
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from core.audio.documents import BYTES_PER_SAMPLE
+from core.audio.formats import SAMPLE_RATE
 from core.infra.redis_client import REDIS_DOWN
 from web import job_service
-from web.appkeys import CONNECTIONS, HUB, METRICS, QUEUE, SETTINGS, THROUGHPUT
+from web.appkeys import CONNECTIONS, HUB, MEMORY, METRICS, QUEUE, SETTINGS, THROUGHPUT
 from web.clients.identity import client_id, is_admin
 from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, dumps, job_not_found, redis_unavailable
 from web.hub import follow
 from web.job_service import ChunkReader
 from web.middlewares.origin import origin_allowed
+from web.monitors.memory import address
 from web.schemas.jobs import idempotency_key, valid_cursor, valid_job_id
 from web.views.events import send_timeout_s
 
@@ -121,6 +124,10 @@ class Session:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            while not self.out.empty():  # audio never sent: its bytes leave the budget
+                frame = self.out.get_nowait()
+                if isinstance(frame, tuple):
+                    self.app[MEMORY].give(address(self.request), len(frame[1]))
 
     async def put(self, frame: dict[str, Any] | bytes) -> None:
         """Queue a JSON frame (or raw bytes); waits while the queue is full, up to stall_s."""
@@ -130,20 +137,38 @@ class Session:
         except TimeoutError:
             raise SlowConsumer from None
 
-    async def put_audio(self, header: dict[str, Any], data: bytes) -> None:
-        """Queue an audio header and its binary frame as one item (never split by other frames)."""
+    async def put_audio(self, header: dict[str, Any], data: bytes, reserved: bool = False) -> None:
+        """Queue an audio header and its binary frame as one item (never split by other frames).
+        Its bytes count in the process's memory budget until sent (`reserved`: they do already):
+        a client that subscribes to many jobs and reads slowly waits its turn, then is closed."""
+        if not reserved:
+            await self.reserve(len(data))
         try:
             async with asyncio.timeout(self.stall_s):
                 await self.out.put((dumps(header), data))
-        except TimeoutError:
+        except BaseException as exc:
+            self.app[MEMORY].give(address(self.request), len(data))
+            if isinstance(exc, TimeoutError):
+                raise SlowConsumer from None
+            raise
+
+    async def reserve(self, size: int) -> None:
+        try:
+            await self.app[MEMORY].wait_take(
+                address(self.request), size, "audio for this WebSocket", self.stall_s
+            )
+        except ApiError:
             raise SlowConsumer from None
 
     async def _writer(self) -> None:
         while True:
             frame = await self.out.get()
             if isinstance(frame, tuple):
-                await self.ws.send_str(frame[0])
-                await self.ws.send_bytes(frame[1])
+                try:
+                    await self.ws.send_str(frame[0])
+                    await self.ws.send_bytes(frame[1])
+                finally:
+                    self.app[MEMORY].give(address(self.request), len(frame[1]))
             elif isinstance(frame, bytes):
                 await self.ws.send_bytes(frame)
             else:
@@ -298,15 +323,32 @@ class Session:
         job = event.get("job") or {}
         segment = event.get("segment") or {}
         total = int(segment.get("total") or job.get("segments_total") or 1)
-        data: Any = None
         index, final = int(segment.get("index") or 0), False
+        # Reserved before the fetch: a dozen subscriptions never hold a dozen files while they
+        # wait for the client. A segment is at most PCM's size (every format here is smaller).
         if kind == "progress" and total > 1 and index >= 1:
-            data = await queue.stored.segment(job_id, index)
+            expected = (
+                int(float(segment.get("duration_s") or 0) * SAMPLE_RATE * BYTES_PER_SAMPLE) + 4096
+            )
         elif kind == "succeeded" and not segments_sent:
             index, final = total, True
-            data = await queue.stored.file(job_id)
-        if not data:
+            expected = int(job.get("audio_size") or 0)
+        else:
             return False
+        memory, where = self.app[MEMORY], address(self.request)
+        await self.reserve(expected)
+        try:
+            if final:
+                data: Any = await queue.stored.file(job_id)
+            else:
+                data = await queue.stored.segment(job_id, index)
+        except BaseException:
+            memory.give(where, expected)
+            raise
+        if not data:
+            memory.give(where, expected)
+            return False
+        memory.resize(where, expected, len(data))
         header = {
             "type": "audio",
             "job_id": job_id,
@@ -316,7 +358,7 @@ class Session:
             "bytes": len(data),
             "final": final,
         }
-        await self.put_audio(header, bytes(data))
+        await self.put_audio(header, bytes(data), reserved=True)
         return not final
 
 

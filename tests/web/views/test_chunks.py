@@ -65,7 +65,7 @@ async def test_refusals_say_what_to_do(client: Client, worker: WorkerProcess) ->
     status, body, _ = await _stream(client, plain["id"])
     assert status == 409 and b"not_streamed" in body and b"/audio" in body, body
     streamed = await submit(client, text="Streamed.", voice="en_male", stream=True)
-    for bad in ("-2", "3", "abc", "1" * 20):
+    for bad in ("-2", "3", "abc", "1" * 20, "²", "٢"):  # superscript and Arabic-Indic digits
         status, body, _ = await _stream(client, streamed["id"], f"?offset={bad}")
         assert status == 400 and b"invalid_offset" in body, (bad, body)
 
@@ -99,3 +99,25 @@ async def test_a_cancelled_job_ends_its_stream_with_an_error(client: Client) -> 
     async with asyncio.timeout(10):
         status, body, _ = await pending
     assert status == 409 and b"job_cancelled" in body, body
+
+
+async def test_streams_hold_a_connection_lease(make_client: Any) -> None:
+    """Each open stream holds one of its address's stream leases: past the cap, 429 at once."""
+    client = await make_client(streams_per_address=2)
+    job = await submit(client, text=LONG, voice="en_male", stream=True)  # no worker: it waits
+    held = [asyncio.create_task(_stream(client, job["id"])) for _ in range(2)]
+    await asyncio.sleep(0.5)
+    status, body, response = await _stream(client, job["id"])
+    assert status == 429 and b"open from this address" in body, body
+    assert response.headers["Retry-After"]
+    await client.delete(f"/v1/tts/jobs/{job['id']}")
+    async with asyncio.timeout(10):
+        for task in held:
+            assert (await task)[0] == 409
+    again = await submit(client, text="Streamed again.", voice="en_male", stream=True)
+    pending = asyncio.create_task(_stream(client, again["id"]))  # the leases were given back
+    await asyncio.sleep(0.5)
+    assert not pending.done()
+    await client.delete(f"/v1/tts/jobs/{again['id']}")
+    async with asyncio.timeout(10):
+        assert (await pending)[0] == 409

@@ -4,10 +4,12 @@ embedding strings, recordings whose headers promise gigabytes, forms that never 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import lzma
 import re
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -155,3 +157,62 @@ async def test_a_stalled_upload_is_cut_off(client: Client, monkeypatch: pytest.M
     assert head.startswith(b"HTTP/1.1 408"), head
     assert time.monotonic() - started < 5
     writer.close()
+
+
+async def test_a_stalled_urlencoded_form_is_cut_off(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The form without its file has the same deadline as the multipart one."""
+    monkeypatch.setattr(voice_views, "FORM_DEADLINE_S", 1.0)
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    writer.write(
+        b"POST /v1/voices HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/x-www-form-urlencoded\r\n"
+        b"Content-Length: 100000\r\n\r\nname=slow&transcript=abc"
+    )
+    await writer.drain()
+    async with asyncio.timeout(10):
+        head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408"), head
+    writer.close()
+
+
+STALLED = 100
+FORM_BYTES = 2 * 1024 * 1024
+
+
+def stalled_form(port: int) -> socket.socket:
+    """A form whose headers promise FORM_BYTES, of which all but the last byte arrive."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(
+        b"POST /v1/voices HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/x-www-form-urlencoded\r\n"
+        b"Content-Length: %d\r\n\r\nname=stalled&transcript=" % FORM_BYTES
+    )
+    sock.settimeout(0.5)
+    with contextlib.suppress(OSError):  # a refused form is answered and closed unread
+        sock.sendall(b"a" * (FORM_BYTES - 25))
+    return sock
+
+
+def test_stalled_forms_cannot_take_the_web_process_memory(web: WebProcess) -> None:
+    """A hundred forms that stop one byte short: the memory budget per address admits a few
+    dozen MB of them and answers the rest 429 at once; the process stays far below a hundred
+    forms' worth (200 MB) and answers everyone else."""
+    before = web.rss_kb()
+    socks = [stalled_form(web.port) for _ in range(STALLED)]
+    try:
+        time.sleep(0.5)
+        grown_mb = (web.rss_kb() - before) / 1024
+        refused = 0
+        for sock in socks:
+            sock.settimeout(0.05)
+            with contextlib.suppress(OSError):
+                refused += sock.recv(64).startswith(b"HTTP/1.1 429")
+        assert refused >= STALLED // 2, refused
+        assert grown_mb < 120, f"{grown_mb:.0f} MB held by stalled forms"
+        with urllib.request.urlopen(f"{web.url}/healthz", timeout=5) as health:
+            assert health.status == 200
+    finally:
+        for sock in socks:
+            sock.close()

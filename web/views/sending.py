@@ -1,0 +1,58 @@
+"""Bytes sent to a client that may never read them: counted in the process's memory budget
+while they are sent, written in chunks, and cut off when the client stops taking them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from aiohttp import web
+
+from web.appkeys import MEMORY, SETTINGS
+from web.monitors.memory import address
+from web.views.events import send_timeout_s
+
+log = logging.getLogger("chattts_online.web")
+
+# aiohttp's own write buffer mark: each write waits while the client lags by more than this.
+CHUNK_BYTES = 64 * 1024
+
+
+def write_timeout_s(request: web.Request) -> float:
+    """A client that takes no chunk for this long has stopped reading: its connection is closed
+    and its bytes are freed (the event streams' write timeout: two pings, 10 s at most)."""
+    return send_timeout_s(request.app[SETTINGS].sse_ping_s)
+
+
+def holding(request: web.Request, size: int) -> contextlib.AbstractContextManager[None]:
+    """Count `size` bytes (a file about to be fetched and sent) in the memory budget while the
+    block runs: reserved before the fetch, so that refused requests never fetch at all."""
+    return request.app[MEMORY].hold(address(request), size, "audio to send")
+
+
+async def send_bytes(
+    request: web.Request, body: bytes, headers: dict[str, str], status: int = 200
+) -> web.StreamResponse:
+    """`body` in chunks, each within the write timeout (inside `holding`)."""
+    response = web.StreamResponse(status=status, headers=headers)
+    response.content_length = len(body)
+    await response.prepare(request)
+    if request.method == "HEAD":
+        return response
+    view, timeout_s = memoryview(body), write_timeout_s(request)
+    try:
+        for start in range(0, len(view), CHUNK_BYTES):
+            async with asyncio.timeout(timeout_s):
+                await response.write(view[start : start + CHUNK_BYTES])
+        await response.write_eof()
+    except TimeoutError:
+        log.info(
+            "%s %s: the client took nothing for %.0f s: closed",
+            request.method,
+            request.path,
+            timeout_s,
+        )
+        if request.transport is not None:
+            request.transport.abort()
+    return response
