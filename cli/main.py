@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from cli import client
 from cli.client import DEFAULT_URL, MAX_CHARS
@@ -124,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     model_cmd.add_argument("--revision", default="main", help="the repository's revision")
     model_cmd.add_argument(
+        "--checksums",
+        type=Path,
+        help="pull: a custom checkpoint's manifest (chattts-online.json) that you trust; "
+        "without it the files must match ChatTTS's published checksums (a download never "
+        "supplies its own)",
+    )
+    model_cmd.add_argument(
         "--source",
         choices=("huggingface", "modelscope"),
         default="huggingface",
@@ -197,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from cli import models as model_commands
 
         if args.action == "pull":
-            return model_commands.pull(settings, args.revision, args.source)
+            return model_commands.pull(settings, args.revision, args.source, args.checksums)
         return (model_commands.verify if args.action == "verify" else model_commands.info)(settings)
     if args.command == "check":
         from cli.check import main as check_main

@@ -34,9 +34,11 @@ def _report(root: Path, trust_stamp: bool = False) -> bool:
     return not bad
 
 
-def pull(settings: Settings, revision: str, source: models.Source) -> int:
+def pull(
+    settings: Settings, revision: str, source: models.Source, checksums: Path | None = None
+) -> int:
     try:
-        root = models.pull(settings.model_dir, revision, source)
+        root = models.pull(settings.model_dir, revision, source, checksums)
     except EngineError as exc:
         print(f"chattts-online models pull: {exc}", file=sys.stderr)
         return FAILED

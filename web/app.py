@@ -32,7 +32,7 @@ from web.callbacks.targets import parse_allow
 from web.clients.identity import cookie_secret, identity_middleware, set_client_cookie
 from web.hub import Connections, EventHub
 from web.metrics import Metrics
-from web.middlewares.access_log import JobAccessLogger
+from web.middlewares.access_log import JobAccessLogger, quiet_malformed_requests
 from web.middlewares.error_handling import error_middleware, json_error_bodies
 from web.middlewares.metrics import metrics_middleware
 from web.middlewares.origin import origin_middleware
@@ -154,6 +154,7 @@ def main(settings: Settings) -> int:
     # asyncio's own loop, not uvloop: measured with 256 keep-alive connections (bench/submit.py)
     # uvloop served ~10-40% more submits but held some connections back for seconds (p99 2-3 s
     # against 0.2-0.7 s; also on /healthz, with no Redis involved).
+    quiet_malformed_requests()
     web.run_app(
         create_app(settings),
         host=settings.host,

@@ -80,7 +80,7 @@ async def submit(
         payload = dict(payload)
         callback = callback_url(payload, settings.callback_allow)
     request = await synthesis_request(
-        app[QUEUE], payload, settings.max_text_chars, settings.max_document_chars, **fixed
+        app[QUEUE], payload, settings.max_text_chars, settings.max_document_chars, client, **fixed
     )
     document = len(request.text) > settings.max_text_chars
     if document:

@@ -92,6 +92,8 @@ class Settings:
     web_memory_bytes: int = 256 * 1024**2
     web_memory_per_address_bytes: int = 64 * 1024**2
     voices_per_owner: int = 20
+    # A fresh cookie is a fresh owner: voices from one source address, whoever owns them.
+    voices_per_address: int = 60
     voice_bytes_per_owner: int = 32 * 1024 * 1024
 
     # Worker timings. block_ms stays well below redis-py's 5 s default socket timeout.

@@ -79,28 +79,33 @@ class VoiceRegistry:
         raw: Any = await self._redis.hgetall(self._keys.owned_voices(owner))
         return {k.decode(): int(v) for k, v in raw.items()}
 
-    async def register(self, name: str, owner: str, record: bytes, data: str) -> bool:
-        """Register `name` (False: taken); confirmed by CHATTTS_REDIS_MIN_REPLICAS replicas
-        (NotReplicated otherwise)."""
+    async def register(
+        self, name: str, owner: str, record: bytes, data: str, source: str | None = None
+    ) -> bool:
+        """Register `name` (False: taken), counted under `owner` and `source` (the address it
+        came from); confirmed by CHATTTS_REDIS_MIN_REPLICAS replicas (NotReplicated otherwise)."""
         k = self._keys
+        accounts = [k.owned_voices(owner), *([k.owned_voices(source)] if source else [])]
         size = len(record) + len(data.encode())
         return bool(
             await run_replicated(
                 self._redis,
                 self._register,
-                [k.voices, k.voice_data, k.owned_voices(owner)],
+                [k.voices, k.voice_data, *accounts],
                 [name, record, data, size],
                 self._settings.redis_min_replicas,
                 self._settings.redis_replica_wait_ms,
             )
         )
 
-    async def delete(self, name: str, owner: str | None) -> bool:
-        """Remove `name` with its data and its owner's accounting; False if it was not there."""
+    async def delete(self, name: str, owner: str | None, source: str | None = None) -> bool:
+        """Remove `name` with its data and its owner's (and source's) accounting; False if it
+        was not there."""
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hdel(self._keys.voices, name)
             pipe.hdel(self._keys.voice_data, name)
-            if owner is not None:
-                pipe.hdel(self._keys.owned_voices(owner), name)
+            for account in (owner, source):
+                if account is not None:
+                    pipe.hdel(self._keys.owned_voices(account), name)
             deleted, *_ = await pipe.execute()
         return bool(deleted)

@@ -17,7 +17,7 @@ def to_srt(cues: list[dict[str, Any]]) -> str:
                 index=cue["index"],
                 start=datetime.timedelta(seconds=cue["start"]),
                 end=datetime.timedelta(seconds=cue["end"]),
-                content=cue["text"],
+                content=_lines(cue["text"]),
             )
             for cue in cues
         )
@@ -28,10 +28,22 @@ def to_vtt(cues: list[dict[str, Any]]) -> str:
     document = webvtt.WebVTT()
     for cue in cues:
         document.captions.append(
-            webvtt.Caption(_vtt_time(cue["start"]), _vtt_time(cue["end"]), cue["text"])
+            webvtt.Caption(_vtt_time(cue["start"]), _vtt_time(cue["end"]), _vtt_text(cue["text"]))
         )
     content: str = document.content
     return content
+
+
+def _lines(text: str) -> str:
+    """A cue's text as both formats take it: no empty line (it would end the cue)."""
+    return "\n".join(line for line in text.splitlines() if line.strip())
+
+
+def _vtt_text(text: str) -> str:
+    """WebVTT's cue text: "-->" is its timing arrow and "<", "&" start tags and references
+    (the library checks, it does not escape)."""
+    escaped = _lines(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return escaped.replace("--&gt;", "→")
 
 
 def _vtt_time(seconds: float) -> str:

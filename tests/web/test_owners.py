@@ -98,3 +98,30 @@ async def test_an_admin_key_ends_and_sees_anything(make_client: ClientFactory) -
     assert "alices" in [v["name"] for v in listed["voices"]]
     assert (await client.delete(f"/v1/tts/jobs/{job['id']}", headers=ops)).status == 202
     assert (await client.delete("/v1/voices/alices", headers=ops)).status == 200
+
+
+async def test_only_the_owner_speaks_with_a_voice_and_errors_name_only_its_own(
+    client: Client,
+) -> None:
+    """Another client's voice is unknown to a stranger: not usable, and not named in the
+    error's list of voices (which would tell every client what everyone registered)."""
+    response = await client.post("/v1/voices", json={"name": "private-one", "embedding": EMBEDDING})
+    assert response.status == 201, await response.text()
+    assert (
+        await client.post("/v1/tts/jobs", json={"text": "Mine.", "voice": "private-one"})
+    ).status == 202
+    for path, body in (
+        ("/v1/tts/jobs", {"text": "Not mine.", "voice": "private-one"}),
+        ("/v1/tts/jobs", {"text": "Not mine.", "voice": "no-such-voice"}),
+        ("/v1/audio/speech", {"model": "tts-1", "input": "Not mine.", "voice": "private-one"}),
+    ):
+        async with (
+            aiohttp.ClientSession() as stranger,
+            stranger.post(client.make_url(path), json=body) as answer,
+        ):
+            error = (await answer.json())["error"]
+            assert answer.status in (400, 422) and error["code"] == "unknown_voice", error
+            assert "private-one" not in error["message"].split(";", 1)[1], error
+            assert "zh_female" in error["message"], error
+    mine = await client.post("/v1/tts/jobs", json={"text": "Mine.", "voice": "nope"})
+    assert "private-one" in (await mine.json())["error"]["message"]  # its own, listed

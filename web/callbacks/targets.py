@@ -10,6 +10,7 @@ that resolves, or re-resolves, to a private address is refused there.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,9 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 MAX_URL_CHARS = 2048
 ALLOW_SETTING = "CHATTTS_CALLBACK_ALLOW"  # named in every refusal: what lifts it
+
+
+log = logging.getLogger("chattts_online.callbacks")
 
 
 class ForbiddenAddress(OSError):
@@ -39,12 +43,44 @@ def parse_allow(text: str) -> tuple[Network, ...]:
     return tuple(networks)
 
 
+# IPv6 forms that carry an IPv4 address a gateway may translate to: NAT64's well-known and
+# local-use prefixes (RFC 6052, 8215), and the deprecated IPv4-compatible ::a.b.c.d.
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address inside an IPv6 one that reaches it (mapped, 6to4, Teredo's client,
+    NAT64, IPv4-compatible), or None."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    low32 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if any(address in network for network in _NAT64):
+        return low32
+    if int(address) >> 32 == 0 and int(address) > 1:  # ::a.b.c.d (not :: or ::1)
+        return low32
+    return None
+
+
 def refusal(address: IPAddress, allow: tuple[Network, ...]) -> str | None:
-    """Why a callback may not connect to `address` (None: it may)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1
+    """Why a callback may not connect to `address` ("a loopback address ..."; None: it may)."""
     if any(address in network for network in allow):
         return None
+    kind = _non_public(address, allow)
+    return f"{kind} (allow it with {ALLOW_SETTING})" if kind else None
+
+
+def _non_public(address: IPAddress, allow: tuple[Network, ...]) -> str | None:
+    if isinstance(address, ipaddress.IPv6Address):
+        inner = _embedded_ipv4(address)
+        if inner is not None:  # judged by what it reaches: ::ffff:127.0.0.1 is 127.0.0.1
+            if any(inner in network for network in allow):
+                return None
+            kind = _non_public(inner, allow)
+            return f"{kind} ({inner}, inside it)" if kind else None
     if address.is_global and not address.is_multicast:
         return None
     kind = next(
@@ -60,7 +96,7 @@ def refusal(address: IPAddress, allow: tuple[Network, ...]) -> str | None:
         ),
         "non-public",
     )
-    return f"{address} is a {kind} address (allow it with {ALLOW_SETTING})"
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} address"
 
 
 def check_url(url: object, allow: tuple[Network, ...]) -> str:
@@ -84,7 +120,7 @@ def check_url(url: object, allow: tuple[Network, ...]) -> str:
         return url  # a name: its addresses are checked when the callback connects
     reason = refusal(literal, allow)
     if reason:
-        raise ValueError(f"'callback_url' may not point at {reason}")
+        raise ValueError(f"'callback_url' may not point at {literal}: it is {reason}")
     return url
 
 
@@ -95,7 +131,9 @@ def guarded_socket(allow: tuple[Network, ...]) -> Callable[[AddrInfo], socket.so
         family, kind, proto, _, sockaddr = addr_info
         reason = refusal(ipaddress.ip_address(sockaddr[0]), allow)
         if reason:
-            raise ForbiddenAddress(reason)
+            # What a name resolved to stays here (logged), never in what the submitter reads.
+            log.info("a callback's connection to %s refused: %s", sockaddr[0], reason)
+            raise ForbiddenAddress(f"its host resolves to {reason}")
         return socket.socket(family=family, type=kind, proto=proto)
 
     return create

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import time
 from collections.abc import Iterator
 
@@ -12,10 +13,27 @@ from aiohttp import web
 
 from web.errors import ApiError
 
+# One IPv6 host gets a /64 (RFC 6177: what a home or a cloud machine is given): keyed by the
+# address alone, one client would hold 2^64 buckets.
+IPV6_PREFIX = 64
+
 
 def address(request: web.Request) -> str:
-    """The source address (behind a proxy: the proxy's; limits per address then share it)."""
-    return request.remote or "unknown"
+    """The source an address limit counts: the address, an IPv6 one's /64 (behind a proxy: the
+    proxy's; limits per address then share it)."""
+    return source_of(request.remote)
+
+
+def source_of(remote: str | None) -> str:
+    try:
+        ip = ipaddress.ip_address(remote or "")
+    except ValueError:
+        return remote or "unknown"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, IPV6_PREFIX), strict=False))
+    return str(ip)
 
 
 class MemoryBudget:

@@ -149,7 +149,12 @@ def _describe(errors: list[Any]) -> ApiError:
 
 
 async def synthesis_request(
-    queue: Queue, payload: Any, max_chars: int, document_chars: int | None = None, **fixed: Any
+    queue: Queue,
+    payload: Any,
+    max_chars: int,
+    document_chars: int | None = None,
+    client: str | None = None,
+    **fixed: Any,
 ) -> SynthesisRequest:
     """Validate a submission: cleaned text of 1..max_chars with known control tokens only, a
     sentence prompt of known tokens (with `refine`), known voice and format, no extras."""
@@ -176,7 +181,7 @@ async def synthesis_request(
             code="prompt_needs_refine",
             param="prompt",
         )
-    await check_voice(queue, request.voice)
+    await check_voice(queue, request.voice, client)
     await check_speakable(queue, request.text, request.voice, request.normalize)
     return request
 
@@ -254,16 +259,33 @@ def check_prompt(prompt: str) -> str:
         raise ApiError(422, exc.message, code=exc.code, param="prompt") from None
 
 
-async def check_voice(queue: Queue, voice: str) -> None:
-    if voice in BUILTIN_BY_NAME or await queue.voices.exists(voice):
+async def check_voice(queue: Queue, voice: str, client: str | None = None) -> None:
+    """A built-in voice, or one registered by `client` (or by nobody in particular: voices
+    from before owners); 422 naming the voices this client may use. Another client's voice is
+    unknown here: its name says nothing of whether it exists."""
+    if voice in BUILTIN_BY_NAME:
         return
-    names = [*BUILTIN_BY_NAME, *await queue.voices.names()]
+    raw = await queue.voices.metadata(voice)
+    if raw is not None and (client is None or voice_owner(raw) in (None, client)):
+        return
+    mine = sorted(await queue.voices.owned(client)) if client is not None else []
     raise ApiError(
         422,
-        f"unknown voice {voice!r}; the voices are {', '.join(names)} (GET /v1/voices)",
+        f"unknown voice {voice!r}; the voices are {', '.join([*BUILTIN_BY_NAME, *mine])} "
+        "(GET /v1/voices)",
         code="unknown_voice",
         param="voice",
     )
+
+
+def voice_owner(raw: bytes | str) -> str | None:
+    """Who registered a voice (None: registered before voices had owners; anyone uses it)."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    owner = data.get("owner") if isinstance(data, dict) else None
+    return owner if isinstance(owner, str) else None
 
 
 # -- response bodies ---------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def _optional_str(payload: dict[str, Any], name: str, limit: int) -> str | None:
     return value
 
 
-async def parse(app: web.Application, payload: Any) -> Speech:
+async def parse(app: web.Application, payload: Any, client: str | None = None) -> Speech:
     """OpenAI's body -> our job (400 with OpenAI's error shape for anything wrong)."""
     if not isinstance(payload, dict):
         raise _bad("the body must be a JSON object", None, "invalid_body")
@@ -142,7 +142,7 @@ async def parse(app: web.Application, payload: Any) -> Speech:
     }
     try:
         limit = min(MAX_INPUT_CHARS, app[SETTINGS].max_text_chars)
-        request = await synthesis_request(app[QUEUE], job, limit)
+        request = await synthesis_request(app[QUEUE], job, limit, client=client)
     except ApiError as exc:  # our field names and 422 -> OpenAI's names and 400
         param = "input" if exc.param == "text" else exc.param
         message = exc.message.replace("'text'", "'input'")

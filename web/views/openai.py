@@ -40,9 +40,10 @@ FRAME_MS = 20  # usage: one output "token" per 20 ms of audio
 
 async def speech(request: web.Request) -> web.StreamResponse:
     app = request.app
-    params = await parse(app, await json_body(request))
+    client = client_id(request)
+    params = await parse(app, await json_body(request), client)
     await check_submit(request)
-    submitted = await job_service.enqueue(app, params.request, client_id(request))
+    submitted = await job_service.enqueue(app, params.request, client)
     job_id, cursor = submitted.job_id, submitted.event_id
     if params.stream is None:
         return await _whole(request, params, job_id, cursor)

@@ -39,6 +39,10 @@ RECORDING_RATES = (8_000, 192_000)
 # A form is a handful of fields; a body that trickles in is cut off after this long.
 MAX_FORM_PARTS = len(("name", "transcript", "audio", "language", "gender", "description"))
 FORM_DEADLINE_S = 30.0
+# What decoding the largest recording allowed takes at its peak (20 s of 192 kHz stereo FLAC:
+# libsndfile's decoder, the mono copy, the resampled one), counted in the memory budget while
+# it runs: decodes from one address take turns, the process runs a couple at once.
+DECODE_BYTES = 112 * 1024 * 1024
 _LIMITS = {"language": 35, "gender": 32, "description": _MAX_FIELD_CHARS}
 JSON_FIELDS = ("name", "embedding", "language", "gender", "description")
 FORM_FIELDS = ("name", "transcript", "audio", "language", "gender", "description")
@@ -198,7 +202,8 @@ async def _from_form(request: web.Request) -> dict[str, Any]:
     if meta["language"] is None:
         meta["language"] = "zh-CN" if re.search(r"[\u4e00-\u9fff]", transcript) else "en"
     try:
-        data = await asyncio.to_thread(_pack_recording, audio, transcript)
+        with request.app[MEMORY].hold(address(request), DECODE_BYTES, "decoding a recording"):
+            data = await asyncio.to_thread(_pack_recording, audio, transcript)
     except ValueError as exc:
         raise ApiError(
             422, f"invalid 'audio': {exc}", code="invalid_voice_data", param="audio"

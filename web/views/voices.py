@@ -23,12 +23,14 @@ from web.appkeys import QUEUE, SETTINGS
 from web.clients.identity import client_id, is_admin
 from web.clients.limits import RateLimited
 from web.errors import ApiError, json_response, not_found
+from web.monitors.memory import address
+from web.schemas.jobs import voice_owner
 from web.views.voice_uploads import NAME, read_registration
 
 # Registered voices carry large fields (speaker embeddings, reference clips): only short scalar
 # fields are listed, and never the voice data itself.
 _MAX_FIELD_CHARS = 256
-_PRIVATE_FIELDS = frozenset({"embedding", "owner"})
+_PRIVATE_FIELDS = frozenset({"embedding", "owner", "source"})
 
 
 async def live_workers(request: web.Request) -> list[dict[str, Any]]:
@@ -55,16 +57,27 @@ async def _within_quota(request: web.Request, owner: str, size: int) -> None:
             0,
             "; delete a voice you no longer use",
         )
+    # A fresh cookie is a fresh owner: the address that mints them has a quota of its own.
+    if len(await queue.voices.owned(source_key(request))) >= settings.voices_per_address:
+        raise RateLimited(
+            "voices registered from this address",
+            f"{settings.voices_per_address}",
+            0,
+            "; delete one you no longer use (DELETE /v1/voices/{name})",
+        )
 
 
-def _owner(raw: bytes | str) -> str | None:
-    """Who registered a voice (None: registered before voices had owners; anyone deletes it)."""
+def source_key(request: web.Request) -> str:
+    """The accounting name of a registration's source address (beside its owner's)."""
+    return f"address:{address(request)}"
+
+
+def _field(raw: bytes, name: str) -> str | None:
     try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        value = orjson.loads(raw).get(name)
+    except (orjson.JSONDecodeError, AttributeError):
         return None
-    owner = data.get("owner") if isinstance(data, dict) else None
-    return owner if isinstance(owner, str) else None
+    return value if isinstance(value, str) else None
 
 
 def _public_registered(name: str, raw: bytes) -> dict[str, Any]:
@@ -114,7 +127,7 @@ async def list_voices(request: web.Request) -> web.Response:
         voices = {v.name: {**v.public(), "engines": []} for v in BUILTIN_VOICES}
     me, admin = client_id(request), is_admin(request)
     for name, raw in sorted(registered.items()):
-        owner = _owner(raw)
+        owner = voice_owner(raw)
         if owner is not None and owner != me and not admin:
             continue  # another client's voice: theirs to list
         voices.setdefault(name, {**_public_registered(name, raw), "engines": []})
@@ -156,7 +169,7 @@ async def delete_voice(request: web.Request) -> web.Response:
     raw = await queue.voices.metadata(name) if NAME.fullmatch(name) else None
     if raw is None:
         raise not_found(f"no registered voice named {name[:64]!r}", "voice_not_found")
-    owner = _owner(raw)
+    owner = voice_owner(raw)
     if owner is not None and owner != client_id(request) and not is_admin(request):
         raise ApiError(
             403,
@@ -164,7 +177,7 @@ async def delete_voice(request: web.Request) -> web.Response:
             "registered it (the same API key, or the same browser's cookie) may delete it",
             code="not_voice_owner",
         )
-    if not await queue.voices.delete(name, owner):
+    if not await queue.voices.delete(name, owner, _field(raw, "source")):
         raise not_found(f"no registered voice named {name[:64]!r}", "voice_not_found")
     return json_response({"name": name, "deleted": True})
 
@@ -175,13 +188,20 @@ async def register_voice(request: web.Request) -> web.Response:
     name = fields.pop("name")
     data: str = fields.pop("embedding")
     owner = client_id(request)
-    meta = {**fields, "name": name, "created_at": time.time(), "builtin": False, "owner": owner}
+    meta = {
+        **fields,
+        "name": name,
+        "created_at": time.time(),
+        "builtin": False,
+        "owner": owner,
+        "source": source_key(request),
+    }
     record = orjson.dumps(meta)
     queue = request.app[QUEUE]
     size = len(record) + len(data.encode())
     await _within_quota(request, owner, size)
     try:
-        registered = await queue.voices.register(name, owner, record, data)
+        registered = await queue.voices.register(name, owner, record, data, meta["source"])
     except NotReplicated as exc:
         raise ApiError(
             503,

@@ -69,16 +69,20 @@ local function queue_callback(job_key)
   local record = {url = target, client = redis.call('HGET', job_key, 'client'), attempts = 0,
     job = snapshot(job_key)}
   redis.call('HSET', base .. ':callbacks:data', id, cjson.encode(record))
-  redis.call('ZADD', base .. ':callbacks', 0, id)
+  -- Due now, in the order the jobs ended (a constant score would order them by id).
+  local now = redis.call('TIME')
+  redis.call('ZADD', base .. ':callbacks', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000), id)
 end
 
--- Removes a finished job from the queue and from its client's active set, and lets it expire.
-local function retire(jobs_key, job_key, active_key, entry, ttl)
+-- Removes a finished job from the queue and from its client's active set, and lets it expire;
+-- queues its callback unless `quiet` (a job its own client cancelled before it started: the
+-- client knows, and a flood of them must not delay everyone's callbacks).
+local function retire(jobs_key, job_key, active_key, entry, ttl, quiet)
   if entry and entry ~= '' then
     redis.call('XACK', jobs_key, 'workers', entry)
     redis.call('XDEL', jobs_key, entry)
   end
   redis.call('SREM', active_key, redis.call('HGET', job_key, 'id'))
   redis.call('EXPIRE', job_key, ttl)
-  queue_callback(job_key)
+  if not quiet then queue_callback(job_key) end
 end

@@ -19,7 +19,7 @@ if state == 'queued' then
     'error', 'cancelled by the client')
   redis.call('HINCRBY', stats, 'cancelled', 1)
   local unstarted = tonumber(ARGV[6])
-  retire(jobs, job, active, values[2], unstarted)
+  retire(jobs, job, active, values[2], unstarted, true)
   local charged = redis.call('HGET', KEYS[7], redis.call('HGET', job, 'id'))
   if charged then
     redis.call('HINCRBY', KEYS[7], 'total', -tonumber(charged))

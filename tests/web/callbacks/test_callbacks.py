@@ -205,6 +205,10 @@ async def test_forgery_targets_are_refused_at_submission(
     assert response.status == 422
     error = (await response.json())["error"]
     assert error["code"] == "invalid_callback_url" and says in error["message"]
+    if "://" in says:
+        return
+    host = url.split("/")[2].rsplit(":", 1)[0].strip("[]")
+    assert f"may not point at {host}: it is a" in error["message"], error["message"]
 
 
 async def test_a_name_that_resolves_to_loopback_is_refused_when_connecting(
@@ -217,6 +221,8 @@ async def test_a_name_that_resolves_to_loopback_is_refused_when_connecting(
     assert response.status == 202, await response.text()
     job = await job_state(client, (await response.json())["id"], "failed")
     assert job["callback_attempts"] == 1 and "loopback" in job["callback_error"]
+    # What the name resolved to is the server's business, not the submitter's.
+    assert "127.0.0.1" not in job["callback_error"] and "::1" not in job["callback_error"]
     assert target.received == []  # never reached
 
 
@@ -275,6 +281,13 @@ async def test_the_legacy_submit_takes_a_callback_too(
     [
         ("93.184.216.34", "", False),
         ("::ffff:127.0.0.1", "", True),  # IPv4-mapped loopback
+        ("::127.0.0.1", "", True),  # IPv4-compatible
+        ("64:ff9b::10.0.0.1", "", True),  # NAT64's well-known prefix, to a private address
+        ("64:ff9b:1::a00:1", "", True),  # NAT64's local-use prefix
+        ("64:ff9b::8.8.8.8", "", False),  # ... to a public one
+        ("2002:7f00:1::1", "", True),  # 6to4 of 127.0.0.1
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", "", True),  # Teredo, client 127.0.0.1
+        ("::ffff:10.1.2.3", "10.0.0.0/8", False),  # the allowlist sees the address inside
         ("100.64.0.1", "", True),  # shared address space (carrier NAT)
         ("224.0.0.1", "", True),
         ("2001:4860:4860::8888", "", False),
@@ -286,3 +299,26 @@ async def test_the_legacy_submit_takes_a_callback_too(
 def test_which_addresses_a_callback_may_reach(address: str, allow: str, refused: bool) -> None:
     reason = refusal(ipaddress.ip_address(address), parse_allow(allow))
     assert (reason is not None) is refused, reason
+
+
+async def test_jobs_cancelled_before_they_start_queue_no_callback(
+    make_client: ClientFactory,
+    start_worker: Callable[..., WorkerProcess],
+    receiver: Any,
+    aredis: Any,
+    keys: Any,
+) -> None:
+    """Submit-and-cancel with a callback URL, many times: nothing is queued for them, so an
+    honest job's callback goes out at once."""
+    target = await receiver([200])
+    client = await make_client(**QUICK)
+    for _ in range(20):
+        response = await submit(client, target.url)
+        job_id = (await response.json())["id"]
+        assert (await client.delete(f"/v1/tts/jobs/{job_id}")).status == 202
+        assert "callback" not in await (await client.get(f"/v1/tts/jobs/{job_id}")).json()
+    assert await aredis.zcard(keys.callbacks_due) == 0
+    start_worker()
+    honest = await submit(client, target.url)
+    job = await job_state(client, (await honest.json())["id"], "delivered")
+    assert job["callback_attempts"] == 1 and len(target.received) == 1

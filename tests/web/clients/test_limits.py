@@ -107,6 +107,26 @@ async def test_voices_per_owner(make_client: ClientFactory) -> None:
     assert response.status == 201
 
 
+async def test_fresh_identities_share_their_address_voice_quota(
+    make_client: ClientFactory,
+) -> None:
+    """Each request without a cookie is a new owner; the address's quota holds them all."""
+    client = await make_client(voices_per_address=3)
+    url = client.make_url("/v1/voices")
+    for n in range(3):
+        async with aiohttp.ClientSession() as fresh:
+            answer = await fresh.post(url, json={"name": f"fresh-{n}", "embedding": EMBEDDING})
+            assert answer.status == 201, await answer.text()
+            owner = {"Cookie": "; ".join(f"{k}={m.value}" for k, m in answer.cookies.items())}
+    async with aiohttp.ClientSession() as fresh:
+        answer = await fresh.post(url, json={"name": "fresh-3", "embedding": EMBEDDING})
+        assert (await _refusal(answer))["limit"] == "voices registered from this address"
+    async with aiohttp.ClientSession(headers=owner) as last_owner:
+        assert (await last_owner.delete(client.make_url("/v1/voices/fresh-2"))).status == 200
+        answer = await last_owner.post(url, json={"name": "fresh-3", "embedding": EMBEDDING})
+        assert answer.status == 201, await answer.text()
+
+
 async def test_voice_bytes_per_owner(make_client: ClientFactory) -> None:
     client = await make_client(voice_bytes_per_owner=len(EMBEDDING) * 4)
     assert (

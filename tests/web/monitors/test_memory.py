@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from web.errors import ApiError
-from web.monitors.memory import MemoryBudget
+from web.monitors.memory import MemoryBudget, source_of
 
 
 def test_bounds_per_address_and_in_all() -> None:
@@ -52,3 +52,11 @@ async def test_a_waiter_gets_in_when_room_is_freed_or_gives_up() -> None:
         await budget.wait_take("c", 60, "x", timeout_s=0.1)
     budget.resize("b", 50, 20)
     assert budget.held == 20
+
+
+def test_an_ipv6_host_counts_as_its_slash_64() -> None:
+    assert source_of("2001:db8:1:2:aaaa::1") == source_of("2001:db8:1:2:ffff:1:2:3")
+    assert source_of("2001:db8:1:2::1") == "2001:db8:1:2::/64"
+    assert source_of("2001:db8:1:3::1") != source_of("2001:db8:1:2::1")
+    assert source_of("::ffff:192.0.2.7") == source_of("192.0.2.7") == "192.0.2.7"
+    assert source_of(None) == "unknown" and source_of("a-unix-socket") == "a-unix-socket"

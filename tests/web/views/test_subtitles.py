@@ -141,6 +141,22 @@ async def test_a_one_segment_job_has_one_cue_over_its_audio(
     )
 
 
+async def test_text_that_spells_the_formats_own_syntax_stays_text(
+    make_client: ClientFactory, worker: WorkerProcess
+) -> None:
+    """ "-->" is WebVTT's timing arrow, "<" and "&" start its tags and references: a cue's text
+    may hold all three and both formats still parse, with the words in them."""
+    client = await make_client()
+    text = "Step one --> step two, if a < b & c."
+    job = await finished(client, {"text": text, "voice": "en_female"})
+    answer = await client.get(f"{job['subtitles_url']}?format=vtt")
+    assert answer.status == 200, await answer.text()
+    (caption,) = webvtt.from_string(await answer.text()).captions
+    assert caption.text == "Step one → step two, if a &lt; b &amp; c."
+    (subtitle,) = srt.parse(await (await client.get(f"{job['subtitles_url']}?format=srt")).text())
+    assert subtitle.content == text
+
+
 async def test_subtitles_refusals(make_client: ClientFactory) -> None:
     client = await make_client()
     bad = await client.get(f"/v1/tts/jobs/{'0' * 32}/subtitles?format=ass")

@@ -216,3 +216,37 @@ def test_stalled_forms_cannot_take_the_web_process_memory(web: WebProcess) -> No
     finally:
         for sock in socks:
             sock.close()
+
+
+def largest_flac() -> bytes:
+    """The largest recording accepted: just under 20 s of 192 kHz stereo, as FLAC."""
+    rate = 192_000
+    t = np.arange(int(rate * 19.5)) / rate
+    tone = (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    buffer = io.BytesIO()
+    sf.write(buffer, np.stack([tone, tone[::-1]], axis=1), rate, format="FLAC")
+    return buffer.getvalue()
+
+
+async def test_decoding_recordings_at_once_takes_turns(tmp_path: Path, redis_url: str) -> None:
+    """Eight of the largest recordings at once: each decode peaks at about 110 MB, so they are
+    counted in the memory budget and take turns (the others are told to retry), instead of
+    all peaking together (741 MB)."""
+    settings = Settings(redis_url=redis_url, queue="decodes", data_dir=str(tmp_path))
+    web = WebProcess(settings, tmp_path / "web.log").wait_ready()
+    try:
+        flac = largest_flac()
+        before = peak_rss_kb(web)
+        async with aiohttp.ClientSession() as http:
+
+            async def register(n: int) -> int:
+                form = recording_form(f"decoded-{n}", flac, "A voice saying a short sentence.")
+                async with http.post(f"{web.url}/v1/voices", data=form) as answer:
+                    return answer.status
+
+            statuses = await asyncio.gather(*(register(n) for n in range(8)))
+        grown_mb = (peak_rss_kb(web) - before) / 1024
+        assert statuses.count(201) >= 1 and set(statuses) <= {201, 429, 503}, statuses
+        assert grown_mb < 350, f"{grown_mb:.0f} MB at the peak ({statuses})"
+    finally:
+        web.stop()

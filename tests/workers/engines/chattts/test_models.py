@@ -17,7 +17,7 @@ from tests.conftest import ROOT
 from tests.workers.engines.chattts.hub import FakeHub
 from workers.engines.base import EngineError
 from workers.engines.chattts.loading import stamp
-from workers.engines.chattts.loading.loader import ASSET_FILES, resolve_root
+from workers.engines.chattts.loading.loader import ASSET_FILES, MANIFEST, resolve_root
 from workers.engines.chattts.loading.models import expected_checksums, published_checksums
 
 
@@ -29,6 +29,11 @@ def hub(tiny_checkpoint: Path) -> Iterator[FakeHub]:
 
 
 def models(hub: FakeHub, home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The command; a pull of the random-weight checkpoint trusts its manifest, handed over
+    from this disk (`--checksums`) as an operator would, never taken from the download."""
+    if args and args[0] == "pull" and "--official" not in args:
+        args = (*args, "--checksums", str(hub.root / MANIFEST))
+    args = tuple(a for a in args if a != "--official")
     environment = {
         **os.environ,
         "HF_ENDPOINT": hub.url,
@@ -73,6 +78,20 @@ def test_pull_verify_info_into_the_model_dir(
     again = models(hub, tmp_path / "hf", "pull", CHATTTS_MODEL_DIR=str(target))
     assert again.returncode == 0, again.stderr
     assert len([r for r in hub.requests if r[0] == "GET" and "/resolve/" in r[1]]) == gets
+
+
+def test_a_download_never_vouches_for_itself(hub: FakeHub, tmp_path: Path) -> None:
+    """The mirror serves random weights with a manifest of their own checksums: a pull takes
+    the weights, not the manifest, and checks them against ChatTTS's published checksums."""
+    assert MANIFEST in hub.files()
+    target = tmp_path / "models"
+    pulled = models(hub, tmp_path / "hf", "pull", "--official", CHATTTS_MODEL_DIR=str(target))
+    assert pulled.returncode == 1, pulled.stdout
+    assert "ChatTTS's published checksums" in pulled.stdout and "CORRUPT" in pulled.stdout
+    assert not (target / MANIFEST).exists()
+    assert not [r for r in hub.requests if r[1].endswith("/" + MANIFEST)]
+    verified = models(hub, tmp_path / "hf", "verify", CHATTTS_MODEL_DIR=str(target))
+    assert verified.returncode == 1 and "CORRUPT" in verified.stdout
 
 
 def test_a_dropped_connection_resumes_where_it_stopped(hub: FakeHub, tmp_path: Path) -> None:

@@ -31,8 +31,10 @@ MODELSCOPE_REPO_ID = "pzc163/chatTTS"
 # What ChatTTS's own loader fetches is pinned by content, not by commit: a revision of the repo
 # is accepted when every file matches the published checksums. `--revision` pins a commit too.
 DEFAULT_REVISION = "main"
-# The files a checkpoint needs, and a custom checkpoint's manifest when the repository has one.
-PULL_PATTERNS = [*ASSET_FILES, MANIFEST]
+# The files a checkpoint needs, and nothing else: a manifest (its own checksums and config) from
+# a download would let a mirror or a moved revision vouch for itself. A custom checkpoint's
+# manifest comes from the operator (`models pull --checksums`), never from the download.
+PULL_PATTERNS = list(ASSET_FILES)
 Source = Literal["huggingface", "modelscope"]
 FileState = Literal["ok", "missing", "corrupt"]
 
@@ -82,11 +84,27 @@ def pull(
     model_dir: str | None,
     revision: str = DEFAULT_REVISION,
     source: Source = "huggingface",
+    checksums: Path | None = None,
 ) -> Path:
     """Fetch the checkpoint into `model_dir` (None: the Hugging Face cache) and return its root.
     A complete copy that matches its checksums needs no request at all (an init step may run
     this on every start); otherwise it resumes where an earlier pull stopped, and offline
-    (HF_HUB_OFFLINE=1) it answers from the cache without a request."""
+    (HF_HUB_OFFLINE=1) it answers from the cache without a request. `checksums`: a custom
+    checkpoint's manifest that the operator trusts, placed beside the files."""
+    root = _download(model_dir, revision, source)
+    if checksums is not None:
+        try:
+            doc = json.loads(checksums.read_text("utf-8"))
+            if not isinstance(doc.get("sha256"), dict):
+                raise ValueError("it has no sha256 table")
+        except (OSError, ValueError, AttributeError) as exc:
+            message = f"--checksums {checksums}: not a checkpoint manifest ({exc})"
+            raise EngineError(message) from exc
+        (root / MANIFEST).write_text(json.dumps(doc, indent=2), "utf-8")
+    return root
+
+
+def _download(model_dir: str | None, revision: str, source: Source) -> Path:
     if model_dir and _complete(model_dir):
         return resolve_root(model_dir)
     if source == "modelscope":
