@@ -4,8 +4,10 @@
 settings: rate limits and caps on), one eSpeak NG worker. An honest client on 127.0.0.1 submits
 jobs one by one, first alone, then while attackers on other loopback addresses (127.0.0.2-9)
 flood it: fresh identities submitting, submit-then-cancel churn, hundreds of event streams,
-decompression and media bombs, huge embedding strings, stalled uploads, 4,000-digit texts and
-cross-site form posts. Reports requests tried by kind and status, 5xx (must be 0), the web
+decompression and media bombs, huge embedding strings, stalled uploads (multipart and
+urlencoded), 4,000-digit texts, cross-site form posts, downloads that are never read, audio
+streams past the cap, transcripts of characters normalization drops, and callbacks of jobs
+cancelled at once. Reports requests tried by kind and status, 5xx (must be 0), the web
 process's peak RSS (its Kubernetes limit is 1 GiB), Redis memory growth per refused or cancelled
 request, and the honest client's submit latency, alone and under attack (p99 within 2x).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import io
 import json
 import lzma
@@ -42,7 +45,7 @@ WEB_LIMIT_KB = 1024 * 1024  # the web pod's memory limit in docker/k8s/web.yaml
 HONEST_GAP_S = 0.25  # the honest client's pace: 4 submissions a second, under its 5/s
 ATTACKERS = [f"127.0.0.{i}" for i in range(2, 10)]
 EVIL = "https://evil.example"
-# Iterations per second of each of the attack's 9 loops (25: about 250 requests a second).
+# Iterations per second of each of the attack's 12 loops (25: about 330 requests a second).
 LOOP_RATE = 25.0
 
 
@@ -66,6 +69,9 @@ def _bombs() -> dict[str, Any]:
         "lzma": {"name": "bomb", "embedding": _b14(stream)},  # 128 MB once inflated
         "long": {"name": "long", "embedding": _b14(bytes(range(256)) * 2_600)},
         "flac": flac.getvalue(),
+        # Characters that normalization drops, between spaces: once quadratic (14 s of the web
+        # process's loop); a transcript is at most 500 characters now.
+        "transcript": {"name": "dropped", "embedding": "x", "transcript": " ж" * 50_000},
     }
 
 
@@ -144,7 +150,7 @@ async def attack(
     async def loop(address: str, body: Callable[[aiohttp.ClientSession], Awaitable[None]]) -> None:
         # Paced: the attack runs on the same cores as the server; unpaced, it would measure how
         # this machine shares its CPU, not what the server's guards do.
-        async with _session(address, jar=body is churn) as http:
+        async with _session(address, jar=body in (churn, callback_churn)) as http:
             while time.monotonic() < stop:
                 started = time.monotonic()
                 await body(http)
@@ -191,6 +197,53 @@ async def attack(
         # long job for the one worker: a flood of them is a backlog, not a guard's failure.
         await asyncio.sleep(1.0)
 
+    async def dropped_characters(http: aiohttp.ClientSession) -> None:
+        data = json.dumps(bombs["transcript"], ensure_ascii=False).encode()
+        call = http.post(
+            f"{url}/v1/voices", data=data, headers={"Content-Type": "application/json"}
+        )
+        await _request(tally, "voice: 100k-char transcript", call)
+
+    async def callback_churn(http: aiohttp.ClientSession) -> None:
+        body = {"text": "Call me, then never mind.", "callback_url": "https://example.com/hook"}
+        async with http.post(f"{url}/v1/tts/jobs", json=body) as r:
+            tally.add("submit with callback then cancel", r.status)
+            job = await r.json() if r.status == 202 else None
+        if job:
+            await _request(tally, "cancel", http.delete(f"{url}/v1/tts/jobs/{job['id']}"))
+
+    long_job: dict[str, str] = {}
+
+    async def never_read(http: aiohttp.ClientSession) -> None:
+        """Downloads of a long job's WAV (MBs) on sockets that take no byte, and its stream
+        opened again and again."""
+        if not long_job:
+            body = {"text": "A long sentence to say, and to download slowly. " * 60, "stream": True}
+            async with http.post(f"{url}/v1/tts/jobs", json=body) as r:
+                if r.status != 202:
+                    tally.add("long job", r.status)
+                    await asyncio.sleep(1.0)
+                    return
+                long_job["id"] = (await r.json())["id"]
+        job_id = long_job["id"]
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.bind((ATTACKERS[-1], 0))  # an attacker's address, not the honest client's
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+        sock.send(f"GET /v1/tts/jobs/{job_id}/audio HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        stalled.append(sock)
+        tally.add("download never read", 1)
+        try:
+            stream = await http.get(f"{url}/v1/tts/jobs/{job_id}/stream")
+            tally.add("audio stream", stream.status)
+            if stream.status == 200:
+                streams.append(stream)
+            else:
+                stream.release()
+        except aiohttp.ClientError:
+            tally.add("audio stream", 0)
+
     async def cross_site(http: aiohttp.ClientSession) -> None:
         form = aiohttp.FormData({"name": "xsite", "transcript": "hello"})
         call = http.post(f"{url}/v1/voices", data=form, headers={"Origin": EVIL})
@@ -204,7 +257,18 @@ async def attack(
             b'--zz\r\nContent-Disposition: form-data; name="audio"; filename="a.wav"\r\n\r\nRIFF'
         )
         stalled.append(sock)
+    for i in range(20):  # urlencoded forms that stop one byte short of their 2 MB
+        sock = socket.create_connection(("127.0.0.1", port), source_address=(ATTACKERS[i % 8], 0))
+        sock.sendall(
+            b"POST /v1/voices HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 2000000\r\n\r\n"
+        )
+        sock.settimeout(0.2)
+        with contextlib.suppress(OSError):  # refused at once: answered and closed unread
+            sock.sendall(b"name=x&transcript=" + b"a" * 1_999_000)
+        stalled.append(sock)
     plan = [fresh_identities] * 4 + [churn, open_streams, voice_bombs, digits, cross_site]
+    plan += [dropped_characters, callback_churn, never_read]
     plan = [body for body in plan if body.__name__ not in skip]
     try:
         await asyncio.gather(*(loop(ATTACKERS[i % 8], body) for i, body in enumerate(plan)))

@@ -34,6 +34,7 @@ from web.hub import Connections, EventHub
 from web.metrics import Metrics
 from web.middlewares.access_log import JobAccessLogger, quiet_malformed_requests
 from web.middlewares.error_handling import error_middleware, json_error_bodies
+from web.middlewares.forwarded import forwarded_middleware, parse_proxies
 from web.middlewares.metrics import metrics_middleware
 from web.middlewares.origin import origin_middleware
 from web.monitors.backlog import BacklogAlert
@@ -121,7 +122,13 @@ async def _close_connections(app: web.Application) -> None:
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[metrics_middleware, error_middleware, origin_middleware, identity_middleware],
+        middlewares=[
+            forwarded_middleware(parse_proxies(settings.trusted_proxies)),
+            metrics_middleware,
+            error_middleware,
+            origin_middleware,
+            identity_middleware,
+        ],
         # Bodies are read as sent; compressed ones are refused with a 415 (schemas.read_body).
         handler_args={"auto_decompress": False},
     )

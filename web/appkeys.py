@@ -32,3 +32,6 @@ CALLBACK_SECRET = web.AppKey("callback_secret", bytes)
 # Per request: the client identity (computed once) and the fresh cookie token to set, if any.
 CLIENT = web.RequestKey("client", str)
 NEW_COOKIE = web.RequestKey("new_cookie", str)
+# The client's connection is TLS, as a trusted proxy says (web/middlewares/forwarded.py); the
+# response hooks see the request as it arrived, not the forwarded clone.
+FORWARDED_TLS = web.RequestKey("forwarded_tls", bool)

@@ -48,9 +48,11 @@ async def enqueue(
     callback: str | None = None,
     document: bool = False,
     expected_bytes: int | None = None,
+    source: str | None = None,
 ) -> Submitted:
-    """Queue a validated request, its expected audio charged to the client's storage quota; a
-    refusal is the one answer (status, Retry-After), and a new job is counted."""
+    """Queue a validated request, its expected audio charged to the client's storage quota (and
+    its `source` address's); a refusal is the one answer (status, Retry-After), and a new job is
+    counted."""
     if expected_bytes is None:
         expected_bytes = admit_storage(app, request, document)
     try:
@@ -61,6 +63,7 @@ async def enqueue(
             callback_url=callback,
             document=document,
             expected_bytes=expected_bytes,
+            source=source,
         )
     except QueueError as exc:
         raise refusal(app, exc) from None
@@ -70,7 +73,12 @@ async def enqueue(
 
 
 async def submit(
-    app: web.Application, client: str, payload: Any, idem: str | None = None, **fixed: Any
+    app: web.Application,
+    client: str,
+    payload: Any,
+    idem: str | None = None,
+    source: str | None = None,
+    **fixed: Any,
 ) -> dict[str, Any]:
     """Validate and enqueue a job request body; the body of the 202 (with `"duplicate": true`
     for a repeat)."""
@@ -94,7 +102,7 @@ async def submit(
             param="priority",
         )
     expected = admit_storage(app, request, document)
-    submitted = await enqueue(app, request, client, idem, callback, document, expected)
+    submitted = await enqueue(app, request, client, idem, callback, document, expected, source)
     return await submitted_body(app, submitted)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import ipaddress
 import os
 import socket
 from collections.abc import Mapping
@@ -20,6 +21,21 @@ def _default_worker_name() -> str:
 
 
 # What benchmarks and load tests set: they measure the machinery, not the limits that guard it.
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_networks(text: str, setting: str) -> tuple[Network, ...]:
+    """A setting's comma-separated CIDRs or addresses; ValueError names the bad one."""
+    networks = []
+    for item in (part.strip() for part in text.split(",")):
+        if item:
+            try:
+                networks.append(ipaddress.ip_network(item, strict=False))
+            except ValueError:
+                raise ValueError(f"{setting}: {item!r} is not a CIDR") from None
+    return tuple(networks)
+
+
 LIMITS_OFF: dict[str, float] = {
     "submit_rate_per_client": 0,
     "submit_rate_per_address": 0,
@@ -73,6 +89,9 @@ class Settings:
     # limit): one client cannot fill the store for everyone. 4 GiB is about 25 hours of WAV
     # (the longest document, in Mandarin, fits once), 75 of MP3.
     storage_per_client_bytes: int = 4 * 1024**3
+    # The same for every client of one source address together (a fresh cookie is a fresh
+    # client): four clients' worth.
+    storage_per_address_bytes: int = 16 * 1024**3
     # Rate limits and caps, per client (cookie or key) and per source address (0: off). A person
     # clicking is far below; a script pacing itself too; a flood is refused with 429.
     submit_rate_per_client: float = 5.0  # submissions per second, on average...
@@ -91,6 +110,10 @@ class Settings:
     # refused (503 busy, 429 too_much_in_flight) before they take the process's memory.
     web_memory_bytes: int = 256 * 1024**2
     web_memory_per_address_bytes: int = 64 * 1024**2
+    # The reverse proxies (CIDRs) whose X-Forwarded-For and X-Forwarded-Proto are believed:
+    # limits then count the client's address, and cookies are Secure behind TLS. Empty: the
+    # peer is the client (behind a proxy every client then shares the proxy's address).
+    trusted_proxies: str = ""
     voices_per_owner: int = 20
     # A fresh cookie is a fresh owner: voices from one source address, whoever owns them.
     voices_per_address: int = 60

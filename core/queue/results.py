@@ -42,13 +42,17 @@ class StorageQuotaReached(QueueError):
     status = 429
     code = "storage_quota"
 
-    def __init__(self, used: int, needed: int, quota: int, wait_s: int) -> None:
+    def __init__(
+        self, used: int, needed: int, quota: int, wait_s: int, per: str = "client"
+    ) -> None:
+        whose = "your stored audio" if per == "client" else "the audio stored from your address"
         super().__init__(
-            f"this job's audio (about {_mb(needed)}) would take your stored audio past "
-            f"{_mb(quota)}, the limit per client ({_mb(used)} in use, kept until your jobs "
-            "expire): retry when older ones have expired (Retry-After), or send shorter jobs"
+            f"this job's audio (about {_mb(needed)}) would take {whose} past {_mb(quota)}, the "
+            f"limit per {per} ({_mb(used)} in use, kept until the jobs expire): retry when "
+            "older ones have expired (Retry-After), or send shorter jobs"
         )
         self.used, self.needed, self.quota, self.wait_s = used, needed, quota, wait_s
+        self.per = per
 
 
 def _mb(size: int) -> str:

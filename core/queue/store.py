@@ -128,9 +128,11 @@ class Queue(WorkerSteps):
         callback_url: str | None = None,
         document: bool = False,
         expected_bytes: int = 0,
+        source: str | None = None,
     ) -> Submitted:
         """Queue a job (`callback_url`: POSTed when it ends, see callbacks.py; `document`: its
-        audio is kept in parts and a reclaimed attempt resumes after the last one)."""
+        audio is kept in parts and a reclaimed attempt resumes after the last one; `source`: the
+        address it came from, whose storage account it is charged to as well)."""
         job_id = job_id or new_job_id()
         k = self.keys
         idem = k.idem(client, idempotency_key) if idempotency_key else k.job(job_id)
@@ -138,10 +140,13 @@ class Queue(WorkerSteps):
         other = k.jobs if stream == k.jobs_high else k.jobs_high
         keys = [stream, k.job(job_id), k.job_events(job_id), k.client_events(client), idem]
         keys += [k.active(client), k.stats, other, k.usage(client), k.usage_expiry(client)]
+        account = f"address:{source}" if source else client
+        keys += [k.usage(account), k.usage_expiry(account)]
         args = [job_id, client, request.model_dump_json(), time.time(), self._ttl]
         args += [self.settings.max_backlog, self.settings.max_active_per_client, *self._maxlens]
         args += [request.voice, request.format, "1" if idempotency_key else "0", callback_url or ""]
         args += ["1" if document else "0", expected_bytes, self.settings.storage_per_client_bytes]
+        args += [self.settings.storage_per_address_bytes if source else 0, account]
         try:
             result = await self._run_acknowledged("enqueue", keys, args, "ok", "dup")
         except NotReplicated as exc:
@@ -162,8 +167,9 @@ class Queue(WorkerSteps):
         if status == "backlog":
             raise BacklogFull(int(result[1]))
         if status == "storage":
-            quota = self.settings.storage_per_client_bytes
-            raise StorageQuotaReached(int(result[1]), expected_bytes, quota, int(result[2]))
+            per = _s(result[3])
+            quota = getattr(self.settings, f"storage_per_{per}_bytes")
+            raise StorageQuotaReached(int(result[1]), expected_bytes, quota, int(result[2]), per)
         raise ClientCapReached(int(result[1]))
 
     async def get(self, job_id: str) -> Job | None:

@@ -30,6 +30,7 @@ from tests.deploy.helpers import (
     route_paths,
 )
 from web.app import SHUTDOWN_TIMEOUT_S
+from web.middlewares.origin import host_allowed
 
 REDIS_PORT = 6379  # the port of redis-server unless told otherwise (no --port anywhere here)
 # What a user must export before `docker compose up` (the file's ${VAR:?...}).
@@ -394,3 +395,19 @@ def test_compose_ha_profile_is_a_primary_a_replica_and_three_sentinels() -> None
             )
             assert default.redis_min_replicas == 0 and default.redis_url, name
             assert parse_url(default.redis_url).shape == "single", name
+
+
+def test_compose_web_keeps_the_host_guard_on() -> None:
+    """Bound to 0.0.0.0 in its container, the web tier still answers only the names it is
+    given: a page that rebinds its own name to 127.0.0.1 gets 421."""
+    stages = dockerfile_stages()
+    for name, service in compose_services_running("web"):
+        env = resolved_env(service, USER_ENV)
+        settings = effective_settings(
+            {**image_env(stages[service["build"]["target"]]), **env}, service["command"], name
+        )
+        assert settings.host == "0.0.0.0", name
+        assert host_allowed("localhost:8000", settings) and host_allowed("127.0.0.1:8000", settings)
+        assert not host_allowed("rebound.example:8000", settings), name
+    cpu = image_env(stages["cpu"])
+    assert cpu["CHATTTS_ALLOWED_HOSTS"] and cpu["CHATTTS_ALLOWED_HOSTS"] != "*"

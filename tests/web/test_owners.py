@@ -63,10 +63,24 @@ async def test_a_job_cancelled_before_it_ran_expires_soon(
 ) -> None:
     """Submit-then-cancel never reaches a worker: its record goes in minutes, not a day."""
     client = await make_client(unstarted_ttl_s=30, job_ttl_s=86_400)
-    job = await submit(client, text="Never mind.")
+    answer = await client.post(
+        "/v1/tts/jobs", json={"text": "Never mind."}, headers={"Idempotency-Key": "once-only"}
+    )
+    job = await answer.json()
+    owner = (await aredis.hget(keys.job(job["id"]), "client")).decode()
     assert (await client.delete(f"/v1/tts/jobs/{job['id']}")).status == 202
     assert 0 < await aredis.ttl(keys.job(job["id"])) <= 30
     assert 0 < await aredis.ttl(keys.job_events(job["id"])) <= 30
+    # Nothing else it made outlives it by a day: its client's events (only this job's), its
+    # idempotency key, its storage account (emptied).
+    assert 0 < await aredis.ttl(keys.client_events(owner)) <= 30
+    assert 0 < await aredis.ttl(keys.idem(owner, "once-only")) <= 30
+    assert not await aredis.exists(keys.usage(owner), keys.usage_expiry(owner))
+    # A client with other work keeps its events for the day.
+    busy = await submit(client, text="Keep me.")
+    other = await submit(client, text="Cancel me.")
+    assert (await client.delete(f"/v1/tts/jobs/{other['id']}")).status == 202
+    assert await aredis.ttl(keys.client_events(owner)) > 30 and busy["state"] == "queued"
 
 
 async def test_each_client_lists_its_own_voices(client: Client) -> None:

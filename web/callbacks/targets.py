@@ -16,10 +16,11 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from core.infra.settings import Network, parse_networks
+
 # What aiohttp hands its socket factory: (family, type, proto, canonname, sockaddr).
 AddrInfo = tuple[int, int, int, str, tuple[Any, ...]]
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 MAX_URL_CHARS = 2048
 ALLOW_SETTING = "CHATTTS_CALLBACK_ALLOW"  # named in every refusal: what lifts it
 
@@ -33,14 +34,7 @@ class ForbiddenAddress(OSError):
 
 def parse_allow(text: str) -> tuple[Network, ...]:
     """CHATTTS_CALLBACK_ALLOW: comma-separated CIDRs or addresses; ValueError names a bad one."""
-    networks = []
-    for item in (part.strip() for part in text.split(",")):
-        if item:
-            try:
-                networks.append(ipaddress.ip_network(item, strict=False))
-            except ValueError:
-                raise ValueError(f"CHATTTS_CALLBACK_ALLOW: {item!r} is not a CIDR") from None
-    return tuple(networks)
+    return parse_networks(text, ALLOW_SETTING)
 
 
 # IPv6 forms that carry an IPv4 address a gateway may translate to: NAT64's well-known and

@@ -22,7 +22,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from core.infra.settings import Settings
-from web.appkeys import CLIENT, COOKIE_SECRET, NEW_COOKIE, SETTINGS
+from web.appkeys import CLIENT, COOKIE_SECRET, FORWARDED_TLS, NEW_COOKIE, SETTINGS
 from web.errors import ApiError
 
 log = logging.getLogger("chattts_online.web")
@@ -168,5 +168,5 @@ async def set_client_cookie(request: web.Request, response: web.StreamResponse) 
     # Headers are already assembled when this hook runs: add the header itself. Written out as
     # http.cookies.SimpleCookie would (the token is url-safe base64, nothing to quote), at a
     # fraction of its cost: this runs for every answer to a cookie-less client (scripts too).
-    secure = "; Secure" if request.secure else ""
+    secure = "; Secure" if request.get(FORWARDED_TLS, request.secure) else ""
     response.headers.add("Set-Cookie", f"{_COOKIE_ATTRIBUTES % token}{secure}")

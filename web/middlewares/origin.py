@@ -83,10 +83,16 @@ def host_allowed(host: str, settings: Settings) -> bool:
     return not loopback_only or is_loopback_name(name)
 
 
+# Probes and scrapes address a process by its IP (Prometheus' service discovery, the kubelet):
+# they are answered for any Host. What they tell is the service's health and figures, not a
+# client's data, and CHATTTS_PRIVATE_METRICS puts two of them behind the keys.
+_ANY_HOST = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
 @web.middleware
 async def origin_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     settings = request.app[SETTINGS]
-    if not host_allowed(request.host, settings):
+    if request.path not in _ANY_HOST and not host_allowed(request.host, settings):
         raise ApiError(
             421,
             f"this server does not answer for host {request.host[:100]!r}; add it to "

@@ -11,13 +11,14 @@ import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
+from core.infra.settings import Network
 from core.queue.job import SynthesisRequest, is_job_id, queue_position
 from core.queue.store import Queue
 from core.queue.voices import BUILTIN_BY_NAME
 from core.text.control_tokens import TokenError, check_text_tokens, parse_prompt, strip_tokens
 from core.text.sentences import clean_text, has_speakable
 from web.appkeys import MEMORY, SETTINGS
-from web.callbacks.targets import Network, check_url, parse_allow
+from web.callbacks.targets import check_url, parse_allow
 from web.errors import ApiError, job_not_found
 from web.monitors.fleet import check_speakable
 from web.monitors.memory import address

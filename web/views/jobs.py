@@ -9,6 +9,7 @@ from web.appkeys import QUEUE
 from web.clients.identity import client_id, is_admin
 from web.clients.limits import check_submit
 from web.errors import json_response
+from web.monitors.memory import address
 from web.schemas.jobs import idempotency_key, job_urls, json_body
 
 
@@ -16,7 +17,9 @@ async def create_job(request: web.Request) -> web.Response:
     idem = idempotency_key(request.headers.get("Idempotency-Key"))
     payload = await json_body(request)
     await check_submit(request)
-    body = await job_service.submit(request.app, client_id(request), payload, idem)
+    body = await job_service.submit(
+        request.app, client_id(request), payload, idem, source=address(request)
+    )
     return json_response(body, status=202, headers={"Location": body["status_url"]})
 
 

@@ -28,6 +28,7 @@ from web.appkeys import QUEUE, SETTINGS
 from web.clients.identity import client_id
 from web.clients.limits import check_submit
 from web.errors import ApiError, json_response, not_found
+from web.monitors.memory import address
 from web.schemas.jobs import callback_url, clean, read_body
 from web.views.sending import holding, send_bytes
 
@@ -148,7 +149,7 @@ async def submit(request: web.Request) -> web.Response:
             )
     job_request = SynthesisRequest(text=legacy.text, voice=legacy.voice, format="wav")
     submitted = await job_service.enqueue(
-        request.app, job_request, client_id(request), callback=callback
+        request.app, job_request, client_id(request), callback=callback, source=address(request)
     )
     # The old service always said 500 ms; ours grows with the jobs ahead (the depth comes with
     # the enqueue script's answer: one round trip per submit).

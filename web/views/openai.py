@@ -29,6 +29,7 @@ from web.clients.identity import client_id
 from web.clients.limits import check_submit
 from web.errors import ApiError, dumps
 from web.job_service import Closing, closing_error, job_error, pcm_pieces
+from web.monitors.memory import address
 from web.schemas.jobs import json_body
 from web.schemas.openai import Speech, parse
 from web.views.chunks import unless_gone
@@ -43,7 +44,7 @@ async def speech(request: web.Request) -> web.StreamResponse:
     client = client_id(request)
     params = await parse(app, await json_body(request), client)
     await check_submit(request)
-    submitted = await job_service.enqueue(app, params.request, client)
+    submitted = await job_service.enqueue(app, params.request, client, source=address(request))
     job_id, cursor = submitted.job_id, submitted.event_id
     if params.stream is None:
         return await _whole(request, params, job_id, cursor)

@@ -202,6 +202,7 @@ async def _from_form(request: web.Request) -> dict[str, Any]:
     if meta["language"] is None:
         meta["language"] = "zh-CN" if re.search(r"[\u4e00-\u9fff]", transcript) else "en"
     try:
+        await asyncio.to_thread(_probe, audio)  # its header: refused before any memory is taken
         with request.app[MEMORY].hold(address(request), DECODE_BYTES, "decoding a recording"):
             data = await asyncio.to_thread(_pack_recording, audio, transcript)
     except ValueError as exc:
@@ -233,26 +234,41 @@ async def _read_multipart(request: web.Request, values: dict[str, Any]) -> bytes
     return audio
 
 
+def _probe(audio: bytes) -> None:
+    """The recording's header, read without decoding a sample: ValueError saying what is
+    wrong with it."""
+    try:
+        with sf.SoundFile(io.BytesIO(audio)) as f:
+            _check_header(f)
+    except (sf.LibsndfileError, RuntimeError, TypeError) as exc:
+        raise ValueError(
+            f"it could not be decoded as audio (send WAV, FLAC or Ogg): {exc}"
+        ) from None
+
+
+def _check_header(f: sf.SoundFile) -> None:
+    rate, channels = f.samplerate, f.channels
+    if channels > MAX_RECORDING_CHANNELS:
+        raise ValueError(f"{channels} channels: send mono or stereo")
+    if not RECORDING_RATES[0] <= rate <= RECORDING_RATES[1]:
+        raise ValueError(
+            f"a sample rate of {rate} Hz: {RECORDING_RATES[0]}-{RECORDING_RATES[1]} Hz needed"
+        )
+    seconds = f.frames / rate
+    if not MIN_RECORDING_S <= seconds <= MAX_RECORDING_S:
+        raise ValueError(
+            f"the recording lasts {seconds:.1f} s: {MIN_RECORDING_S:g}-{MAX_RECORDING_S:g} s needed"
+        )
+
+
 def _pack_recording(audio: bytes, transcript: str) -> str:
     """Decode a recording (any format libsndfile reads) and pack it as ChatTTS voice data. Its
     header is checked before any sample is decoded, and samples are read a second at a time into
     mono, so memory stays bounded whatever the file claims."""
     try:
         with sf.SoundFile(io.BytesIO(audio)) as f:
-            rate, channels = f.samplerate, f.channels
-            if channels > MAX_RECORDING_CHANNELS:
-                raise ValueError(f"{channels} channels: send mono or stereo")
-            if not RECORDING_RATES[0] <= rate <= RECORDING_RATES[1]:
-                raise ValueError(
-                    f"a sample rate of {rate} Hz: {RECORDING_RATES[0]}-{RECORDING_RATES[1]} Hz "
-                    "needed"
-                )
-            seconds = f.frames / rate
-            if not MIN_RECORDING_S <= seconds <= MAX_RECORDING_S:
-                raise ValueError(
-                    f"the recording lasts {seconds:.1f} s: "
-                    f"{MIN_RECORDING_S:g}-{MAX_RECORDING_S:g} s needed"
-                )
+            _check_header(f)
+            rate = f.samplerate
             limit = int(MAX_RECORDING_S * rate)
             pieces: list[np.ndarray] = []
             read = 0

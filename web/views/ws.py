@@ -222,7 +222,13 @@ class Session:
                 raise ApiError(422, "'request' is required", code="missing_field", param="request")
             audio = _audio_flag(msg)
             await check_submit(self.request, self.client)
-            body = await job_service.submit(self.app, self.client, request, idempotency_key(idem))
+            body = await job_service.submit(
+                self.app,
+                self.client,
+                request,
+                idempotency_key(idem),
+                source=address(self.request),
+            )
             await self.put({"type": "submitted", "ref": ref, "job": body})
             self._subscribe(body["id"], None, audio)
         elif op == "subscribe":

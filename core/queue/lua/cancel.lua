@@ -20,14 +20,35 @@ if state == 'queued' then
   redis.call('HINCRBY', stats, 'cancelled', 1)
   local unstarted = tonumber(ARGV[6])
   retire(jobs, job, active, values[2], unstarted, true)
-  local charged = redis.call('HGET', KEYS[7], redis.call('HGET', job, 'id'))
-  if charged then
-    redis.call('HINCRBY', KEYS[7], 'total', -tonumber(charged))
-    redis.call('HDEL', KEYS[7], redis.call('HGET', job, 'id'))
-    redis.call('ZREM', KEYS[8], redis.call('HGET', job, 'id'))
+  local id = redis.call('HGET', job, 'id')
+  local accounts = {{KEYS[7], KEYS[8]}}
+  local source = redis.call('HGET', job, 'source_account')
+  if source then
+    local base = string.gsub(job, ':job:[^:]*$', '')
+    accounts[2] = {base .. ':usage:' .. source, base .. ':usage_exp:' .. source}
+  end
+  for _, account in ipairs(accounts) do
+    local usage, expiry = account[1], account[2]
+    local charged = redis.call('HGET', usage, id)
+    if charged then
+      if redis.call('HINCRBY', usage, 'total', -tonumber(charged)) <= 0
+          and redis.call('HLEN', usage) <= 2 then
+        redis.call('DEL', usage)  -- nothing else charged: no empty account kept for a day
+      else
+        redis.call('HDEL', usage, id)
+      end
+      redis.call('ZREM', expiry, id)
+    end
   end
   emit(job, ev_job, ev_client, 'cancelled', ARGV[1], ARGV[2], ARGV[3], ttl)
   redis.call('EXPIRE', ev_job, unstarted)
+  -- What this job alone kept for a day goes with it: its idempotency key, and its client's
+  -- events when they are only this job's (a script's submit-then-cancel from a fresh cookie).
+  local idem = redis.call('HGET', job, 'idem_key')
+  if idem then redis.call('EXPIRE', idem, unstarted) end
+  if redis.call('SCARD', active) == 0 and redis.call('XLEN', ev_client) <= 2 then
+    redis.call('EXPIRE', ev_client, unstarted)
+  end
   return {'cancelled'}
 end
 if values[4] ~= '1' then

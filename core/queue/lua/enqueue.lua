@@ -1,11 +1,15 @@
 -- KEYS: jobs (this job's stream), job, ev_job, ev_client, idem (the job key itself when none),
 --       active, stats, other_jobs (the other priority's stream: the backlog counts both),
---       usage, usage_expiry (the client's storage charges: job -> bytes, job by expiry)
+--       usage, usage_expiry (the client's storage charges: job -> bytes, job by expiry),
+--       source_usage, source_expiry (the same for its source address; the client's again and
+--       a quota of 0 when it has none)
 -- ARGV: id, client, request_json, now, ttl, max_backlog, max_active, maxlen_job, maxlen_client,
 --       voice, format, has_idem, callback_url ('' for none), document ('1': kept in parts),
---       expected bytes of its audio, the client's storage quota (0: none)
+--       expected bytes of its audio, the client's storage quota (0: none), the source
+--       address's storage quota (0: none), the source's account name (keys.py: usage)
 -- Returns {'ok', id, event_id, event_json, started_seq, depth} | {'dup', id} | {'backlog', depth}
---       | {'client_cap', active} | {'storage', bytes in use, seconds until a charge lapses};
+--       | {'client_cap', active}
+--       | {'storage', bytes in use, seconds until a charge lapses, 'client'|'address'};
 --       depth: jobs in both streams, this one included
 local jobs, job, ev_job, ev_client, idem, active, stats =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -23,27 +27,38 @@ local depth = redis.call('XLEN', jobs) + redis.call('XLEN', KEYS[8])
 if depth >= tonumber(ARGV[6]) then return {'backlog', depth} end
 local n_active = redis.call('SCARD', active)
 if n_active >= tonumber(ARGV[7]) then return {'client_cap', n_active} end
--- Storage is admitted like work: the client's charges of jobs still kept, this one's added.
-local usage, expiry = KEYS[9], KEYS[10]
-local bytes, quota = tonumber(ARGV[15]), tonumber(ARGV[16])
-local lapsed = redis.call('ZRANGEBYSCORE', expiry, '-inf', now, 'LIMIT', 0, 256)
-for _, old in ipairs(lapsed) do
-  redis.call('HINCRBY', usage, 'total', -tonumber(redis.call('HGET', usage, old) or '0'))
-  redis.call('HDEL', usage, old)
-  redis.call('ZREM', expiry, old)
+-- Storage is admitted like work: the charges of jobs still kept, this one's added, on the
+-- client's account and on its source address's (fresh cookies share their address's).
+local bytes = tonumber(ARGV[15])
+local accounts = {{KEYS[9], KEYS[10], tonumber(ARGV[16]), 'client'}}
+if tonumber(ARGV[17]) > 0 and KEYS[11] ~= KEYS[9] then
+  accounts[2] = {KEYS[11], KEYS[12], tonumber(ARGV[17]), 'address'}
 end
-local used = tonumber(redis.call('HGET', usage, 'total') or '0')
-if quota > 0 and used + bytes > quota then
-  local first = redis.call('ZRANGE', expiry, 0, 0, 'WITHSCORES')
-  local wait = first[2] and math.ceil(tonumber(first[2]) - tonumber(now)) or ttl
-  return {'storage', used, wait}
+for _, account in ipairs(accounts) do
+  local usage, expiry, quota = account[1], account[2], account[3]
+  local lapsed = redis.call('ZRANGEBYSCORE', expiry, '-inf', now, 'LIMIT', 0, 256)
+  for _, old in ipairs(lapsed) do
+    redis.call('HINCRBY', usage, 'total', -tonumber(redis.call('HGET', usage, old) or '0'))
+    redis.call('HDEL', usage, old)
+    redis.call('ZREM', expiry, old)
+  end
+  local used = tonumber(redis.call('HGET', usage, 'total') or '0')
+  if quota > 0 and used + bytes > quota then
+    local first = redis.call('ZRANGE', expiry, 0, 0, 'WITHSCORES')
+    local wait = first[2] and math.ceil(tonumber(first[2]) - tonumber(now)) or ttl
+    return {'storage', used, wait, account[4]}
+  end
 end
 if bytes > 0 then
-  redis.call('HSET', usage, id, bytes)
-  redis.call('HINCRBY', usage, 'total', bytes)
-  redis.call('ZADD', expiry, tonumber(now) + ttl, id)
-  redis.call('EXPIRE', usage, ttl)
-  redis.call('EXPIRE', expiry, ttl)
+  for _, account in ipairs(accounts) do
+    local usage, expiry = account[1], account[2]
+    redis.call('HSET', usage, id, bytes)
+    redis.call('HINCRBY', usage, 'total', bytes)
+    redis.call('ZADD', expiry, tonumber(now) + ttl, id)
+    redis.call('EXPIRE', usage, ttl)
+    redis.call('EXPIRE', expiry, ttl)
+  end
+  if accounts[2] then redis.call('HSET', job, 'source_account', ARGV[18]) end
 end
 local seq = redis.call('HINCRBY', stats, 'enqueued_seq', 1)
 redis.call('HINCRBY', stats, 'submitted', 1)
@@ -56,7 +71,10 @@ if ARGV[13] ~= '' then redis.call('HSET', job, 'callback_url', ARGV[13]) end
 if ARGV[14] == '1' then redis.call('HSET', job, 'document', '1') end
 redis.call('SADD', active, id)
 redis.call('EXPIRE', active, ttl)
-if ARGV[12] == '1' then redis.call('SET', idem, id, 'EX', ttl) end
+if ARGV[12] == '1' then
+  redis.call('SET', idem, id, 'EX', ttl)
+  redis.call('HSET', job, 'idem_key', idem)  -- a cancel before it starts shortens its life
+end
 local event_id, event = emit(job, ev_job, ev_client, 'queued', now, ARGV[8], ARGV[9], ttl)
 -- The queued event, the started watermark and the depth: the web tier answers the submit
 -- without reading anything else.

@@ -48,6 +48,31 @@ async def test_a_client_past_its_storage_quota_is_refused_and_others_are_not(
     assert other.status == 202, await other.json()
 
 
+async def test_fresh_identities_share_their_address_storage_account(
+    make_client: ClientFactory,
+) -> None:
+    """A new cookie per job is a new client, not a new quota: the address's account holds
+    them all, and a cancel gives back to both accounts."""
+    each = expected_bytes(TEXT, "wav", document=False)
+    client = await make_client(storage_per_address_bytes=int(each * 2.5))
+    ids = []
+    for n in range(2):
+        fresh = cookie(client, f"fresh-identity-{n:04d}")
+        response = await client.post("/v1/tts/jobs", json={"text": TEXT}, headers=fresh)
+        assert response.status == 202, await response.json()
+        ids.append((fresh, (await response.json())["id"]))
+    refused = await client.post(
+        "/v1/tts/jobs", json={"text": TEXT}, headers=cookie(client, "z" * 20)
+    )
+    body = await refused.json()
+    assert refused.status == 429 and body["error"]["code"] == "storage_quota", body
+    assert "limit per address" in body["error"]["message"], body
+    owner, job_id = ids[0]
+    assert (await client.delete(f"/v1/tts/jobs/{job_id}", headers=owner)).status == 202
+    fits = await client.post("/v1/tts/jobs", json={"text": TEXT}, headers=cookie(client, "y" * 20))
+    assert fits.status == 202, await fits.json()
+
+
 async def test_a_job_no_client_could_keep_is_a_413_that_says_what_to_do(
     make_client: ClientFactory,
 ) -> None:

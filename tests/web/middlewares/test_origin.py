@@ -99,6 +99,10 @@ async def test_a_loopback_server_answers_only_loopback_names(client: Client) -> 
         assert response.status == status, (host, await response.text())
         if status == 421:
             assert (await response.json())["error"]["code"] == "host_not_allowed"
+    # Probes and scrapes address the process by its IP: answered for any Host.
+    for path in ("/healthz", "/readyz", "/metrics"):
+        response = await client.get(path, headers={"Host": "10.1.2.3:8000"})
+        assert response.status in (200, 503), (path, response.status)
 
 
 def test_host_policy() -> None:
