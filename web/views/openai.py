@@ -26,7 +26,7 @@ from core.audio.stream_encode import StreamEncoder
 from web import job_service
 from web.appkeys import QUEUE
 from web.clients.identity import client_id
-from web.clients.limits import check_submit
+from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, dumps
 from web.job_service import Closing, closing_error, job_error, pcm_pieces
 from web.monitors.memory import address
@@ -44,11 +44,14 @@ async def speech(request: web.Request) -> web.StreamResponse:
     client = client_id(request)
     params = await parse(app, await json_body(request), client)
     await check_submit(request)
-    submitted = await job_service.enqueue(app, params.request, client, source=address(request))
-    job_id, cursor = submitted.job_id, submitted.event_id
     if params.stream is None:
-        return await _whole(request, params, job_id, cursor)
-    return await _streamed(request, params, job_id, cursor)
+        submitted = await job_service.enqueue(app, params.request, client, source=address(request))
+        return await _whole(request, params, submitted.job_id, submitted.event_id)
+    # A streamed answer is an open connection that the web tier encodes for: it holds a stream
+    # lease like the event streams, taken before the job is queued (past the cap, a plain 429).
+    async with stream_lease(request, client):
+        submitted = await job_service.enqueue(app, params.request, client, source=address(request))
+        return await _streamed(request, params, submitted.job_id, submitted.event_id)
 
 
 async def _whole(

@@ -317,3 +317,18 @@ async def test_job_status_of_a_speech_request(client: Client, worker: WorkerProc
     job = await wait_job(client, response.headers["x-job-id"], ("succeeded",))
     assert job["voice"] == "zh_male" and job["format"] == "flac"
     assert duration(response.content, "flac") > 0.1
+
+
+async def test_streamed_answers_hold_a_stream_lease(make_client: ClientFactory) -> None:
+    """Each streamed answer holds one of its address's stream leases, taken before its job is
+    queued: past the cap, a 429 that queues nothing."""
+    client = await make_client(streams_per_address=1)
+    body = {"model": "tts-1", "input": "Held open.", "voice": "nova", "stream_format": "audio"}
+    held = asyncio.create_task(client.post("/v1/audio/speech", json=body))  # no worker: it waits
+    await asyncio.sleep(0.5)
+    before = (await (await client.get("/metrics")).text()).count("chattts_jobs_submitted_total 1")
+    refused = await client.post("/v1/audio/speech", json=body)
+    assert refused.status == 429 and refused.headers["Retry-After"], await refused.text()
+    after = (await (await client.get("/metrics")).text()).count("chattts_jobs_submitted_total 1")
+    assert before == after == 1  # the refused one queued nothing
+    held.cancel()
