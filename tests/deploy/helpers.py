@@ -7,7 +7,7 @@ import argparse
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
@@ -139,3 +139,49 @@ def compose() -> dict[str, Any]:
     loaded = yaml.safe_load(COMPOSE.read_text())
     assert isinstance(loaded, dict)
     return loaded
+
+
+# -- the compose file ---------------------------------------------------------------------
+
+
+def compose_env(service: Mapping[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {str(k): str(v) for k, v in env.items()}
+
+
+_VARIABLE = re.compile(r"\$(?:(\$)|\{(\w+)(?:(:?[-?+])([^}]*))?\}|(\w+))")
+
+
+def interpolate(text: str, environ: Mapping[str, str]) -> str:
+    """What Compose makes of a value given this environment: $$, $VAR, ${VAR}, ${VAR:-default},
+    ${VAR-default}, ${VAR:?error}, ${VAR?error}, ${VAR:+other}, ${VAR+other}."""
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(1):
+            return "$"
+        name = match.group(2) or match.group(5)
+        op, arg = match.group(3) or "", match.group(4) or ""
+        value = environ.get(name)
+        unset = value is None or (op.startswith(":") and value == "")
+        if op.endswith("-"):
+            return arg if unset else str(value)
+        if op.endswith("?"):
+            assert not unset, f"compose refuses to start: {name} is unset ({arg})"
+            return str(value)
+        if op.endswith("+"):
+            return "" if unset else arg
+        return value or ""
+
+    return _VARIABLE.sub(substitute, text)
+
+
+def resolved_env(service: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    return {k: interpolate(v, environ) for k, v in compose_env(service).items()}
+
+
+def compose_services_running(command: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, service in compose()["services"].items():
+        if "build" in service and service["command"][0] == command:
+            yield name, service

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,10 +23,14 @@ from tests.deploy.helpers import (
     ROOT,
     check_env_name,
     compose,
+    compose_env,
+    compose_services_running,
     dockerfile_stages,
     effective_settings,
     image_env,
+    interpolate,
     parse_command,
+    resolved_env,
     route_paths,
 )
 from web.app import SHUTDOWN_TIMEOUT_S
@@ -45,43 +49,6 @@ def duration_s(text: str) -> float:
     return sum(float(n) * units[u] for n, u in parts)
 
 
-def compose_env(service: Mapping[str, Any]) -> dict[str, str]:
-    env = service.get("environment") or {}
-    if isinstance(env, list):
-        env = dict(item.split("=", 1) for item in env)
-    return {str(k): str(v) for k, v in env.items()}
-
-
-_VARIABLE = re.compile(r"\$(?:(\$)|\{(\w+)(?:(:?[-?+])([^}]*))?\}|(\w+))")
-
-
-def interpolate(text: str, environ: Mapping[str, str]) -> str:
-    """What Compose makes of a value given this environment: $$, $VAR, ${VAR}, ${VAR:-default},
-    ${VAR-default}, ${VAR:?error}, ${VAR?error}, ${VAR:+other}, ${VAR+other}."""
-
-    def substitute(match: re.Match[str]) -> str:
-        if match.group(1):
-            return "$"
-        name = match.group(2) or match.group(5)
-        op, arg = match.group(3) or "", match.group(4) or ""
-        value = environ.get(name)
-        unset = value is None or (op.startswith(":") and value == "")
-        if op.endswith("-"):
-            return arg if unset else str(value)
-        if op.endswith("?"):
-            assert not unset, f"compose refuses to start: {name} is unset ({arg})"
-            return str(value)
-        if op.endswith("+"):
-            return "" if unset else arg
-        return value or ""
-
-    return _VARIABLE.sub(substitute, text)
-
-
-def resolved_env(service: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
-    return {k: interpolate(v, environ) for k, v in compose_env(service).items()}
-
-
 def redis_options(argv: list[str]) -> dict[str, list[str]]:
     """`redis-server --option value... --option value...` as {"--option": [value, ...]}."""
     assert argv[0] == "redis-server" and (len(argv) == 1 or argv[1].startswith("--")), argv
@@ -98,12 +65,6 @@ def redis_options(argv: list[str]) -> dict[str, list[str]]:
 def redis_password(options: Mapping[str, list[str]], option: str = "--requirepass") -> str | None:
     value = options.get(option)
     return value[0] if value else None
-
-
-def compose_services_running(command: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    for name, service in compose()["services"].items():
-        if "build" in service and service["command"][0] == command:
-            yield name, service
 
 
 def test_compose_interpolates_only_real_settings() -> None:

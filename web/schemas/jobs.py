@@ -281,12 +281,17 @@ async def check_voice(queue: Queue, voice: str, client: str | None = None) -> No
 
 def voice_owner(raw: bytes | str) -> str | None:
     """Who registered a voice (None: registered before voices had owners; anyone uses it)."""
+    return voice_field(raw, "owner")
+
+
+def voice_field(raw: bytes | str, name: str) -> str | None:
+    """A string field of a registered voice's metadata (None: absent, or not a string)."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    owner = data.get("owner") if isinstance(data, dict) else None
-    return owner if isinstance(owner, str) else None
+    value = data.get(name) if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
 
 
 # -- response bodies ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from web.clients.identity import client_id, is_admin
 from web.clients.limits import RateLimited
 from web.errors import ApiError, json_response, not_found
 from web.monitors.memory import address
-from web.schemas.jobs import voice_owner
+from web.schemas.jobs import voice_field, voice_owner
 from web.views.voice_uploads import NAME, read_registration
 
 # Registered voices carry large fields (speaker embeddings, reference clips): only short scalar
@@ -70,14 +70,6 @@ async def _within_quota(request: web.Request, owner: str, size: int) -> None:
 def source_key(request: web.Request) -> str:
     """The accounting name of a registration's source address (beside its owner's)."""
     return f"address:{address(request)}"
-
-
-def _field(raw: bytes, name: str) -> str | None:
-    try:
-        value = orjson.loads(raw).get(name)
-    except (orjson.JSONDecodeError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None
 
 
 def _public_registered(name: str, raw: bytes) -> dict[str, Any]:
@@ -177,7 +169,7 @@ async def delete_voice(request: web.Request) -> web.Response:
             "registered it (the same API key, or the same browser's cookie) may delete it",
             code="not_voice_owner",
         )
-    if not await queue.voices.delete(name, owner, _field(raw, "source")):
+    if not await queue.voices.delete(name, owner, voice_field(raw, "source")):
         raise not_found(f"no registered voice named {name[:64]!r}", "voice_not_found")
     return json_response({"name": name, "deleted": True})
 

@@ -98,6 +98,7 @@ class Session:
         self.ws = ws
         self.request = request
         self.client = client_id(request)
+        self.source = address(request)  # whose memory budget this socket's audio counts in
         self.admin = is_admin(request)
         # Text frames (JSON), and audio: a JSON header and its binary frame, sent back to back.
         self.out: asyncio.Queue[str | bytes | tuple[str, bytes]] = asyncio.Queue(
@@ -127,7 +128,7 @@ class Session:
             while not self.out.empty():  # audio never sent: its bytes leave the budget
                 frame = self.out.get_nowait()
                 if isinstance(frame, tuple):
-                    self.app[MEMORY].give(address(self.request), len(frame[1]))
+                    self.app[MEMORY].give(self.source, len(frame[1]))
 
     async def put(self, frame: dict[str, Any] | bytes) -> None:
         """Queue a JSON frame (or raw bytes); waits while the queue is full, up to stall_s."""
@@ -147,7 +148,7 @@ class Session:
             async with asyncio.timeout(self.stall_s):
                 await self.out.put((dumps(header), data))
         except BaseException as exc:
-            self.app[MEMORY].give(address(self.request), len(data))
+            self.app[MEMORY].give(self.source, len(data))
             if isinstance(exc, TimeoutError):
                 raise SlowConsumer from None
             raise
@@ -155,7 +156,7 @@ class Session:
     async def reserve(self, size: int) -> None:
         try:
             await self.app[MEMORY].wait_take(
-                address(self.request), size, "audio for this WebSocket", self.stall_s
+                self.source, size, "audio for this WebSocket", self.stall_s
             )
         except ApiError:
             raise SlowConsumer from None
@@ -168,7 +169,7 @@ class Session:
                     await self.ws.send_str(frame[0])
                     await self.ws.send_bytes(frame[1])
                 finally:
-                    self.app[MEMORY].give(address(self.request), len(frame[1]))
+                    self.app[MEMORY].give(self.source, len(frame[1]))
             elif isinstance(frame, bytes):
                 await self.ws.send_bytes(frame)
             else:
@@ -227,7 +228,7 @@ class Session:
                 self.client,
                 request,
                 idempotency_key(idem),
-                source=address(self.request),
+                source=self.source,
             )
             await self.put({"type": "submitted", "ref": ref, "job": body})
             self._subscribe(body["id"], None, audio)
@@ -341,7 +342,7 @@ class Session:
             expected = int(job.get("audio_size") or 0)
         else:
             return False
-        memory, where = self.app[MEMORY], address(self.request)
+        memory, where = self.app[MEMORY], self.source
         await self.reserve(expected)
         try:
             if final:
