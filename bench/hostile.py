@@ -7,9 +7,12 @@ flood it: fresh identities submitting, submit-then-cancel churn, hundreds of eve
 decompression and media bombs, huge embedding strings, stalled uploads (multipart and
 urlencoded), 4,000-digit texts, cross-site form posts, downloads that are never read, audio
 streams past the cap, transcripts of characters normalization drops, and callbacks of jobs
-cancelled at once. Reports requests tried by kind and status, 5xx (must be 0), the web
-process's peak RSS (its Kubernetes limit is 1 GiB), Redis memory growth per refused or cancelled
-request, and the honest client's submit latency, alone and under attack (p99 within 2x).
+cancelled at once; and, before the worker starts, fresh identities of one address filling its
+storage account (scaled down) until it refuses them. Reports requests tried by kind and status,
+5xx (must be 0), the web process's peak RSS (its Kubernetes limit is 1 GiB), Redis memory
+growth per refused or cancelled request, and the honest client's submit latency, alone and
+under attack (p99 within 2x). `--pin` keeps the worker and the attackers off the
+web process's, Redis's and the honest client's core.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,10 @@ from core.infra.settings import LIMITS_OFF, Settings
 from core.queue.keys import Keys
 
 WEB_LIMIT_KB = 1024 * 1024  # the web pod's memory limit in docker/k8s/web.yaml
+# The address's storage cap, scaled down from 16 GiB so that the fill reaches it in seconds
+# (the admission is the same at any size): about 20 jobs of 4,000 characters.
+STORAGE_FILL_CAP = 256 * 1024**2
+FILL_ADDRESS = "127.0.0.7"
 HONEST_GAP_S = 0.25  # the honest client's pace: 4 submissions a second, under its 5/s
 
 
@@ -65,7 +73,13 @@ async def honest(url: str, jobs: int, tally: Tally) -> list[float]:
 
 
 async def _under_attack(
-    url: str, port: int, seconds: float, jobs: int, rate: float, skip: frozenset[str]
+    url: str,
+    port: int,
+    seconds: float,
+    jobs: int,
+    rate: float,
+    skip: frozenset[str],
+    place: Callable[[int], None],
 ) -> tuple[list[float], Tally]:
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
@@ -73,6 +87,7 @@ async def _under_attack(
         target=attack_process, args=(url, port, seconds, rate, skip, results)
     )
     attacker.start()
+    place(attacker.pid or 0)
     await asyncio.sleep(1.0)  # the attack is on before the honest client starts
     honest_tally = Tally()
     latencies = await honest(url, jobs, honest_tally)
@@ -110,11 +125,72 @@ async def _growth_perrequest(url: str, store: redis.Redis, count: int) -> tuple[
     return refused, held / count, max(ttls)
 
 
+async def _storage_fill(url: str, store: redis.Redis, attempts: int) -> dict[str, Any]:
+    """Fresh identities from one address submit the longest jobs until its storage account
+    refuses them; then they cancel every one, and the charge must come back to 0."""
+    tally, admitted = Tally(), []
+    keys = Keys(Settings().key_prefix, Settings().queue)
+    account = keys.usage(f"address:{FILL_ADDRESS}")
+    text = "Fill the store with audio. " * 148  # 3,996 characters: the longest plain job
+    refused = 0
+    for _ in range(attempts):
+        # No cookie: a new client each time.
+        async with (
+            session(FILL_ADDRESS) as http,
+            http.post(f"{url}/v1/tts/jobs", json={"text": text}) as r,
+        ):
+            body = await r.json()
+            tally.add("storage fill", r.status)
+            if r.status == 202:
+                cookie = "; ".join(f"{k}={m.value}" for k, m in r.cookies.items())
+                admitted.append((body["id"], cookie))
+            elif body["error"]["code"] == "storage_quota":
+                refused += 1
+                if refused >= 5:
+                    break
+        await asyncio.sleep(0.06)  # under the address's 20 submissions a second
+    reserved = int(store.hget(account, "total") or 0)
+    for job_id, cookie in admitted:
+        async with session(FILL_ADDRESS) as http:
+            call = http.delete(f"{url}/v1/tts/jobs/{job_id}", headers={"Cookie": cookie})
+            await request(tally, "storage fill: cancel", call)
+    return {
+        "storage_fill_jobs_admitted": len(admitted),
+        "storage_fill_refused": refused,
+        "storage_fill_reserved_mb": reserved / 1024**2,
+        "storage_fill_cap_mb": STORAGE_FILL_CAP / 1024**2,
+        "storage_fill_after_cancel_bytes": int(store.hget(account, "total") or 0),
+        "storage_fill_server_errors": tally.server_errors,
+    }
+
+
 def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, Any]:
+    cores = sorted(os.sched_getaffinity(0))
+
+    def elsewhere(pid: int) -> None:
+        """With --pin, the web process, Redis and the honest client share one core; the worker
+        and the attackers take the others. The attack's own work (its client, the synthesis of
+        its accepted jobs, on GPU machines in production) then does not share the honest
+        client's core: what is measured is the guards of the web tier, not CPU sharing."""
+        if args.pin:
+            os.sched_setaffinity(pid, cores[1:])
+
+    if args.pin:
+        os.sched_setaffinity(0, cores[:1])  # this process (the honest client), and the web
     redis_url = start_redis(procs, tmp)
     shipped = {name: getattr(Settings(), name) for name in LIMITS_OFF}
-    url, web = start_ours(procs, redis_url, tmp, **shipped)
-    worker = Settings(redis_url=redis_url, engine="espeak", data_dir=str(tmp / "w"))
+    store_url = f"file://{tmp / 'audio'}"  # as `run` and the deployments ship: audio off Redis
+    url, web = start_ours(
+        procs,
+        redis_url,
+        tmp,
+        **shipped,
+        storage_per_address_bytes=STORAGE_FILL_CAP,
+        audio_store=store_url,
+    )
+    worker = Settings(
+        redis_url=redis_url, engine="espeak", data_dir=str(tmp / "w"), audio_store=store_url
+    )
     env = {**os.environ, **worker.to_env(), "CHATTTS_WORKER_METRICS_PORT": "0"}
     port = int(url.rsplit(":", 1)[1])
     store = redis.Redis.from_url(redis_url)
@@ -122,24 +198,31 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
     async def run() -> dict[str, Any]:
         # No worker yet: the cancelled jobs are cancelled while queued, as the figure means.
         refused_b, cancelled_b, ttl = await _growth_perrequest(url, store, args.growth_requests)
-        procs.start("ours-worker", [sys.executable, "-m", "cli", "worker"], env, cwd=REPO_ROOT)
+        fill = await _storage_fill(url, store, attempts=60)
+        worker_proc = procs.start(
+            "ours-worker", [sys.executable, "-m", "cli", "worker"], env, cwd=REPO_ROOT
+        )
+        elsewhere(worker_proc.pid)
         await asyncio.to_thread(wait_http, procs, f"{url}/readyz")
         idle_tally = Tally()
         idle = await honest(url, args.jobs, idle_tally)
         under, tally = await _under_attack(
-            url, port, args.seconds, args.jobs, args.attack_rate, frozenset(args.skip)
+            url, port, args.seconds, args.jobs, args.attack_rate, frozenset(args.skip), elsewhere
         )
         counts = tally.counts
         return {
             "requests": {f"{k} -> {s or 'no answer'}": n for (k, s), n in sorted(counts.items())},
             "attack_requests": sum(n for (k, _), n in counts.items() if k != "honest submit"),
             "stalled_uploads": tally.stalled,
-            "server_errors": tally.server_errors + idle_tally.server_errors,
+            "server_errors": tally.server_errors
+            + idle_tally.server_errors
+            + fill["storage_fill_server_errors"],
             "web_peak_rss_mb": _peak_rss_kb(web.pid) / 1024,
             "web_rss_limit_mb": WEB_LIMIT_KB / 1024,
             "redis_bytes_per_refused_request": refused_b,
             "redis_bytes_per_cancelled_job": cancelled_b,
             "cancelled_job_kept_s": ttl,
+            **fill,
             "honest_idle_p50_ms": statistics.median(idle) * 1000,
             "honest_idle_p99_ms": _p99(idle) * 1000,
             "honest_attack_p50_ms": statistics.median(under) * 1000,
@@ -180,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="attacks to leave out: fresh_identities churn open_streams voice_bombs digits "
         "cross_site",
+    )
+    p.add_argument(
+        "--pin",
+        action="store_true",
+        help="the web process on one core, everything else on the others (needs 2 or more)",
     )
     p.add_argument("--growth-requests", type=int, default=50, help="requests per growth figure")
     p.add_argument("--quick", action="store_true", help="a smoke run: 5 s, 12 jobs")

@@ -18,6 +18,7 @@ from web.appkeys import (
     CALLBACK_SECRET,
     CONNECTIONS,
     COOKIE_SECRET,
+    EGRESS,
     HUB,
     KEYS,
     MEMORY,
@@ -29,7 +30,12 @@ from web.appkeys import (
 from web.callbacks.sender import CallbackSender, parse_schedule
 from web.callbacks.signing import service_secret
 from web.callbacks.targets import parse_allow
-from web.clients.identity import cookie_secret, identity_middleware, set_client_cookie
+from web.clients.identity import (
+    cookie_secret,
+    identity_middleware,
+    operators_networks,
+    set_client_cookie,
+)
 from web.hub import Connections, EventHub
 from web.metrics import Metrics
 from web.middlewares.access_log import JobAccessLogger, quiet_malformed_requests
@@ -38,6 +44,7 @@ from web.middlewares.forwarded import forwarded_middleware, parse_proxies
 from web.middlewares.metrics import metrics_middleware
 from web.middlewares.origin import origin_middleware
 from web.monitors.backlog import BacklogAlert
+from web.monitors.egress import EgressPacer
 from web.monitors.memory import MemoryBudget
 from web.monitors.store import ThroughputMeter
 from web.routes import setup_routes
@@ -49,6 +56,8 @@ TEMPLATES_DIR = ROOT / "templates"
 STATIC_DIR = ROOT / "static"
 # Open streams are closed at once on shutdown; this bounds the wait for ordinary requests.
 SHUTDOWN_TIMEOUT_S = 10.0
+# An address may send a second's worth at once: a short file goes out unpaced.
+SEND_BURST_S = 1.0
 # redis-py's pool fails (not waits) past its size, 100 by default: hundreds of open streams and
 # concurrent requests each hold a connection for a command or two.
 REDIS_MAX_CONNECTIONS = 1024
@@ -133,12 +142,15 @@ def create_app(settings: Settings) -> web.Application:
         handler_args={"auto_decompress": False},
     )
     app[SETTINGS] = settings
+    operators_networks(settings.metrics_networks)  # a bad entry stops the start, named
     app[COOKIE_SECRET] = cookie_secret(settings)
     app[CALLBACK_SECRET] = service_secret(settings.callback_secret, app[COOKIE_SECRET])
     app[KEYS] = Keys(settings.key_prefix, settings.queue)
     app[METRICS] = Metrics()
     app[CONNECTIONS] = Connections()
     app[MEMORY] = MemoryBudget(settings.web_memory_bytes, settings.web_memory_per_address_bytes)
+    rate = settings.send_rate_per_address_bytes
+    app[EGRESS] = EgressPacer(rate, rate * SEND_BURST_S)
     aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=True)
     app[aiohttp_jinja2.static_root_key] = "/static"
     setup_routes(app, STATIC_DIR)

@@ -13,6 +13,7 @@ from core.queue.keys import Keys
 from core.queue.store import Queue
 from web.hub import Connections, EventHub
 from web.metrics import Metrics
+from web.monitors.egress import EgressPacer
 from web.monitors.memory import MemoryBudget
 from web.monitors.store import ThroughputMeter
 
@@ -24,6 +25,7 @@ CONNECTIONS = web.AppKey("connections", Connections)
 METRICS = web.AppKey("metrics", Metrics)
 THROUGHPUT = web.AppKey("throughput", ThroughputMeter)
 MEMORY = web.AppKey("memory", MemoryBudget)
+EGRESS = web.AppKey("egress", EgressPacer)
 # The key that signs identity cookies (web/clients/identity.py): a client cannot mint an identity.
 COOKIE_SECRET = web.AppKey("cookie_secret", bytes)
 # The key each client's callback signing secret derives from (web/callbacks/signing.py).

@@ -19,6 +19,10 @@ from web.hub import TERMINAL_TYPES, follow
 from web.middlewares.error_handling import refusal
 from web.schemas.jobs import callback_url, job_urls, position, synthesis_request, valid_job_id
 
+# Chunks fetched per read of a replay: half a second each, a few seconds of audio, so that one
+# listener joining a long job late neither holds its whole audio nor blocks Redis copying it.
+CHUNKS_PER_READ = 8
+
 
 class Closing(Exception):
     """The server shuts down before the job ended."""
@@ -268,30 +272,32 @@ class ChunkReader:
         self.sent = 0
         self.run: int | None = None  # the run whose chunks went out
 
-    async def on_event(self, event: dict[str, Any]) -> list[bytes]:
-        """The chunks `event` makes available that were not read yet (none for other events)."""
+    async def on_event(self, event: dict[str, Any]) -> AsyncGenerator[list[bytes], None]:
+        """The chunks `event` makes available that were not read yet (none for other events),
+        CHUNKS_PER_READ at a time: a replay of a long job never holds all of it at once."""
         kind, job = event.get("type"), event.get("job") or {}
         if kind == "audio":
             upto = int((event.get("chunk") or {}).get("index") or 0)
         elif kind == "succeeded":
             upto = int(job.get("chunks_done") or 0)
         else:
-            return []
+            return
         announced = job.get("starts")
         if self.run is not None and announced is not None and announced != self.run:
             raise Restarted(self.job_id)
-        if upto <= self.sent:
-            return []
-        chunks, run = await self.queue.stored.chunks_of_run(self.job_id, self.sent, upto - 1)
-        if self.run is None:
-            if announced is not None and announced != run:
-                return []  # an earlier run's event: its chunks are gone, the current run's follow
-        elif run != self.run:
-            raise Restarted(self.job_id)  # the list holds a later run's chunks already
-        if chunks:
+        while self.sent < upto:
+            last = min(upto, self.sent + CHUNKS_PER_READ) - 1
+            chunks, run = await self.queue.stored.chunks_of_run(self.job_id, self.sent, last)
+            if self.run is None:
+                if announced is not None and announced != run:
+                    return  # an earlier run's event: its chunks are gone, the current run's follow
+            elif run != self.run:
+                raise Restarted(self.job_id)  # the list holds a later run's chunks already
+            if not chunks:
+                return
             self.run = run
             self.sent += len(chunks)
-        return chunks
+            yield chunks
 
 
 async def pcm_pieces(
@@ -307,8 +313,10 @@ async def pcm_pieces(
     async with contextlib.aclosing(follow(queue, app[HUB], stream, cursor, job_id=job_id)) as ev:
         async for _, event in ev:
             kind = event.get("type")
-            for chunk in await reader.on_event(event):
-                yield chunk
+            async with contextlib.aclosing(reader.on_event(event)) as batches:
+                async for batch in batches:
+                    for chunk in batch:
+                        yield chunk
             if kind == "succeeded":
                 if not reader.sent and whole_file:
                     audio = await queue.stored.file(job_id)

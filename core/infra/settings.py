@@ -41,6 +41,7 @@ LIMITS_OFF: dict[str, float] = {
     "submit_rate_per_address": 0,
     "streams_per_client": 0,
     "streams_per_address": 0,
+    "send_rate_per_address_bytes": 0,
 }
 
 
@@ -110,6 +111,10 @@ class Settings:
     # refused (503 busy, 429 too_much_in_flight) before they take the process's memory.
     web_memory_bytes: int = 256 * 1024**2
     web_memory_per_address_bytes: int = 64 * 1024**2
+    # Bytes a second one web process sends one source address (downloads, streams, replays;
+    # 0: off): re-fetching large files cannot take the process's CPU from everyone. 16 MiB/s
+    # is 128 Mbit/s, a 4-hour WAV in 45 s; a real-time stream takes 48 KB/s.
+    send_rate_per_address_bytes: int = 16 * 1024**2
     # The reverse proxies (CIDRs) whose X-Forwarded-For and X-Forwarded-Proto are believed:
     # limits then count the client's address, and cookies are Secure behind TLS. Empty: the
     # peer is the client (behind a proxy every client then shares the proxy's address).
@@ -118,6 +123,7 @@ class Settings:
     # A fresh cookie is a fresh owner: voices from one source address, whoever owns them.
     voices_per_address: int = 60
     voice_bytes_per_owner: int = 32 * 1024 * 1024
+    voice_bytes_per_address: int = 96 * 1024 * 1024  # three owners' worth, as the count
 
     # Worker timings. block_ms stays well below redis-py's 5 s default socket timeout.
     block_ms: int = 1_000
@@ -156,6 +162,13 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     api_keys: str = ""
+    # Peers (CIDRs, or *) that read /metrics and /readyz's detail: loopback and the private
+    # ranges a scraper or a kubelet probe comes from; anyone else gets 403 from /metrics and
+    # only the ready/not-ready answer from /readyz (load balancers check from public ranges).
+    metrics_networks: str = (
+        "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,"
+        "fc00::/7,fe80::/10"
+    )
     # With keys set, /metrics and /readyz need one too (Prometheus sends it: `authorization`);
     # off by default, for probes and scrapers that cannot send a header.
     private_metrics: bool = False

@@ -4,25 +4,18 @@ stays far under its memory limit, refused requests cost Redis nothing."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.helpers import run_quick
 
 
 @pytest.mark.timeout(300)
 def test_quick_hostile_run(tmp_path: Path) -> None:
     out = tmp_path / "hostile.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.hostile", "--quick", "--output", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        timeout=280,
-    )
-    assert done.returncode == 0, done.stdout.decode()[-3000:] + done.stderr.decode()[-3000:]
+    done = run_quick("bench.hostile", out)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["server_errors"] == 0
     assert report["web_peak_rss_mb"] < report["web_rss_limit_mb"] / 4

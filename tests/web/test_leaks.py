@@ -83,3 +83,36 @@ async def test_metrics_and_readiness_can_be_private(make_client: ClientFactory) 
         response = await client.get(path, headers={"Authorization": "Bearer scraper-key"})
         assert response.status in (200, 503), path  # 503: no worker is ready here
     assert (await client.get("/healthz")).status == 200
+
+
+async def test_metrics_and_readiness_detail_answer_only_the_operators_networks(
+    make_client: ClientFactory,
+) -> None:
+    """From loopback (the default's first range) the scrape answers; a client a trusted proxy
+    relays from a public address gets 403 from /metrics and only the verdict from /readyz."""
+    client = await make_client(trusted_proxies="127.0.0.1")
+    assert (await client.get("/metrics")).status == 200
+    local = await (await client.get("/readyz")).json()
+    assert "workers" in local and "topology" in local, local
+
+    public = {"X-Forwarded-For": "203.0.113.9"}
+    response = await client.get("/metrics", headers=public)
+    body = await response.json()
+    assert response.status == 403, body
+    assert body["error"]["code"] == "metrics_not_public"
+    assert "CHATTTS_METRICS_NETWORKS" in body["error"]["message"]
+    response = await client.get("/readyz", headers=public)
+    assert response.status in (200, 503)
+    assert await response.json() == {"status": "not_ready"}  # no worker here: not ready
+    assert (await client.get("/healthz", headers=public)).status == 200
+
+    # A private address is an operator's by default; `*` opens both to everyone.
+    private = {"X-Forwarded-For": "10.1.2.3"}
+    assert (await client.get("/metrics", headers=private)).status == 200
+    opened = await make_client(trusted_proxies="127.0.0.1", metrics_networks="*")
+    assert (await opened.get("/metrics", headers=public)).status == 200
+
+
+async def test_a_bad_metrics_network_stops_the_start(make_client: ClientFactory) -> None:
+    with pytest.raises(ValueError, match="CHATTTS_METRICS_NETWORKS"):
+        await make_client(metrics_networks="10.0.0.0/8,not-a-network")

@@ -27,7 +27,7 @@ from web.clients.limits import stream_lease
 from web.errors import ApiError
 from web.job_service import Closing, closing_error, pcm_pieces
 from web.schemas.jobs import valid_job_id
-from web.views.sending import write_timeout_s
+from web.views.sending import paced_write
 
 T = TypeVar("T")
 
@@ -73,7 +73,6 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
     response: web.StreamResponse | None = None
     failure: ApiError | None = None
     pieces = pcm_pieces(app, job_id, None, whole_file=job.request.format == "pcm")
-    timeout_s = write_timeout_s(request)
 
     async def send() -> None:
         nonlocal response, skip
@@ -85,8 +84,7 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
                 pcm, skip = pcm[skip:], 0
                 if response is None:
                     response = await _open(request, job_id)
-                async with asyncio.timeout(timeout_s):  # a listener that stopped reading
-                    await response.write(pcm)
+                await paced_write(request, response.write, pcm)  # TimeoutError: not reading
 
     try:
         async with stream_lease(request):

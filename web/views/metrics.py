@@ -10,12 +10,21 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
 from web.appkeys import METRICS, QUEUE, THROUGHPUT
+from web.clients.identity import from_operators_network
+from web.errors import ApiError
 from web.monitors.queue_metrics import read_queue
 
 SCRAPE_REDIS_TIMEOUT_S = 0.5
 
 
 async def metrics_view(request: web.Request) -> web.Response:
+    if not from_operators_network(request):
+        raise ApiError(
+            403,
+            "/metrics answers the networks in CHATTTS_METRICS_NETWORKS (loopback and private "
+            "ranges unless set); scrape from one of them, or add the scraper's network",
+            code="metrics_not_public",
+        )
     metrics = request.app[METRICS]
     queue = request.app[QUEUE]
     meter = request.app.get(THROUGHPUT)

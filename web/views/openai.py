@@ -33,7 +33,7 @@ from web.monitors.memory import address
 from web.schemas.jobs import json_body
 from web.schemas.openai import Speech, parse
 from web.views.chunks import unless_gone
-from web.views.sending import holding, send_bytes
+from web.views.sending import holding, paced_write, send_bytes
 
 DELTA_BYTES = 32 * 1024  # audio bytes per SSE delta, at most
 FRAME_MS = 20  # usage: one output "token" per 20 ms of audio
@@ -105,13 +105,14 @@ class _Sender:
 
     async def event(self, event: dict[str, Any]) -> None:
         response = await self._open()
-        await response.write(f"event: {event['type']}\ndata: {dumps(event)}\n\n".encode())
+        data = f"event: {event['type']}\ndata: {dumps(event)}\n\n".encode()
+        await paced_write(self.request, response.write, data)
 
     async def send(self, chunk: bytes) -> None:
         if not chunk:
             return
         if self.params.stream == "audio":
-            await (await self._open()).write(chunk)
+            await paced_write(self.request, (await self._open()).write, chunk)
             return
         for start in range(0, len(chunk), DELTA_BYTES):
             piece = base64.b64encode(chunk[start : start + DELTA_BYTES]).decode()
@@ -147,15 +148,17 @@ async def _streamed(
         failure = exc
     except Closing:
         failure = closing_error(job_id)
-    except ConnectionError:  # the client left while we wrote
-        pass
+    except (ConnectionError, TimeoutError):  # the client left, or stopped reading
+        if request.transport is not None:
+            request.transport.abort()
+        return sender.response or web.Response(status=499, headers={"X-Job-Id": job_id})
     if sender.response is None:
         if failure is not None:
             raise failure
         return web.Response(status=499, headers={"X-Job-Id": job_id})
     if failure is not None:
         if params.stream == "sse":
-            with contextlib.suppress(ConnectionError):
+            with contextlib.suppress(ConnectionError, TimeoutError):
                 await sender.event({"type": "error", "error": failure.error()})
         elif request.transport is not None:
             request.transport.close()  # the body ends short: the client sees a broken transfer

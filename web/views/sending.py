@@ -1,15 +1,17 @@
 """Bytes sent to a client that may never read them: counted in the process's memory budget
-while they are sent, written in chunks, and cut off when the client stops taking them."""
+while they are sent, written in chunks paced by the address's send rate, and cut off when the
+client stops taking them."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from web.appkeys import MEMORY, SETTINGS
+from web.appkeys import EGRESS, MEMORY, SETTINGS
 from web.monitors.memory import address
 from web.views.events import send_timeout_s
 
@@ -31,6 +33,24 @@ def holding(request: web.Request, size: int) -> contextlib.AbstractContextManage
     return request.app[MEMORY].hold(address(request), size, "audio to send")
 
 
+async def pace(request: web.Request, size: int) -> None:
+    """Wait until the client's address may be sent `size` more bytes (CHATTTS_SEND_RATE_...)."""
+    await request.app[EGRESS].pace(address(request), size)
+
+
+async def paced_write(
+    request: web.Request, write: Callable[[memoryview], Awaitable[None]], data: bytes
+) -> None:
+    """`data` in chunks, each paced by the address's send rate and written within the write
+    timeout (TimeoutError: the client stopped reading)."""
+    view, timeout_s = memoryview(data), write_timeout_s(request)
+    for start in range(0, len(view), CHUNK_BYTES):
+        piece = view[start : start + CHUNK_BYTES]
+        await pace(request, len(piece))
+        async with asyncio.timeout(timeout_s):
+            await write(piece)
+
+
 async def send_bytes(
     request: web.Request, body: bytes, headers: dict[str, str], status: int = 200
 ) -> web.StreamResponse:
@@ -40,18 +60,15 @@ async def send_bytes(
     await response.prepare(request)
     if request.method == "HEAD":
         return response
-    view, timeout_s = memoryview(body), write_timeout_s(request)
     try:
-        for start in range(0, len(view), CHUNK_BYTES):
-            async with asyncio.timeout(timeout_s):
-                await response.write(view[start : start + CHUNK_BYTES])
+        await paced_write(request, response.write, body)
         await response.write_eof()
     except TimeoutError:
         log.info(
             "%s %s: the client took nothing for %.0f s: closed",
             request.method,
             request.path,
-            timeout_s,
+            write_timeout_s(request),
         )
         if request.transport is not None:
             request.transport.abort()

@@ -58,12 +58,21 @@ async def _within_quota(request: web.Request, owner: str, size: int) -> None:
             "; delete a voice you no longer use",
         )
     # A fresh cookie is a fresh owner: the address that mints them has a quota of its own.
-    if len(await queue.voices.owned(source_key(request))) >= settings.voices_per_address:
+    from_address = await queue.voices.owned(source_key(request))
+    if len(from_address) >= settings.voices_per_address:
         raise RateLimited(
             "voices registered from this address",
             f"{settings.voices_per_address}",
             0,
             "; delete one you no longer use (DELETE /v1/voices/{name})",
+        )
+    used = sum(from_address.values())
+    if used + size > settings.voice_bytes_per_address:
+        raise RateLimited(
+            "bytes of voice data registered from this address",
+            f"{settings.voice_bytes_per_address} bytes ({used} used)",
+            0,
+            "; delete a voice you no longer use",
         )
 
 

@@ -43,7 +43,16 @@ from core.audio.documents import BYTES_PER_SAMPLE
 from core.audio.formats import SAMPLE_RATE
 from core.infra.redis_client import REDIS_DOWN
 from web import job_service
-from web.appkeys import CONNECTIONS, HUB, MEMORY, METRICS, QUEUE, SETTINGS, THROUGHPUT
+from web.appkeys import (
+    CONNECTIONS,
+    EGRESS,
+    HUB,
+    MEMORY,
+    METRICS,
+    QUEUE,
+    SETTINGS,
+    THROUGHPUT,
+)
 from web.clients.identity import client_id, is_admin
 from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, dumps, job_not_found, redis_unavailable
@@ -167,10 +176,12 @@ class Session:
             if isinstance(frame, tuple):
                 try:
                     await self.ws.send_str(frame[0])
+                    await self.app[EGRESS].pace(self.source, len(frame[1]))
                     await self.ws.send_bytes(frame[1])
                 finally:
                     self.app[MEMORY].give(self.source, len(frame[1]))
             elif isinstance(frame, bytes):
+                await self.app[EGRESS].pace(self.source, len(frame))
                 await self.ws.send_bytes(frame)
             else:
                 await self.ws.send_str(frame)
@@ -305,22 +316,23 @@ class Session:
         frame; False once the job restarted after its audio began (an error frame says so, the
         events go on, and no audio of the new attempt is spliced on)."""
         try:
-            chunks = await reader.on_event(event)
+            async with contextlib.aclosing(reader.on_event(event)) as batches:
+                async for chunks in batches:
+                    first = reader.sent - len(chunks)
+                    for n, data in enumerate(chunks, start=first + 1):
+                        header = {
+                            "type": "audio",
+                            "job_id": reader.job_id,
+                            "chunk": n,
+                            "format": "pcm",
+                            "bytes": len(data),
+                            "final": False,
+                        }
+                        await self.put_audio(header, bytes(data))
         except job_service.Restarted as exc:
             error = {"type": "error", "ref": None, "job_id": reader.job_id, "error": exc.error()}
             await self.put(error)
             return False
-        first = reader.sent - len(chunks)
-        for n, data in enumerate(chunks, start=first + 1):
-            header = {
-                "type": "audio",
-                "job_id": reader.job_id,
-                "chunk": n,
-                "format": "pcm",
-                "bytes": len(data),
-                "final": False,
-            }
-            await self.put_audio(header, bytes(data))
         return True
 
     async def _audio(self, job_id: str, event: dict[str, Any], segments_sent: bool) -> bool:

@@ -136,6 +136,20 @@ async def test_voice_bytes_per_owner(make_client: ClientFactory) -> None:
     assert (await _refusal(response))["limit"] == "bytes of voice data registered by this client"
 
 
+async def test_fresh_identities_share_their_address_voice_bytes(
+    make_client: ClientFactory,
+) -> None:
+    client = await make_client(voice_bytes_per_address=len(EMBEDDING) * 4)
+    url = client.make_url("/v1/voices")
+    async with aiohttp.ClientSession() as fresh:
+        answer = await fresh.post(url, json={"name": "first", "embedding": EMBEDDING})
+        assert answer.status == 201, await answer.text()
+    async with aiohttp.ClientSession() as fresh:  # a new owner, the same address
+        answer = await fresh.post(url, json={"name": "second", "embedding": EMBEDDING})
+        error = await _refusal(answer)
+        assert error["limit"] == "bytes of voice data registered from this address"
+
+
 async def test_a_refused_request_is_charged_to_no_bucket(make_client: ClientFactory) -> None:
     """Refused for its address, a request leaves its client's budget untouched."""
     client = await make_client(

@@ -103,3 +103,73 @@ async def test_readers_that_never_read_are_bounded_refused_and_dropped(
             for sock in dead:
                 sock.close()
     assert web.server_errors() == 0
+
+
+async def _finished(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    async with http.post(f"{url}/v1/tts/jobs", json=body) as answer:
+        job = await answer.json()
+        assert answer.status == 202, job
+    deadline = time.monotonic() + 90
+    while True:
+        async with http.get(f"{url}/v1/tts/jobs/{job['id']}") as answer:
+            state: dict[str, Any] = await answer.json()
+        if state["state"] == "succeeded":
+            return state
+        assert state["state"] not in ("failed", "dead", "cancelled"), state
+        assert time.monotonic() < deadline, state
+        await asyncio.sleep(0.2)
+
+
+async def test_one_address_is_sent_at_its_rate_over_all_its_downloads(
+    start_web: Any, settings: Settings, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """Two downloads of one address share its send rate: together they take what their bytes,
+    less one burst, take at that rate (a lower bound: a slow machine only adds to it)."""
+    rate = 1024**2
+    start_worker(CHATTTS_MAX_TEXT_CHARS="8000")
+    web: WebProcess = start_web(
+        api_keys=API_KEY, max_text_chars=8000, send_rate_per_address_bytes=rate
+    )
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {API_KEY}"}) as http:
+        state = await _finished(http, web.url, {"text": TEXT, "voice": "en_male"})
+        size, path = int(state["audio_size"]), f"{web.url}/v1/tts/jobs/{state['id']}/audio"
+        assert size > 2 * rate, size
+
+        async def fetch() -> int:
+            async with http.get(path) as answer:
+                return len(await answer.read())
+
+        await asyncio.sleep(1.5)  # the polling's bytes are repaid: a full burst
+        started = time.monotonic()
+        assert await asyncio.gather(fetch(), fetch()) == [size, size]
+        took = time.monotonic() - started
+    assert took >= 0.9 * (2 * size - rate) / rate, (took, size)
+    assert web.server_errors() == 0
+
+
+async def test_a_document_download_that_is_never_read_is_dropped(
+    start_web: Any, settings: Settings, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """A document's file is joined from its parts as it is sent: a reader that takes nothing is
+    cut off within the write timeout, as a plain file's is."""
+    start_worker(CHATTTS_MAX_TEXT_CHARS="500")
+    web: WebProcess = start_web(api_keys=API_KEY, max_text_chars=500)
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {API_KEY}"}) as http:
+        state = await _finished(http, web.url, {"text": TEXT, "voice": "en_male"})
+        assert int(state["audio_size"]) > 4 * 1024**2, state
+        path = f"/v1/tts/jobs/{state['id']}/audio"
+        dead = [dead_socket(web.port, download(path)) for _ in range(3)]
+        try:
+            deadline = time.monotonic() + 15
+            await asyncio.sleep(0.5)
+            assert web.connections_from(ports(dead)), "the downloads never started"
+            while web.connections_from(ports(dead)):
+                assert time.monotonic() < deadline, "the dead document readers were never dropped"
+                await asyncio.sleep(0.2)
+            async with http.get(f"{web.url}{path}") as after:
+                assert after.status == 200
+                assert len(await after.read()) == int(state["audio_size"])
+        finally:
+            for sock in dead:
+                sock.close()
+    assert web.server_errors() == 0
