@@ -19,6 +19,7 @@ from web.appkeys import (
     CONNECTIONS,
     COOKIE_SECRET,
     EGRESS,
+    ENCODING,
     HUB,
     KEYS,
     MEMORY,
@@ -151,6 +152,8 @@ def create_app(settings: Settings) -> web.Application:
     app[MEMORY] = MemoryBudget(settings.web_memory_bytes, settings.web_memory_per_address_bytes)
     rate = settings.send_rate_per_address_bytes
     app[EGRESS] = EgressPacer(rate, rate * SEND_BURST_S)
+    rate = settings.encode_rate_per_address_bytes
+    app[ENCODING] = EgressPacer(rate, rate * SEND_BURST_S)
     aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=True)
     app[aiohttp_jinja2.static_root_key] = "/static"
     setup_routes(app, STATIC_DIR)

@@ -26,6 +26,8 @@ METRICS = web.AppKey("metrics", Metrics)
 THROUGHPUT = web.AppKey("throughput", ThroughputMeter)
 MEMORY = web.AppKey("memory", MemoryBudget)
 EGRESS = web.AppKey("egress", EgressPacer)
+# PCM encoded per address and second for streamed answers (web/views/openai.py).
+ENCODING = web.AppKey("encoding", EgressPacer)
 # The key that signs identity cookies (web/clients/identity.py): a client cannot mint an identity.
 COOKIE_SECRET = web.AppKey("cookie_secret", bytes)
 # The key each client's callback signing secret derives from (web/callbacks/signing.py).

@@ -42,6 +42,7 @@ LIMITS_OFF: dict[str, float] = {
     "streams_per_client": 0,
     "streams_per_address": 0,
     "send_rate_per_address_bytes": 0,
+    "encode_rate_per_address_bytes": 0,
 }
 
 
@@ -115,6 +116,11 @@ class Settings:
     # 0: off): re-fetching large files cannot take the process's CPU from everyone. 16 MiB/s
     # is 128 Mbit/s, a 4-hour WAV in 45 s; a real-time stream takes 48 KB/s.
     send_rate_per_address_bytes: int = 16 * 1024**2
+    # PCM a second one web process encodes for one source address's streamed OpenAI answers in
+    # compressed formats (mp3, opus, aac, flac; 0: off): encoding costs about 1 CPU-second per
+    # 80 s of audio, and a cached answer would otherwise be encoded whole at once, as often as it
+    # is asked for. 2 MiB/s is 44 s of audio a second, far ahead of any listener.
+    encode_rate_per_address_bytes: int = 2 * 1024**2
     # The reverse proxies (CIDRs) whose X-Forwarded-For and X-Forwarded-Proto are believed:
     # limits then count the client's address, and cookies are Secure behind TLS. Empty: the
     # peer is the client (behind a proxy every client then shares the proxy's address).

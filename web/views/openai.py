@@ -22,9 +22,9 @@ from typing import Any
 from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE, mime_type
-from core.audio.stream_encode import StreamEncoder
+from core.audio.stream_encode import AV_FORMATS, StreamEncoder
 from web import job_service
-from web.appkeys import QUEUE
+from web.appkeys import ENCODING, QUEUE
 from web.clients.identity import client_id
 from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, dumps
@@ -37,6 +37,9 @@ from web.views.sending import holding, paced_write, send_bytes
 
 DELTA_BYTES = 32 * 1024  # audio bytes per SSE delta, at most
 FRAME_MS = 20  # usage: one output "token" per 20 ms of audio
+# PCM encoded per call off the loop: about 5 s of audio, so that a whole cached answer is paced
+# and encoded piece by piece, never in one call of seconds.
+ENCODE_PIECE_BYTES = 256 * 1024
 
 
 async def speech(request: web.Request) -> web.StreamResponse:
@@ -87,6 +90,7 @@ class _Sender:
         self.job_id = job_id
         self.response: web.StreamResponse | None = None
         self.pcm_bytes = 0
+        self.source = address(request)
 
     async def _open(self) -> web.StreamResponse:
         if self.response is None:
@@ -120,10 +124,15 @@ class _Sender:
 
     async def run(self, cursor: str | None) -> None:
         encoder = StreamEncoder(self.params.format, SAMPLE_RATE)
+        compressed = self.params.format in AV_FORMATS
         async with contextlib.aclosing(pcm_pieces(self.request.app, self.job_id, cursor)) as it:
             async for pcm in it:
                 self.pcm_bytes += len(pcm)
-                await self.send(await asyncio.to_thread(encoder.feed, pcm))
+                for start in range(0, len(pcm), ENCODE_PIECE_BYTES):
+                    piece = pcm[start : start + ENCODE_PIECE_BYTES]
+                    if compressed:  # paced per address: a cached answer is encoded at once
+                        await self.request.app[ENCODING].pace(self.source, len(piece))
+                    await self.send(await asyncio.to_thread(encoder.feed, piece))
         await self.send(await asyncio.to_thread(encoder.close))
         if self.params.stream == "sse":
             frames = math.ceil(self.pcm_bytes / 2 / SAMPLE_RATE * 1000 / FRAME_MS)

@@ -332,3 +332,32 @@ async def test_streamed_answers_hold_a_stream_lease(make_client: ClientFactory) 
     after = (await (await client.get("/metrics")).text()).count("chattts_jobs_submitted_total 1")
     assert before == after == 1  # the refused one queued nothing
     held.cancel()
+
+
+async def test_encoding_a_cached_answer_is_paced_per_address(
+    make_client: ClientFactory, worker: WorkerProcess
+) -> None:
+    """A cached answer's PCM is all there at once; encoded to mp3 for a stream it is paced by the
+    address's encode rate: the second answer takes its PCM, less a burst, at that rate."""
+    rate = 256 * 1024
+    client = await make_client(encode_rate_per_address_bytes=rate)
+    body = {
+        "model": "tts-1",
+        "input": LONG,
+        "voice": "nova",
+        "response_format": "mp3",
+        "stream_format": "audio",
+    }
+    first = await client.post("/v1/audio/speech", json=body)
+    assert first.status == 200 and duration(await first.read(), "mp3") > 10.0
+    job = await (await client.get(f"/v1/tts/jobs/{first.headers['X-Job-Id']}")).json()
+    pcm_bytes = float(job["duration_s"]) * RATE * 2
+    await asyncio.sleep(1.5)  # the burst is back
+    started = asyncio.get_running_loop().time()
+    again = await client.post("/v1/audio/speech", json=body)
+    data = await again.read()
+    took = asyncio.get_running_loop().time() - started
+    cached = await (await client.get(f"/v1/tts/jobs/{again.headers['X-Job-Id']}")).json()
+    assert cached["cached"] == "1", cached
+    assert abs(duration(data, "mp3") - float(job["duration_s"])) < 1.0
+    assert took >= 0.9 * (pcm_bytes - rate) / rate, (took, pcm_bytes)
