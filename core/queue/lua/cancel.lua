@@ -18,6 +18,15 @@ if state == 'queued' then
   redis.call('HSET', job, 'state', 'cancelled', 'finished_at', ARGV[1],
     'error', 'cancelled by the client')
   redis.call('HINCRBY', stats, 'cancelled', 1)
+  -- A job that never ran stored nothing: its charge comes back and it is kept briefly. One
+  -- that ran before and was given back (a document with stored parts) keeps both until it
+  -- expires, as its audio does.
+  local never_ran = tonumber(redis.call('HGET', job, 'starts') or '0') == 0
+  if not never_ran then
+    retire(jobs, job, active, values[2], ttl)
+    emit(job, ev_job, ev_client, 'cancelled', ARGV[1], ARGV[2], ARGV[3], ttl)
+    return {'cancelled'}
+  end
   local unstarted = tonumber(ARGV[6])
   retire(jobs, job, active, values[2], unstarted, true)
   local id = redis.call('HGET', job, 'id')

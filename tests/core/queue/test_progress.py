@@ -40,3 +40,59 @@ async def test_a_repeated_segment_is_stored_once_and_a_skipped_one_is_refused(
     events = await aredis.xrange(queue.keys.job_events(job_id))
     progress = [e for _, e in events if b'"progress"' in e.get(b"data", b"")]
     assert len(progress) == 2
+
+
+async def test_a_released_document_resumes_after_its_stored_parts(
+    settings: Settings, aredis: Redis
+) -> None:
+    """A document given back (shutdown past its grace, a retried engine error) keeps its parts:
+    the next start resumes after them, so no part is stored twice."""
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    submitted = await queue.enqueue(SynthesisRequest(text="One. Two. Three."), "c1", document=True)
+    job_id = submitted.job_id
+    read = await aredis.xreadgroup(CONSUMER_GROUP, "w", {queue.keys.jobs: ">"}, count=1)
+    started = await queue.start(job_id, read[0][1][0][0].decode(), "w")
+    assert isinstance(started, Started) and started.document
+    for index in (1, 2):
+        done = SegmentDone(index, 3, b"pcm %d" % index, 0.5, 12_000, 24_000, {}, document=True)
+        assert await queue.progress(job_id, "c1", started.token, done) == "ok"
+    assert await queue.release(job_id, "c1", started.token, "shutting down")
+
+    read = await aredis.xreadgroup(CONSUMER_GROUP, "w2", {queue.keys.jobs: ">"}, count=1)
+    again = await queue.start(job_id, read[0][1][0][0].decode(), "w2")
+    assert isinstance(again, Started)
+    assert (again.segments_done, again.samples_done) == (2, 24_000)
+    done = SegmentDone(3, 3, b"pcm 3", 0.5, 12_000, 24_000, {}, document=True)
+    assert await queue.progress(job_id, "c1", again.token, done) == "ok"
+    assert await aredis.lrange(queue.keys.parts(job_id), 0, -1) == [b"pcm 1", b"pcm 2", b"pcm 3"]
+    assert await aredis.llen(queue.keys.cues(job_id)) == 3
+
+
+async def test_a_released_document_cancelled_keeps_its_charge_with_its_parts(
+    settings: Settings, aredis: Redis
+) -> None:
+    """Cancelled while queued after a run that stored parts, a document keeps what it stored
+    charged (and its record) until it expires; one that never ran gives its charge back."""
+    settings = settings.replace(job_ttl_s=3600)  # longer than a never-run job is kept
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    request = SynthesisRequest(text="One. Two. Three.")
+    ran = await queue.enqueue(request, "c1", document=True, expected_bytes=1000)
+    never = await queue.enqueue(request, "c1", document=True, expected_bytes=500)
+    read = await aredis.xreadgroup(CONSUMER_GROUP, "w", {queue.keys.jobs: ">"}, count=1)
+    started = await queue.start(ran.job_id, read[0][1][0][0].decode(), "w")
+    assert isinstance(started, Started)
+    done = SegmentDone(1, 3, b"pcm 1", 0.5, 12_000, 24_000, {}, document=True)
+    assert await queue.progress(ran.job_id, "c1", started.token, done) == "ok"
+    assert await queue.release(ran.job_id, "c1", started.token, "shutting down")
+
+    assert (await queue.cancel(never.job_id, "c1"))[0] == "cancelled"
+    assert (await queue.cancel(ran.job_id, "c1"))[0] == "cancelled"
+    usage = queue.keys.usage("c1")
+    assert await aredis.hget(usage, never.job_id) is None
+    assert int(await aredis.hget(usage, ran.job_id) or 0) == 1000
+    assert int(await aredis.hget(usage, "total") or 0) == 1000
+    assert await aredis.ttl(queue.keys.job(ran.job_id)) > settings.unstarted_ttl_s
+    assert await aredis.ttl(queue.keys.job(never.job_id)) <= settings.unstarted_ttl_s
+    assert await aredis.lrange(queue.keys.parts(ran.job_id), 0, -1) == [b"pcm 1"]
