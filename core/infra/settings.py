@@ -20,7 +20,6 @@ def _default_worker_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-# What benchmarks and load tests set: they measure the machinery, not the limits that guard it.
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -36,6 +35,19 @@ def parse_networks(text: str, setting: str) -> tuple[Network, ...]:
     return tuple(networks)
 
 
+def address_in(address: str | None, networks: tuple[Network, ...]) -> bool:
+    """Whether `address` (an IPv4-mapped IPv6 one as its IPv4) lies in one of `networks`; an
+    address that does not parse lies in none."""
+    try:
+        ip = ipaddress.ip_address(address or "")
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in networks)
+
+
+# What benchmarks and load tests set: they measure the machinery, not the limits that guard it.
 LIMITS_OFF: dict[str, float] = {
     "submit_rate_per_client": 0,
     "submit_rate_per_address": 0,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import ipaddress
 import logging
 import os
 import re
@@ -23,7 +22,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from core.infra.settings import Network, Settings, parse_networks
+from core.infra.settings import Network, Settings, address_in, parse_networks
 from web.appkeys import CLIENT, COOKIE_SECRET, FORWARDED_TLS, NEW_COOKIE, SETTINGS
 from web.errors import ApiError
 
@@ -142,15 +141,7 @@ def operators_networks(text: str) -> tuple[Network, ...] | None:
 def from_operators_network(request: web.Request) -> bool:
     """Whether the peer (its client, behind a trusted proxy) may read the operators' figures."""
     networks = operators_networks(request.app[SETTINGS].metrics_networks)
-    if networks is None:
-        return True
-    try:
-        ip = ipaddress.ip_address(request.remote or "")
-    except ValueError:
-        return False  # no address to place: not a peer the setting names
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return any(ip in network for network in networks)
+    return networks is None or address_in(request.remote, networks)
 
 
 def _key_accepted(key: str | None, accepted: frozenset[str]) -> bool:

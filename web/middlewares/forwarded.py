@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from core.infra.settings import Network, parse_networks
+from core.infra.settings import Network, address_in, parse_networks
 from web.appkeys import FORWARDED_TLS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -18,14 +18,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def parse_proxies(text: str) -> tuple[Network, ...]:
     """CHATTTS_TRUSTED_PROXIES: comma-separated CIDRs or addresses; ValueError names a bad one."""
     return parse_networks(text, "CHATTTS_TRUSTED_PROXIES")
-
-
-def _trusted(address: str | None, proxies: tuple[Network, ...]) -> bool:
-    try:
-        ip = ipaddress.ip_address(address or "")
-    except ValueError:
-        return False
-    return any(ip in network for network in proxies)
 
 
 def forwarded_middleware(proxies: tuple[Network, ...]) -> Any:
@@ -40,7 +32,7 @@ def forwarded_middleware(proxies: tuple[Network, ...]) -> Any:
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not proxies or not _trusted(request.remote, proxies):
+        if not proxies or not address_in(request.remote, proxies):
             return await handler(request)
         overrides: dict[str, str] = {}
         hops = [
@@ -51,7 +43,7 @@ def forwarded_middleware(proxies: tuple[Network, ...]) -> Any:
                 overrides["remote"] = str(ipaddress.ip_address(hop))
             except ValueError:
                 break  # not an address: nothing left of it can be believed
-            if not _trusted(hop, proxies):
+            if not address_in(hop, proxies):
                 break
         proto = request.headers.get("X-Forwarded-Proto", "").rsplit(",", 1)[-1].strip().lower()
         if proto in ("http", "https"):

@@ -33,20 +33,16 @@ def holding(request: web.Request, size: int) -> contextlib.AbstractContextManage
     return request.app[MEMORY].hold(address(request), size, "audio to send")
 
 
-async def pace(request: web.Request, size: int) -> None:
-    """Wait until the client's address may be sent `size` more bytes (CHATTTS_SEND_RATE_...)."""
-    await request.app[EGRESS].pace(address(request), size)
-
-
 async def paced_write(
     request: web.Request, write: Callable[[memoryview], Awaitable[None]], data: bytes
 ) -> None:
     """`data` in chunks, each paced by the address's send rate and written within the write
     timeout (TimeoutError: the client stopped reading)."""
     view, timeout_s = memoryview(data), write_timeout_s(request)
+    pacer, source = request.app[EGRESS], address(request)
     for start in range(0, len(view), CHUNK_BYTES):
         piece = view[start : start + CHUNK_BYTES]
-        await pace(request, len(piece))
+        await pacer.pace(source, len(piece))
         async with asyncio.timeout(timeout_s):
             await write(piece)
 

@@ -21,8 +21,7 @@ if state == 'queued' then
   -- A job that never ran stored nothing: its charge comes back and it is kept briefly. One
   -- that ran before and was given back (a document with stored parts) keeps both until it
   -- expires, as its audio does.
-  local never_ran = tonumber(redis.call('HGET', job, 'starts') or '0') == 0
-  if not never_ran then
+  if tonumber(redis.call('HGET', job, 'starts') or '0') > 0 then
     retire(jobs, job, active, values[2], ttl)
     emit(job, ev_job, ev_client, 'cancelled', ARGV[1], ARGV[2], ARGV[3], ttl)
     return {'cancelled'}
