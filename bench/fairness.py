@@ -1,16 +1,18 @@
 """Who goes first: interactive clients' short jobs while one client floods the queue with documents.
 
-`python -m bench.fairness [--workers 1 2] [--seconds S] [--documents N] [--sentences M]
-[--quick]`: embedded Redis, one web process, eSpeak NG workers, the audio on disk; four API-key
-clients. For each number of workers, three phases:
+`python -m bench.fairness [--orders fifo fair] [--workers 1 2] [--seconds S] [--documents N]
+[--sentences M] [--repeats R] [--quick]` (section 7 of `make bench`): embedded Redis, one web
+process, eSpeak NG workers, the audio on disk; four API-key clients. For each scheduler
+(CHATTTS_SCHEDULER: first come first served, and fair share) and each number of workers, on a
+fresh stack, three phases:
 - alone: three interactive clients each submit a short sentence every `--gap` seconds;
 - bulk alone: the bulk client submits `--documents` documents of `--sentences` sentences;
 - flood: the bulk client's documents again, and 0.5 s later the interactive clients as alone.
 Completion is the `succeeded` event on each client's own event stream (no polling). Reports the
 interactive completion p50/p99 alone and under the flood (target: p99 under the flood at most
 3x alone, or 100 ms), and the bulk client's time for its documents alone and beside the light
-interactive load (target: throughput at least 90% of alone). The order measured is the queue's
-as configured: first come, first served today.
+interactive load (target: throughput at least 90% of alone). Both orders run in one run, so
+that their figures compare on the same machine at the same time.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import aiohttp
 
 from bench.procs import Processes, bench_run
 from bench.servers import REPO_ROOT, start_redis, wait_http
+from bench.table import Row
 from cli.sse import sse_events
 from core.infra.embedded_redis import free_port
 from core.infra.settings import LIMITS_OFF, Settings
@@ -37,7 +40,9 @@ from core.infra.settings import LIMITS_OFF, Settings
 BULK = "bulk-key"
 INTERACTIVE = ("alice-key", "bob-key", "carol-key")
 SHORT = "A short answer, please."
-P99_FLOOR_S = 0.1  # the issue's floor: within 3x alone, or 100 ms, whichever is larger
+P99_FLOOR_S = 0.1  # the target's floor: within 3x alone, or 100 ms, whichever is larger
+SECTION = "7. fair share"
+BULK_RATIO_TARGET = 0.9  # the bulk client keeps 90% of its throughput beside light interactive work
 
 
 def document_text(sentences: int, n: int) -> str:
@@ -131,7 +136,7 @@ async def bulk(client: Client, documents: int, sentences: int, tag: str) -> list
     ]
 
 
-async def measure(url: str, args: argparse.Namespace, run: int) -> dict[str, Any]:
+async def measure(url: str, args: argparse.Namespace, run: str) -> dict[str, Any]:
     async with aiohttp.ClientSession() as http, contextlib.AsyncExitStack() as stack:
         big = await stack.enter_async_context(Client(http, url, BULK))
         small = [await stack.enter_async_context(Client(http, url, k)) for k in INTERACTIVE]
@@ -140,14 +145,14 @@ async def measure(url: str, args: argparse.Namespace, run: int) -> dict[str, Any
         started = time.perf_counter()
         ids = await bulk(big, args.documents, args.sentences, f"alone {run}")
         await big.wait(ids, timeout=1800)
-        bulk_alone_s = time.perf_counter() - started
+        bulk_alone_s = max(big.done[i] for i in ids) - started
 
         started = time.perf_counter()
         ids = await bulk(big, args.documents, args.sentences, f"flood {run}")
         await asyncio.sleep(0.5)
         flooded = await interactive(small, args.seconds, args.gap)
         await big.wait(ids, timeout=1800)
-        bulk_flood_s = time.perf_counter() - started
+        bulk_flood_s = max(big.done[i] for i in ids) - started  # it may end before the rest
     p99_alone, p99_flood = _p99(alone), _p99(flooded)
     return {
         "interactive_jobs": len(alone) + len(flooded),
@@ -163,12 +168,73 @@ async def measure(url: str, args: argparse.Namespace, run: int) -> dict[str, Any
     }
 
 
+def rows(report: dict[str, Any]) -> list[Row]:
+    """The suite's rows (bench/suite.py, section 7): the fair order as ours, first come first
+    served as the baseline, measured in the same run."""
+    out: list[Row] = []
+    for name, fair in report.get("fair", {}).items():
+        fifo = report.get("fifo", {}).get(name, {})
+        workers = name.removeprefix("workers_")
+        where = f"{workers} eSpeak NG worker{'s' if workers != '1' else ''}"
+        out.append(
+            Row(
+                SECTION,
+                f"interactive p99 under a flood of documents, {where}",
+                fair["flood_p99_ms"],
+                "ms",
+                fifo.get("flood_p99_ms"),
+                f"<= 3x alone ({fair['alone_p99_ms']:.0f} ms) or 100 ms",
+                bool(fair["p99_met"]),
+                fair["runs"],
+            )
+        )
+        out.append(
+            Row(
+                SECTION,
+                f"interactive p50 under a flood of documents, {where}",
+                fair["flood_p50_ms"],
+                "ms",
+                fifo.get("flood_p50_ms"),
+                runs=fair["runs"],
+            )
+        )
+        out.append(
+            Row(
+                SECTION,
+                f"bulk throughput beside light interactive load / alone, {where}",
+                fair["bulk_throughput_ratio"],
+                "ratio",
+                fifo.get("bulk_throughput_ratio"),
+                f">= {BULK_RATIO_TARGET}",
+                bool(fair["bulk_throughput_met"]),
+                fair["runs"],
+            )
+        )
+    return out
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each figure over the runs, with its range as `<figure>_range`; the
+    targets judged on the medians."""
+    out: dict[str, Any] = {"runs": len(runs)}
+    for key, value in runs[0].items():
+        if isinstance(value, bool):
+            continue
+        values = [run[key] for run in runs]
+        out[key] = statistics.median(values)
+        if isinstance(value, float):
+            out[f"{key}_range"] = [min(values), max(values)]
+    out["p99_met"] = out["flood_p99_ms"] <= out["p99_target_ms"]
+    out["bulk_throughput_met"] = out["bulk_throughput_ratio"] >= BULK_RATIO_TARGET
+    return out
+
+
 def _p99(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
 
 
-def start_stack(procs: Processes, tmp: Path, workers: int, tag: str) -> str:
+def start_stack(procs: Processes, tmp: Path, workers: int, tag: str, order: str) -> str:
     redis_url = start_redis(procs, tmp / tag)
     store = f"file://{tmp / tag / 'audio'}"
     settings = Settings(
@@ -180,6 +246,7 @@ def start_stack(procs: Processes, tmp: Path, workers: int, tag: str) -> str:
         audio_store=store,
         api_keys=",".join((BULK, *INTERACTIVE)),
         log_level="WARNING",
+        scheduler=cast(Literal["fair", "fifo"], order),
     ).replace(**LIMITS_OFF)
     env = {**os.environ, **settings.to_env()}
     procs.start(f"web-{tag}", [sys.executable, "-m", "cli", "web"], env, cwd=REPO_ROOT)
@@ -197,30 +264,44 @@ def start_stack(procs: Processes, tmp: Path, workers: int, tag: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--orders", nargs="+", default=["fifo", "fair"], choices=["fifo", "fair"])
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--seconds", type=float, default=15.0, help="interactive load per phase")
     p.add_argument("--gap", type=float, default=1.0, help="seconds between a client's jobs")
     p.add_argument("--documents", type=int, default=4)
     p.add_argument("--sentences", type=int, default=300)
+    p.add_argument("--repeats", type=int, default=3, help="runs of each (medians reported)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 1 worker, small documents")
     p.add_argument("--output", default=str(REPO_ROOT / "bench" / "results" / "fairness.json"))
     p.add_argument("--keep-logs", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
         args.workers, args.seconds, args.documents, args.sentences = [1], 4.0, 2, 60
-    report: dict[str, Any] = {"order": "fifo"}
+        args.repeats = 1
+    runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
     with bench_run("chattts-fairness-", args.keep_logs) as (procs, tmp):
         for workers in args.workers:
-            url = start_stack(procs, tmp, workers, f"w{workers}")
-            report[f"workers_{workers}"] = asyncio.run(measure(url, args, workers))
-            procs.stop_all()
-    for name, figures in report.items():
-        if not isinstance(figures, dict):
-            print(f"{name:32} {figures}")
-            continue
-        print(name)
-        for key, value in figures.items():
-            print(f"  {key:30} {value:.2f}" if isinstance(value, float) else f"  {key:30} {value}")
+            for repeat in range(args.repeats):  # orders interleaved: the same noise for both
+                for order in args.orders:
+                    tag = f"{order}-w{workers}-r{repeat}"
+                    url = start_stack(procs, tmp, workers, tag, order)
+                    figures = asyncio.run(measure(url, args, tag))
+                    runs.setdefault((order, workers), []).append(figures)
+                    procs.stop_all()
+    report: dict[str, Any] = {order: {} for order in args.orders}
+    for (order, workers), measured in runs.items():
+        summary = summarize(measured)
+        report[order][f"workers_{workers}"] = summary
+        print(f"{order} workers_{workers} (median of {len(measured)} [min - max])")
+        for key, value in summary.items():
+            if key.endswith("_range"):
+                continue
+            spread = summary.get(f"{key}_range")
+            text = f"{value:.2f}" if isinstance(value, float) else str(value)
+            if spread:
+                text += f"  [{spread[0]:.2f} - {spread[1]:.2f}]"
+            print(f"  {key:30} {text}")
+    report["rows"] = [row.to_json() for row in rows(report)]
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(report, indent=2))
     return 0

@@ -40,6 +40,7 @@ SECTIONS = {
     4: "4. jobs/s end to end",
     5: "5. SSE capacity",
     6: "6. ChatTTS batching",
+    7: "7. fair share",
 }
 
 
@@ -56,6 +57,7 @@ MODULES = (
     Module("bench.endtoend", (4,)),
     Module("bench.sse_capacity", (5,)),
     Module("bench.batching", (6,), once=True),
+    Module("bench.fairness", (7,)),
 )
 # Options passed on to the modules whose --help lists them. A module that takes --repeats
 # folds its own repeats into medians: it runs once, with the suite's --repeats.

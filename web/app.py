@@ -21,6 +21,7 @@ from web.appkeys import (
     EGRESS,
     ENCODING,
     HUB,
+    KEY_SHARES,
     KEYS,
     MEMORY,
     METRICS,
@@ -34,6 +35,7 @@ from web.callbacks.targets import parse_allow
 from web.clients.identity import (
     cookie_secret,
     identity_middleware,
+    key_shares,
     operators_networks,
     set_client_cookie,
 )
@@ -146,6 +148,7 @@ def create_app(settings: Settings) -> web.Application:
     operators_networks(settings.metrics_networks)  # a bad entry stops the start, named
     app[COOKIE_SECRET] = cookie_secret(settings)
     app[CALLBACK_SECRET] = service_secret(settings.callback_secret, app[COOKIE_SECRET])
+    app[KEY_SHARES] = key_shares(settings, app[COOKIE_SECRET])
     app[KEYS] = Keys(settings.key_prefix, settings.queue)
     app[METRICS] = Metrics()
     app[CONNECTIONS] = Connections()

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from core.infra.settings import Settings
 from core.queue.keys import Keys
+from core.queue.lanes import KeyShare
 from core.queue.store import Queue
 from web.hub import Connections, EventHub
 from web.metrics import Metrics
@@ -32,6 +33,9 @@ ENCODING = web.AppKey("encoding", EgressPacer)
 COOKIE_SECRET = web.AppKey("cookie_secret", bytes)
 # The key each client's callback signing secret derives from (web/callbacks/signing.py).
 CALLBACK_SECRET = web.AppKey("callback_secret", bytes)
+
+# API keys' shares under the fair scheduler (CHATTTS_KEY_WEIGHTS), by client id.
+KEY_SHARES = web.AppKey("key_shares", dict[str, KeyShare])
 
 # Per request: the client identity (computed once) and the fresh cookie token to set, if any.
 CLIENT = web.RequestKey("client", str)

@@ -13,7 +13,7 @@ from core.audio.documents import DOCUMENT_FORMATS
 from core.audio.sizes import expected_bytes
 from core.queue.job import Job, SynthesisRequest
 from core.queue.store import QueueError, Submitted
-from web.appkeys import HUB, METRICS, QUEUE, SETTINGS, THROUGHPUT
+from web.appkeys import HUB, KEY_SHARES, METRICS, QUEUE, SETTINGS, THROUGHPUT
 from web.errors import ApiError, job_not_found
 from web.hub import TERMINAL_TYPES, follow
 from web.middlewares.error_handling import refusal
@@ -68,6 +68,7 @@ async def enqueue(
             document=document,
             expected_bytes=expected_bytes,
             source=source,
+            share=app[KEY_SHARES].get(client),
         )
     except QueueError as exc:
         raise refusal(app, exc) from None
@@ -183,7 +184,11 @@ async def submitted_body(app: web.Application, submitted: Submitted) -> dict[str
         "state": snapshot.get("state"),
         **job_urls(app, job_id),
         "events_cursor": cursor,
-        "position": position(snapshot, seq, started),
+        "position": (
+            submitted.position
+            if submitted.position is not None
+            else position(snapshot, seq, started)
+        ),
         "job": snapshot,
     }
     if submitted.duplicate:

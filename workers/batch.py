@@ -24,10 +24,14 @@ class ActiveJob:
     audio: list[np.ndarray] = field(default_factory=list)
     cancel: bool = False
     lost: bool = False
+    # A document's slice ended while another client's work waits: it goes back to the queue
+    # and resumes after its stored parts (lua/progress.lua).
+    yielding: bool = False
     completing: bool = False  # its result is being encoded and stored in the background
     store_failing_since: float = 0.0  # when the audio store first refused its file (monotonic)
     solo: bool = False  # a batch it was in failed: it runs alone from now on
     engine_s: float = 0.0  # its share of the engine time of the batches it was in
+    served_s: float = 0.0  # the same on the hand's fair clock (intake.py sets where it starts)
     # Continuous batching: segments handed to the engine, and those back out of order.
     submitted: int = 0
     finished: dict[int, np.ndarray] = field(default_factory=dict)
@@ -80,7 +84,10 @@ class ActiveJob:
 
 
 def next_batch(in_hand: Mapping[str, ActiveJob], engine: Engine) -> list[tuple[ActiveJob, Segment]]:
-    """Segments sharing the oldest job's batch key: one per job first, then more per job.
+    """Segments sharing the lead job's batch key: one per job first, then more per job. The lead
+    is the least-served job on the hand's fair clock (the oldest on a tie), so that a short job
+    taken while a long one runs goes after that one's next segment, not after all of it (the
+    queue's fair order, kept in hand), and no job waits behind a stream of newcomers.
 
     Rows come back ordered by job (oldest first), then by segment index.
     """
@@ -88,11 +95,13 @@ def next_batch(in_hand: Mapping[str, ActiveJob], engine: Engine) -> list[tuple[A
     jobs = [j for j in in_hand.values() if not j.done]
     if not jobs:
         return []
-    if jobs[0].solo:
-        mates = [jobs[0]]
+    solo = next((j for j in jobs if j.solo), None)
+    if solo is not None:
+        mates = [solo]
     else:
+        jobs.sort(key=lambda j: j.served_s)  # stable: the oldest first on a tie
         key = engine.batch_key(jobs[0].started.request)
-        mates = [j for j in jobs if not j.solo and engine.batch_key(j.started.request) == key]
+        mates = [j for j in jobs if engine.batch_key(j.started.request) == key]
     batch: list[tuple[ActiveJob, Segment]] = []
     offset = 0
     while len(batch) < engine.max_batch:

@@ -71,7 +71,11 @@ class Continuous:
     def feed(self) -> None:
         """Hand over the next segments of the jobs in hand, a segment per job per pass (oldest
         first), while there is room. A job that runs alone has the engine to itself."""
-        jobs = [j for j in self.in_hand.values() if not (j.cancel or j.lost or j.completing)]
+        jobs = [
+            j
+            for j in self.in_hand.values()
+            if not (j.cancel or j.lost or j.completing or j.yielding)
+        ]
         if any(j.solo for j in jobs):
             jobs = [next(j for j in jobs if j.solo)]
             if any(key[0] != jobs[0].job_id for key in self.in_flight):
@@ -102,8 +106,13 @@ class Continuous:
 
         return done
 
+    def busy(self, job_id: str) -> bool:
+        """Rows of the job are in the engine."""
+        return any(key[0] == job_id for key in self.in_flight)
+
     def cancel_dropped(self) -> None:
-        """Rows of jobs that were cancelled or lost stop at the runtime's next look."""
+        """Rows of jobs that were cancelled or lost stop at the runtime's next look (those of a
+        job handed back run to their end: no new ones are fed, see `feed`)."""
         for (job_id, _), segment in list(self.in_flight.items()):
             job = self.in_hand.get(job_id)
             if job is None or job.cancel or job.lost:

@@ -14,7 +14,6 @@ import orjson
 from core.infra.logs import job_log
 from core.infra.redis_client import RedisClient
 from core.queue.cache import cache_digest
-from core.queue.keys import CONSUMER_GROUP
 from core.queue.store import Started
 from core.queue.voices import BUILTIN_BY_NAME
 from workers.batch import ActiveJob
@@ -40,7 +39,7 @@ class Intake:
     ) -> None:
         self.name, self.settings, self.queue = ctx.name, ctx.settings, ctx.queue
         self.engine, self.in_hand, self.metrics = ctx.engine, ctx.in_hand, ctx.metrics
-        self.redis, self.reclaimer = redis, reclaimer  # XREADGROUP blocks: its own connection
+        self.redis, self.reclaimer = redis, reclaimer
         self.outcomes, self.chunks = outcomes, chunks
         self.in_engine = in_engine
         self._reclaim_again = False
@@ -55,15 +54,22 @@ class Intake:
         # while the previous ones are encoded and stored in the background.
         return 2 * max(1, self.engine.max_batch) - len(self.in_hand)
 
-    async def fill(self) -> None:
-        """Take new jobs while there is room: reclaimed ones first, then fresh deliveries.
+    def bulk_room(self) -> int:
+        """Bulk jobs the worker may still take: as many as the engine runs at once, so that the
+        rest of its hand is kept for interactive work (which then goes next: batch.py)."""
+        bulk = sum(1 for job in self.in_hand.values() if job.started.bulk)
+        return max(0, max(1, self.engine.max_batch) - bulk)
 
-        Reads go on while they bring work and the batch window is open; jobs answered from the
+    async def fill(self) -> None:
+        """Take new jobs while there is room: reclaimed ones first, then the scheduler's
+        (lua/take.lua: stream entries, then the fair waiting room).
+
+        Takes go on while they bring work and the batch window is open; jobs answered from the
         cache never enter the hand, so the reclaim check runs on every round, not once.
         """
-        order = {name: i for i, name in enumerate(self.queue.keys.streams)}
         reclaim_every_s = self.settings.reclaim_interval_ms / 1000
         window_ends: float | None = None
+        woken = False
         while self.capacity() > 0:
             now = time.monotonic()
             if self._reclaim_again or now - self._last_reclaim >= reclaim_every_s:
@@ -72,32 +78,27 @@ class Intake:
                 if self.capacity() <= 0:
                     return
             pending = sum(len(j.segments) - len(j.audio) for j in self.in_hand.values())
-            block: int | None
+            block_ms: int | None
             if pending == 0:  # idle: block for work
-                block = min(self.settings.block_ms, self.settings.reclaim_interval_ms)
+                block_ms = min(self.settings.block_ms, self.settings.reclaim_interval_ms)
             elif self.engine.max_batch <= 1 or pending >= self.engine.max_batch:
-                block = None  # a full batch is waiting: only take what is already there
+                block_ms = None  # a full batch is waiting: only take what is already there
             else:  # a partial batch: wait for batch-mates until the window closes
                 window_ends = window_ends or time.monotonic() + self.settings.batch_wait_ms / 1000
                 remaining_ms = int((window_ends - time.monotonic()) * 1000)
-                block = remaining_ms if remaining_ms >= 1 else None  # BLOCK 0 = forever
-            # Both streams in one call; high-priority entries are taken first.
-            response: Any = await self.redis.xreadgroup(
-                CONSUMER_GROUP,
-                self.name,
-                dict.fromkeys(self.queue.keys.streams, ">"),
-                count=self.capacity(),
-                block=block,
-            )
-            entries = [
-                (stream.decode(), entry_id.decode(), fields)
-                for stream, batch in sorted(response or [], key=lambda r: order[r[0].decode()])
-                for entry_id, fields in batch
-            ]
-            for stream, entry, fields in entries:
-                await self._take(stream, entry, fields)
-            if not entries or block is None:
-                return
+                block_ms = remaining_ms if remaining_ms >= 1 else None
+            taken = await self.queue.take(self.name, self.capacity(), self.bulk_room())
+            for stream, entry, job_id, client in taken:
+                await self._take(stream, entry, job_id, client)
+            if block_ms is None or (woken and not taken):
+                return  # (woken for work that was not this worker's: back to its rounds)
+            # Nothing came: wait on the wake list (pushed by every enqueue and release); the
+            # worker's Redis client allows blocks of block_ms (process.py).
+            woken = False
+            if not taken:
+                if not await self.queue.wait_for_work(block_ms / 1000):
+                    return
+                woken = True
 
     async def _reclaim(self) -> None:
         """Take over an entry whose lease expired (its worker died or hung).
@@ -109,19 +110,18 @@ class Intake:
         self._reclaim_again = bool(claimed)
         for stream, entry, fields in claimed:
             log.info("worker %s: reclaimed entry %s", self.name, entry)
-            await self._take(stream, entry, fields)
+            client = fields[b"client"].decode() if b"client" in fields else None
+            await self._take(stream, entry, fields[b"id"].decode(), client)
 
-    async def _take(self, stream: str, entry: str, fields: dict[bytes, bytes]) -> None:
-        job_id = fields[b"id"].decode()
-        client = fields[b"client"].decode() if b"client" in fields else None
-        started = await self.queue.start(job_id, entry, self.name, stream, client)
+    async def _take(self, stream: str, entry: str, job_id: str, client: str | None) -> None:
+        started = await self.queue.start(job_id, entry, self.name, stream, client or None)
         if not isinstance(started, Started):
             self.metrics.start_refused(started)
             log.info(
                 "worker %s: skipped job %s (%s)", self.name, job_id, started, extra=job_log(job_id)
             )
             return
-        self.metrics.started(entry)
+        self.metrics.started(started.queued_at)
         request = started.request
         voice_data = language = None
         if request.voice not in BUILTIN_BY_NAME:
@@ -153,7 +153,7 @@ class Intake:
         )
         job = ActiveJob(job_id, entry, started, segments, voice_data, digest)
         job.spans = [(start, end) for _, start, end in pieces]
-        job.solo = int(started.token) > 1  # an earlier attempt never finished
+        job.solo = started.suspect  # its last run never ended cleanly: it may crash its worker
         if started.document and started.segments_done:
             # A document resumes after its last stored segment: those are not made again.
             job.audio = [np.zeros(0, np.float32)] * min(started.segments_done, len(segments))
@@ -169,6 +169,10 @@ class Intake:
         if not segments:
             await self.outcomes.fail(job_id, started, "the text has nothing this engine can speak")
             return
+        # The hand's fair clock: a job joins at the least-served one's engine time, so that it
+        # goes next after that one (batch.py), and no job in hand is passed over for long.
+        others = [j.served_s for j in self.in_hand.values() if not j.done]
+        job.served_s = min(others, default=0.0)
         self.in_hand[job_id] = job
         self.chunks.open(job)
 

@@ -28,7 +28,16 @@ log = logging.getLogger("chattts_online.worker")
 # Every way a job leaves this worker's hands; declared up front so each series exists at 0.
 # "lost": reclaimed by another worker (lease lost, or its completion fenced); "released": given
 # back to the queue (a transient engine error, or shutdown past the grace period).
-OUTCOMES = ("succeeded", "cache_hit", "failed", "cancelled", "dead", "released", "lost")
+OUTCOMES = (
+    "succeeded",
+    "cache_hit",
+    "failed",
+    "cancelled",
+    "dead",
+    "released",
+    "yielded",
+    "lost",
+)
 # Waits and latencies: milliseconds with an idle queue and espeak, minutes with a GPU backlog.
 LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -40,11 +49,6 @@ RTF_BUCKETS = (
 )  # fmt: skip
 # Segments or jobs per engine call: 1 for espeak, up to CHATTTS_MAX_BATCH (8 by default).
 BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
-
-
-def entry_time(entry: str) -> float:
-    """When a stream entry was added (its id is `<ms since the epoch, Redis's clock>-<seq>`)."""
-    return int(entry.split("-", 1)[0]) / 1000
 
 
 @dataclass
@@ -78,7 +82,7 @@ class WorkerMetrics:
             self.jobs.labels(outcome)
         self.queue_wait = Histogram(
             "chattts_worker_queue_wait_seconds",
-            "Job enqueued (its stream entry added) to started by this worker",
+            "Job queued (submitted, or given back) to started by this worker",
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -200,8 +204,8 @@ class WorkerMetrics:
         if verdict.startswith("dead"):
             self.jobs.labels("dead").inc()
 
-    def started(self, entry: str) -> None:
-        self.queue_wait.observe(max(0.0, time.time() - entry_time(entry)))
+    def started(self, queued_at: float) -> None:
+        self.queue_wait.observe(max(0.0, time.time() - queued_at))
 
     def cache_lookup(self, hit: bool) -> None:
         (self.cache_hits if hit else self.cache_misses).inc()
@@ -236,7 +240,7 @@ class WorkerMetrics:
 
     def segment_stored(self, job: ActiveJob, index: int) -> None:
         if index == 0:
-            self.first_segment.observe(max(0.0, time.time() - entry_time(job.entry)))
+            self.first_segment.observe(max(0.0, time.time() - job.started.queued_at))
 
     def succeeded(self, job: ActiveJob, duration_s: float) -> None:
         if len(job.segments) == 1:  # its only segment is stored with the final file, just now

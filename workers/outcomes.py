@@ -184,6 +184,8 @@ class Outcomes:
             job.cancel = True
         elif verdict == "lost":
             job.lost = True
+        elif verdict == "yield":
+            job.yielding = True
 
     async def give_up(self, job: ActiveJob, reason: str) -> None:
         """Fail a running job in hand for good (its later segments are dropped)."""
@@ -313,6 +315,15 @@ class Outcomes:
         # Counted once Redis took it: a failed finish leaves the job to be reclaimed, and the
         # worker that finishes it counts it.
         self.metrics.outcome("lost" if job.lost else "cancelled")
+
+    async def hand_back(self, job: ActiveJob) -> None:
+        """A document whose slice ended goes back to the queue (the attempt not counted) and
+        resumes after its stored parts wherever it is taken next."""
+        self.in_hand.pop(job.job_id, None)
+        ok = await self.queue.release(
+            job.job_id, job.started.client, job.started.token, "", stream=job.started.stream
+        )
+        self.metrics.outcome("yielded" if ok else "lost")
 
     async def engine_failed(self, jobs: list[ActiveJob], exc: EngineError) -> None:
         """A batch failed. Several jobs: each is retried alone (the culprit then fails alone,

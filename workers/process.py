@@ -215,7 +215,7 @@ class Worker:
         )
 
         async def one_round() -> None:
-            await self._tidy()
+            await self._tidy(run.busy)
             run.cancel_dropped()
             run.feed()
             await run.collect()
@@ -256,11 +256,17 @@ class Worker:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX_S)
 
-    async def _tidy(self) -> None:
-        """Between rounds: cancelled and lost jobs leave, finished ones whose result could not
-        be stored are stored again, streams of jobs that left are closed."""
+    async def _tidy(self, busy: Callable[[str], bool] = lambda job_id: False) -> None:
+        """Between rounds: cancelled and lost jobs leave, documents whose slice ended go back to
+        the queue, finished jobs whose result could not be stored are stored again, streams of
+        jobs that left are closed. `busy`: a job with rows still in the engine, handed back
+        once they are done (their segments stored, not thrown away)."""
         for job in [j for j in self.in_hand.values() if (j.cancel or j.lost) and not j.completing]:
             await self.outcomes.drop(job)
+        for job in [j for j in self.in_hand.values() if j.yielding and not j.done]:
+            if busy(job.job_id):
+                continue
+            await self.outcomes.hand_back(job)
         for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
             self.outcomes.complete_in_background(job)
         for job_id in [j for j in self.chunks.streams if j not in self.in_hand]:
@@ -318,6 +324,8 @@ class Worker:
             return
         elapsed_s = time.perf_counter() - t0
         self.metrics.observe_batch(batch, elapsed_s)
+        for job, _ in batch:
+            job.served_s += elapsed_s / len(batch)
         for warning in self.engine.last_warnings:
             log.warning("worker %s: %s", self.name, warning)
         for (job, segment), samples in zip(batch, arrays, strict=True):

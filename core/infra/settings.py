@@ -9,7 +9,7 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, get_type_hints
+from typing import Any, Literal, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -143,6 +143,25 @@ class Settings:
     voice_bytes_per_owner: int = 32 * 1024 * 1024
     voice_bytes_per_address: int = 96 * 1024 * 1024  # three owners' worth, as the count
 
+    # Who goes first (core/queue/lua/take.lua). "fair": jobs wait per client in two lanes,
+    # interactive and bulk, and are taken by weighted fair queuing over estimated seconds of
+    # speech; "fifo": in the order they came (interactive "high" jobs first). Set the same on
+    # every web process (it decides where a job waits); workers take from both.
+    scheduler: Literal["fair", "fifo"] = "fair"
+    # Seconds of speech a document makes before it gives its worker back when another
+    # client's work waits (it resumes after its stored parts): about one segment, so that a
+    # backlog delays another client by one segment's synthesis per worker, not by its length.
+    fair_slice_s: float = 5.0
+    # The share of the workers bulk work keeps while interactive work waits too (documents,
+    # "priority": "bulk", long jobs, keys of the bulk class): never starved, and all the rest
+    # when interactive work leaves room.
+    bulk_min_share: float = 0.2
+    # A job expected to make more speech than this waits in the bulk lane.
+    interactive_max_s: float = 30.0
+    # Shares of API keys against the others' 1 ("key=4,other=2:bulk"; ":bulk" puts every job
+    # of the key in the bulk lane). Clients without a key share their address's one share.
+    key_weights: str = ""
+
     # Worker timings. block_ms stays well below redis-py's 5 s default socket timeout.
     block_ms: int = 1_000
     lease_ms: int = 30_000
@@ -258,6 +277,27 @@ class Settings:
         """Every accepted key: the API keys and the admin keys."""
         keys = frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
         return keys | self.admin_key_set
+
+    @functools.cached_property
+    def key_weight_map(self) -> dict[str, tuple[float, bool]]:
+        """CHATTTS_KEY_WEIGHTS by key: (weight, bulk class)."""
+        out: dict[str, tuple[float, bool]] = {}
+        for n, item in enumerate((i.strip() for i in self.key_weights.split(",")), 1):
+            if not item:
+                continue
+            key, sep, rest = item.rpartition("=")
+            weight, _, klass = rest.partition(":")
+            try:
+                value = float(weight)
+            except ValueError:
+                value = 0.0
+            if not sep or not key or value <= 0 or klass not in ("", "bulk", "interactive"):
+                raise ValueError(  # not the entry itself: it holds a key
+                    f"CHATTTS_KEY_WEIGHTS: entry {n} is not key=weight or key=weight:bulk "
+                    "(a positive weight)"
+                )
+            out[key] = (value, klass == "bulk")
+        return out
 
 
 def _convert(env: Mapping[str, str]) -> dict[str, Any]:

@@ -56,9 +56,10 @@ class SynthesisRequest(BaseModel):
     # Deliver the audio in chunks of about half a second while it is synthesized (an `audio`
     # event on the job's event stream per chunk; see core/queue/lua/chunk.lua).
     stream: bool = False
-    # "high" jobs wait in their own stream, read before the bulk one (interactive requests such
-    # as the OpenAI-compatible endpoint go ahead of bulk submissions).
-    priority: Literal["normal", "high"] = "normal"
+    # "bulk": the job waits in the bulk lane, behind interactive work (core/queue/lanes.py);
+    # "high" (API keys): interactive, and under CHATTTS_SCHEDULER=fifo read from its own stream
+    # before the others (the OpenAI-compatible endpoint's jobs are "high").
+    priority: Literal["normal", "high", "bulk"] = "normal"
 
 
 def queue_position(seq: int, started_seq: int) -> int:

@@ -37,6 +37,33 @@ class Keys:
     def stream(self, priority: str) -> str:
         return self.jobs_high if priority == "high" else self.jobs
 
+    # The fair scheduler's waiting room (lua/take.lua). Lane "i" is interactive work, "b" bulk.
+    # The scripts build the names of one client's list themselves (`waiting`), from `base`.
+
+    def lane(self, lane: str) -> str:
+        """Sorted set of the clients with jobs waiting in a lane, scored by their pass (the
+        virtual time at which they are served next)."""
+        return f"{self.base}:lane:{lane}"
+
+    def waiting(self, lane: str, who: str) -> str:
+        """List of one client's job ids waiting in a lane, oldest first."""
+        return f"{self.base}:wait:{lane}:{who}"
+
+    def since(self, lane: str) -> str:
+        """Sorted set of a lane's waiting job ids by when they joined (the oldest's age)."""
+        return f"{self.base}:since:{lane}"
+
+    @property
+    def fair(self) -> str:
+        """Hash of the scheduler's clocks (each lane's pass and virtual time), `queued` (jobs
+        waiting) and `n:<lane>` (per lane)."""
+        return f"{self.base}:fair"
+
+    @property
+    def wake(self) -> str:
+        """List an idle worker blocks on (BLPOP): pushed when work arrives."""
+        return f"{self.base}:wake"
+
     @property
     def dlq(self) -> str:
         """Stream of jobs that exhausted their deliveries."""

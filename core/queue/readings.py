@@ -16,6 +16,10 @@ from core.infra.topology import report
 from core.queue.fleet import Fleet
 from core.queue.job import TERMINAL_NAMES
 from core.queue.keys import CONSUMER_GROUP, Keys
+from core.queue.lanes import BULK, INTERACTIVE
+
+# The fair waiting room's lanes as the metrics name them.
+LANES = {"interactive": INTERACTIVE, "bulk": BULK}
 
 
 def _stream_label(keys: Keys, stream: str) -> str:
@@ -45,6 +49,15 @@ class QueueReading:
     dead_letters: int = 0
     stats: dict[str, float] = field(default_factory=dict)
     workers_alive: int = 0
+    # The fair waiting room, by lane ("interactive", "bulk"): jobs, and clients they belong to.
+    waiting: dict[str, int] = field(default_factory=dict)
+    waiting_clients: dict[str, int] = field(default_factory=dict)
+    oldest_waiting_age_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def backlog(self) -> int:
+        """Jobs accepted and not finished: the streams' entries and the waiting room's jobs."""
+        return sum(s.length for s in self.streams.values()) + sum(self.waiting.values())
 
 
 async def _read_stream(redis: RedisClient, stream: str, now: float) -> StreamReading:
@@ -87,6 +100,7 @@ class StoreSample:
     depth: int  # entries of the bulk stream (waiting or running)
     depth_high: int  # entries of the interactive stream
     in_hand: int  # entries workers hold (pending), both streams
+    waiting: int  # jobs in the fair waiting room (no stream entry yet)
     memory: dict[str, Any]  # INFO memory
     replication: dict[str, Any]  # INFO replication
 
@@ -107,6 +121,17 @@ class Readings:
         raw = await self._redis.hgetall(self._keys.stats)
         reading.stats = {_text(k) or "": float(v) for k, v in raw.items()}
         reading.workers_alive = len(await self._fleet.heartbeats())
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(self._keys.fair, [f"n:{lane}" for lane in LANES.values()])
+            for lane in LANES.values():
+                pipe.zcard(self._keys.lane(lane))
+                pipe.zrange(self._keys.since(lane), 0, 0, withscores=True)
+            counts, *per_lane = await pipe.execute()
+        for i, (name, _) in enumerate(LANES.items()):
+            n_clients, oldest = per_lane[2 * i], per_lane[2 * i + 1]
+            reading.waiting[name] = max(0, int(counts[i] or 0))
+            reading.waiting_clients[name] = int(n_clients)
+            reading.oldest_waiting_age_s[name] = max(0.0, now - oldest[0][1]) if oldest else 0.0
         return reading
 
     async def sample(self) -> StoreSample:
@@ -118,6 +143,7 @@ class Readings:
             pipe.hmget(keys.stats, list(TERMINAL_NAMES))
             pipe.xlen(keys.jobs)
             pipe.xlen(keys.jobs_high)
+            pipe.hget(keys.fair, "queued")
             if not node:  # a cluster pipeline carries no INFO: asked apart below
                 pipe.info("memory")
                 pipe.info("replication")
@@ -127,12 +153,12 @@ class Readings:
             # XPENDINGs count as nothing pending; those of the other commands are raised.
             results = await pipe.execute(raise_on_error=False)
         if node:
-            results[3:3] = [
+            results[4:4] = [
                 await redis.info("memory", **node),
                 await redis.info("replication", **node),
             ]
-        counts, depth, depth_high, memory, replication, *pending = results
-        for result in (counts, depth, depth_high, memory, replication):
+        counts, depth, depth_high, waiting, memory, replication, *pending = results
+        for result in (counts, depth, depth_high, waiting, memory, replication):
             if isinstance(result, Exception):
                 raise result
         return StoreSample(
@@ -140,6 +166,7 @@ class Readings:
             depth=int(depth),
             depth_high=int(depth_high),
             in_hand=sum(int(p["pending"]) if isinstance(p, dict) else 0 for p in pending),
+            waiting=max(0, int(waiting or 0)),
             memory=dict(memory),
             replication=dict(replication),
         )

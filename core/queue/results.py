@@ -84,6 +84,7 @@ class Submitted:
     started_seq: int = 0  # the queue's started watermark at submit (for the position)
     depth: int = 0  # jobs in the queue (both streams) right after this one joined (new jobs only)
     seq: int = 0  # its place in the queue-wide count of submissions (for the position)
+    position: int | None = None  # jobs ahead of it in the fair waiting room (None: FIFO)
 
 
 @dataclass(frozen=True)
@@ -110,3 +111,7 @@ class Started:
     document: bool = False  # kept in parts; resumes after its last stored segment
     segments_done: int = 0  # stored by earlier attempts (a document's), to skip
     samples_done: int = 0  # their samples, pauses included
+    attempt: int = 1  # deliveries counted so far, this one included (the token is the start's)
+    queued_at: float = 0.0  # when it last joined the queue (submitted, or given back)
+    bulk: bool = False  # it waited in the fair scheduler's bulk lane
+    suspect: bool = False  # its last run never ended cleanly (reclaimed, or an engine error)

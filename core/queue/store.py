@@ -19,6 +19,7 @@ from core.queue.events import Event, EventLog
 from core.queue.fleet import Fleet
 from core.queue.job import Job, SynthesisRequest, new_job_id, queue_position
 from core.queue.keys import CONSUMER_GROUP, Keys
+from core.queue.lanes import KeyShare, place
 from core.queue.limits import Limits
 from core.queue.readings import Readings
 from core.queue.results import (
@@ -49,6 +50,8 @@ __all__ = [
 
 SCRIPT_NAMES = (
     "enqueue",
+    "take",
+    "position",
     "start",
     "renew",
     "progress",
@@ -129,10 +132,12 @@ class Queue(WorkerSteps):
         document: bool = False,
         expected_bytes: int = 0,
         source: str | None = None,
+        share: KeyShare | None = None,
     ) -> Submitted:
         """Queue a job (`callback_url`: POSTed when it ends, see callbacks.py; `document`: its
         audio is kept in parts and a reclaimed attempt resumes after the last one; `source`: the
-        address it came from, whose storage account it is charged to as well)."""
+        address it came from, whose storage account it is charged to as well; `share`: its API
+        key's weight under the fair scheduler, lanes.py)."""
         job_id = job_id or new_job_id()
         k = self.keys
         idem = k.idem(client, idempotency_key) if idempotency_key else k.job(job_id)
@@ -147,6 +152,11 @@ class Queue(WorkerSteps):
         args += [request.voice, request.format, "1" if idempotency_key else "0", callback_url or ""]
         args += ["1" if document else "0", expected_bytes, self.settings.storage_per_client_bytes]
         args += [self.settings.storage_per_address_bytes if source else 0, account]
+        if self.settings.scheduler == "fair":
+            at = place(self.settings, request, client, source, document, share)
+            args += [at.lane, at.who, at.weight, round(at.cost, 3)]
+        else:
+            args += ["", "", 1, 0]
         try:
             result = await self._run_acknowledged("enqueue", keys, args, "ok", "dup")
         except NotReplicated as exc:
@@ -161,6 +171,7 @@ class Queue(WorkerSteps):
                 started_seq=int(result[4]),
                 depth=int(result[5]),
                 seq=int(result[6]),
+                position=int(result[7]) if int(result[7]) >= 0 else None,
             )
         if status == "dup":
             return Submitted(_s(result[1]), None, duplicate=True)
@@ -223,14 +234,20 @@ class Queue(WorkerSteps):
 
     async def position(self, job: Job) -> int:
         """Approximate number of jobs ahead of a queued job (0 = next)."""
+        fair = int(await self._scripts["position"](keys=[self.keys.job(job.id)], args=[]))
+        if fair >= 0:
+            return fair
         started = await self._redis.hget(self.keys.stats, "started_seq")
         return queue_position(job.seq, int(started or 0))
 
     async def depth(self) -> int:
-        depth = 0
-        for stream in self.keys.streams:
-            depth += await self._redis.xlen(stream)
-        return depth
+        """Jobs waiting or running: both streams' entries and the fair waiting room's jobs."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for stream in self.keys.streams:
+                pipe.xlen(stream)
+            pipe.hget(self.keys.fair, "queued")
+            *lengths, queued = await pipe.execute()
+        return sum(int(n) for n in lengths) + max(0, int(queued or 0))
 
     async def stats(self) -> dict[str, float]:
         raw = await self._redis.hgetall(self.keys.stats)

@@ -17,6 +17,8 @@ from core.queue.results import SegmentDone, Started
 
 # How long a streaming job's chunk list outlives its last chunk: listeners read it live.
 CHUNKS_LINGER_S = 600
+# Neither lane's share may be nothing: a weight of zero would stop its clock (take.lua).
+MIN_SHARE = 0.01
 
 
 def _s(value: Any) -> str:
@@ -45,6 +47,28 @@ class WorkerSteps:
         return await self._scripts[name](keys=keys, args=args)
 
     # -- workers ----------------------------------------------------------------------------
+
+    async def take(
+        self, worker: str, count: int, bulk_room: int | None = None
+    ) -> list[tuple[str, str, str, str]]:
+        """Up to `count` jobs delivered to `worker`, in the scheduler's order (lua/take.lua), of
+        which at most `bulk_room` bulk ones (None: any): [(stream, entry id, job id, client)],
+        to `start` each."""
+        k, settings = self.keys, self.settings
+        bulk_share = min(max(settings.bulk_min_share, MIN_SHARE), 1 - MIN_SHARE)
+        room = count if bulk_room is None else bulk_room
+        args = [worker, count, settings.fair_slice_s, bulk_share, room]
+        result = await self._run("take", [k.jobs_high, k.jobs, k.fair, k.wake], args)
+        return [
+            (_s(result[i]), _s(result[i + 1]), _s(result[i + 2]), _s(result[i + 3]))
+            for i in range(0, len(result), 4)
+        ]
+
+    async def wait_for_work(self, timeout_s: float) -> bool:
+        """Block until work may have arrived (the wake list, pushed by every enqueue and
+        release) or `timeout_s` passed; True when woken."""
+        woken = await self._redis.blpop([self.keys.wake], timeout=max(timeout_s, 0.01))
+        return woken is not None
 
     async def start(
         self,
@@ -97,6 +121,10 @@ class WorkerSteps:
                 document=_s(result[4]) == "1",
                 segments_done=int(result[5]),
                 samples_done=int(result[6]),
+                attempt=int(result[7]),
+                queued_at=float(result[8]),
+                bulk=_s(result[9]) == "b",
+                suspect=_s(result[10]) == "1",
             )
         return f"{_s(result[0])}:{_s(result[1])}"
 
@@ -106,13 +134,15 @@ class WorkerSteps:
         return _s(await self._run("renew", keys, [token, worker]))
 
     async def progress(self, job_id: str, client: str, token: str, done: SegmentDone) -> str:
-        """Store segment `done.index` (1-based, in order): 'ok', 'cancel' or 'lost'."""
+        """Store segment `done.index` (1-based, in order): 'ok', 'cancel', 'lost' or 'yield' (a
+        document's slice ended while another client's work waits: release it, reason "")."""
         k = self.keys
         keys = [k.job(job_id), k.segments(job_id), k.job_events(job_id), k.client_events(client)]
         keys += [k.parts(job_id), k.cues(job_id)]
         args = [token, done.index, done.total, done.audio, done.duration_s, time.time()]
         args += [*self._maxlens, self._ttl, orjson.dumps(done.cue), done.samples]
         args += [done.sample_rate, done.eta or "", "1" if done.document else "0"]
+        args += [self.settings.fair_slice_s if self.settings.fair_slice_s > 0 else ""]
         return _s(await self._run("progress", keys, args))
 
     async def chunk(

@@ -273,8 +273,18 @@ def test_keda_scales_workers_on_the_real_streams_and_group() -> None:
         env_names = {e["name"] for e in first.spec["env"]}
         streams = set()
         for trigger in spec["triggers"]:
-            assert trigger["type"] == "redis-streams"
             meta = trigger["metadata"]
+            if trigger["type"] == "metrics-api":
+                # The waiting room's jobs: the web Service's readiness detail (test_api.py
+                # reads `backlog.waiting` from a real /readyz).
+                assert meta == {
+                    "url": "http://chattts-web/readyz",
+                    "valueLocation": "backlog.waiting",
+                    "targetValue": "8",
+                }
+                assert "chattts-web" in {s["metadata"]["name"] for s in of_kind("Service")}
+                continue
+            assert trigger["type"] == "redis-streams"
             assert set(meta) <= KEDA_REDIS_STREAMS_KEYS, set(meta) - KEDA_REDIS_STREAMS_KEYS
             assert all(isinstance(v, str) for v in meta.values()), "metadata values are strings"
             for key in ("addressFromEnv", "hostFromEnv", "portFromEnv", "passwordFromEnv"):
@@ -292,7 +302,7 @@ async def test_stream_length_is_lag_plus_pending_and_xinfo_lag_is_unknown(
     """Why KEDA scales on the streams' length: finished jobs leave their stream, so its length
     is the group's lag plus its pending entries, while XINFO's own `lag` becomes unknown."""
     client = AsyncRedis.from_url(settings.redis_url or "")
-    queue = Queue(client, settings)
+    queue = Queue(client, settings.replace(scheduler="fifo"))  # jobs wait in the stream
     try:
         # A long job: read by one consumer, still in its hands while later jobs finish.
         await queue.ensure_group()

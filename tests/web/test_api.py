@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 from typing import Any
@@ -321,7 +322,14 @@ async def test_readyz_needs_a_worker_and_metrics_count(client: Client, settings:
     assert "chattts_jobs_submitted_total 1.0" in text
     assert 'chattts_http_requests_total{method="POST",route="jobs",status="202"} 1.0' in text
     assert "chattts_queue_backlog_jobs 1.0" in text
-    assert 'chattts_queue_lag_entries{stream="jobs"} 1.0' in text
+    assert 'chattts_queue_waiting_jobs{lane="interactive"} 1.0' in text
+    # The figure KEDA scales the workers on (docker/k8s/keda.yaml: backlog.waiting).
+    for _ in range(50):  # the throughput meter samples once a second
+        detail = await (await client.get("/readyz")).json()
+        if detail["backlog"]["waiting"] == 1:
+            break
+        await asyncio.sleep(0.1)
+    assert detail["backlog"]["waiting"] == 1
     assert "chattts_sse_connections 0.0" in text
 
 
@@ -332,3 +340,24 @@ async def test_page_renders_with_settings(make_client: ClientFactory) -> None:
     assert response.headers["Content-Type"].startswith("text/html")
     assert "1234" in (await response.text()).replace(",", "")
     assert "script-src 'self'" in response.headers["Content-Security-Policy"]
+
+
+async def test_key_weights_place_a_key_s_jobs(
+    make_client: ClientFactory, aredis: Any, keys: Any
+) -> None:
+    """CHATTTS_KEY_WEIGHTS reaches the scheduler: a key's weight, and its class's lane; a job
+    that asks for bulk, and a document, wait in the bulk lane."""
+    client = await make_client(api_keys="big,batch,plain", key_weights="big=3,batch=1:bulk")
+
+    async def placed(key: str, **body: Any) -> tuple[bytes, bytes]:
+        headers = {"Authorization": f"Bearer {key}"}
+        response = await client.post("/v1/tts/jobs", json={"text": "hi", **body}, headers=headers)
+        assert response.status == 202, await response.text()
+        job_id = (await response.json())["id"]
+        lane, weight = await aredis.hmget(keys.job(job_id), ["lane", "weight"])
+        return lane, weight
+
+    assert await placed("big") == (b"i", b"3.0")
+    assert await placed("batch") == (b"b", b"1.0")
+    assert await placed("plain") == (b"i", b"1.0")
+    assert await placed("plain", priority="bulk") == (b"b", b"1.0")

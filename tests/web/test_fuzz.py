@@ -126,7 +126,8 @@ def assert_no_stuck_job(redis_url: str, keys: Keys, timeout: float = 60.0) -> in
             states = [client.hget(key, "state") for key in jobs]
             pending = [(k, s) for k, s in zip(jobs, states, strict=True) if s not in TERMINAL]
             active = [k for k in client.scan_iter(match=keys.active("*")) if client.scard(k)]
-            if not pending and not active and client.xlen(keys.jobs) == 0:
+            waiting = int(client.hget(keys.fair, "queued") or 0)
+            if not pending and not active and client.xlen(keys.jobs) == 0 and not waiting:
                 return len(jobs)
             assert time.monotonic() < deadline, f"stuck: {pending[:5]}, active sets {active[:5]}"
             time.sleep(0.2)

@@ -12,7 +12,9 @@ import pytest
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.queue.keys import CONSUMER_GROUP, Keys
+from core.infra.settings import Settings
+from core.queue.keys import Keys
+from core.queue.store import Queue
 from tests.conftest import WorkerProcess
 from tests.web.conftest import ClientFactory, collect_sse, submit, wait_job
 
@@ -85,9 +87,13 @@ async def test_queue_metrics_follow_jobs_from_waiting_to_done(
     await asyncio.sleep(0.3)
     waiting = await scrape(client)
     assert value(waiting, "chattts_queue_backlog_jobs") == 3
-    assert value(waiting, "chattts_queue_lag_entries", stream="jobs") == 3
+    # They wait in the fair scheduler's room, one client's, not in a stream.
+    assert value(waiting, "chattts_queue_waiting_jobs", lane="interactive") == 3
+    assert value(waiting, "chattts_queue_waiting_clients", lane="interactive") == 1
+    assert value(waiting, "chattts_queue_waiting_jobs", lane="bulk") == 0
+    assert value(waiting, "chattts_queue_waiting_oldest_age_seconds", lane="interactive") >= 0.2
+    assert value(waiting, "chattts_queue_lag_entries", stream="jobs") == 0
     assert value(waiting, "chattts_queue_pending_entries", stream="jobs") == 0
-    assert value(waiting, "chattts_queue_oldest_waiting_age_seconds", stream="jobs") >= 0.2
     assert value(waiting, "chattts_workers_alive") == 0
     assert value(waiting, "chattts_queue_submitted_jobs_total") == 3
 
@@ -96,6 +102,8 @@ async def test_queue_metrics_follow_jobs_from_waiting_to_done(
         await wait_job(client, job["id"], ("succeeded",))
     done = await scrape(client)
     assert value(done, "chattts_queue_backlog_jobs") == 0
+    assert value(done, "chattts_queue_waiting_jobs", lane="interactive") == 0
+    assert value(done, "chattts_queue_waiting_oldest_age_seconds", lane="interactive") == 0
     assert value(done, "chattts_queue_lag_entries", stream="jobs") == 0
     assert value(done, "chattts_queue_oldest_waiting_age_seconds", stream="jobs") == 0
     assert value(done, "chattts_jobs_total", outcome="succeeded") == 3
@@ -106,12 +114,13 @@ async def test_queue_metrics_follow_jobs_from_waiting_to_done(
 
 
 async def test_pending_age_and_dead_letters(
-    client: TestClient[Any, Any], aredis: Any, keys: Keys
+    client: TestClient[Any, Any], aredis: Any, keys: Keys, settings: Settings
 ) -> None:
-    """A job read by a consumer that never finishes it is pending and ages; the DLQ is counted."""
+    """A job taken by a consumer that never finishes it is pending and ages; the DLQ is counted."""
     job = await submit(client, text="read and never finished")
-    await aredis.xgroup_create(keys.jobs, CONSUMER_GROUP, id="0", mkstream=True)
-    await aredis.xreadgroup(CONSUMER_GROUP, "stuck", {keys.jobs: ">"}, count=1)
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    assert [taken[2] for taken in await queue.take("stuck", 1)] == [job["id"]]
     await aredis.xadd(keys.dlq, {"job_id": job["id"], "reason": "test"})
     await asyncio.sleep(0.3)
     samples = await scrape(client)

@@ -43,7 +43,7 @@ FAMILIES = {
     "chattts_worker_engine_load_seconds": "gauge",
     "chattts_worker_info": "gauge",
 }
-OUTCOMES = {"succeeded", "cache_hit", "failed", "cancelled", "dead", "released", "lost"}
+OUTCOMES = {"succeeded", "cache_hit", "failed", "cancelled", "dead", "released", "yielded", "lost"}
 # Clock slack between the moments the hash records and the ones the worker measures.
 SLACK_S = 0.05
 # How long the worker is frozen (SIGSTOP) while jobs are submitted; below the heartbeat key's TTL.

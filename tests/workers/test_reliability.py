@@ -105,8 +105,7 @@ async def test_stale_worker_completion_is_refused(settings: Settings, aredis: Re
     queue = Queue(aredis, settings)
     await queue.ensure_group()
     submitted = await queue.enqueue(SynthesisRequest(text="Hello", voice="en_male"), "c1")
-    read = await aredis.xreadgroup(CONSUMER_GROUP, "slow", {queue.keys.jobs: ">"}, count=1)
-    entry = read[0][1][0][0].decode()
+    entry = (await queue.take("slow", 1))[0][1]
     slow = await queue.start(submitted.job_id, entry, "slow")
     assert isinstance(slow, Started)
     await asyncio.sleep(0.05)
@@ -128,7 +127,7 @@ async def test_ten_concurrent_reclaimers_never_start_a_job_twice(
     queue = Queue(aredis, settings)
     await queue.ensure_group()
     ids = [(await queue.enqueue(SynthesisRequest(text=f"job {i}"), "c1")).job_id for i in range(30)]
-    await aredis.xreadgroup(CONSUMER_GROUP, "dead-worker", {queue.keys.jobs: ">"}, count=100)
+    assert len(await queue.take("dead-worker", 100)) == 30
     lease_ms = 1_000
     await asyncio.sleep(lease_ms / 1000 + 0.1)  # every entry's lease has now expired
     starts: list[tuple[str, str]] = []

@@ -23,6 +23,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from core.infra.settings import Network, Settings, address_in, parse_networks
+from core.queue.lanes import KeyShare
 from web.appkeys import CLIENT, COOKIE_SECRET, FORWARDED_TLS, NEW_COOKIE, SETTINGS
 from web.errors import ApiError
 
@@ -96,6 +97,15 @@ def key_client(secret: bytes, key: str) -> str:
     """The client an API key is: keyed with the server secret, so that the names of its Redis
     keys say nothing a dictionary of likely keys could find."""
     return "key-" + hmac.new(secret, _raw(key), hashlib.sha256).hexdigest()[:16]
+
+
+def key_shares(settings: Settings, secret: bytes) -> dict[str, KeyShare]:
+    """CHATTTS_KEY_WEIGHTS by the client id each key is known as (a bad entry stops the
+    start, named)."""
+    return {
+        key_client(secret, key): KeyShare(weight, bulk)
+        for key, (weight, bulk) in settings.key_weight_map.items()
+    }
 
 
 def signed(secret: bytes, token: str) -> str:

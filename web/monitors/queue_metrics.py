@@ -36,8 +36,30 @@ class QueueCollector(Collector):
         yield GaugeMetricFamily(
             "chattts_queue_backlog_jobs",
             "Jobs accepted and not finished (waiting or running)",
-            sum(s.length for s in r.streams.values()),
+            r.backlog,
         )
+        waiting = GaugeMetricFamily(
+            "chattts_queue_waiting_jobs",
+            "Jobs in the fair scheduler's waiting room, by lane",
+            labels=["lane"],
+        )
+        clients = GaugeMetricFamily(
+            "chattts_queue_waiting_clients",
+            "Clients with jobs in the fair scheduler's waiting room, by lane",
+            labels=["lane"],
+        )
+        oldest = GaugeMetricFamily(
+            "chattts_queue_waiting_oldest_age_seconds",
+            "Age of the oldest job in the fair scheduler's waiting room (since it joined), by lane",
+            labels=["lane"],
+        )
+        for lane, count in r.waiting.items():
+            waiting.add_metric([lane], count)
+            clients.add_metric([lane], r.waiting_clients.get(lane, 0))
+            oldest.add_metric([lane], r.oldest_waiting_age_s.get(lane, 0.0))
+        yield waiting
+        yield clients
+        yield oldest
         per_stream = [
             ("chattts_queue_lag_entries", "Entries no worker has read yet", "lag"),
             ("chattts_queue_pending_entries", "Entries read by a worker, not finished", "pending"),

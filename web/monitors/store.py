@@ -146,9 +146,10 @@ class ThroughputMeter:
             self.free_bytes = (
                 max(0, limit - int(sample.memory.get("used_memory") or 0)) if limit else None
             )
-        self.add(sample.finished, sample.depth)
+        self.add(sample.finished, sample.depth + sample.waiting)
         # Entries leave the streams when their job ends: what is not pending has not started.
-        self.alert.update(max(0, sample.depth + sample.depth_high - sample.in_hand))
+        waiting = sample.depth + sample.depth_high - sample.in_hand + sample.waiting
+        self.alert.update(max(0, waiting))
 
     async def probe(self, queue: Queue) -> bool | None:
         """Sample once: True (Redis answered), False (it did not), None (no verdict)."""

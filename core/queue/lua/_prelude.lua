@@ -86,3 +86,73 @@ local function retire(jobs_key, job_key, active_key, entry, ttl, quiet)
   redis.call('EXPIRE', job_key, ttl)
   if not quiet then queue_callback(job_key) end
 end
+
+-- The fair scheduler's waiting room (keys.py: lane, waiting, fair, wake; take.lua serves it).
+-- A job waits in its client's list in its lane; a client waits in its lane's sorted set,
+-- scored by its pass. `base` is the queue's base name.
+local function base_of(job_key)
+  return (string.gsub(job_key, ':job:[^:]*$', ''))
+end
+
+-- An idle worker blocks on the wake list (BLPOP): one push per job that became takeable.
+local function wake(base)
+  redis.call('LPUSH', base .. ':wake', 1)
+  redis.call('LTRIM', base .. ':wake', 0, 255)
+end
+
+-- Job `id` of client `who` waits in `lane` from `now`: at the back of its client's list, or at
+-- the front (`front`: a job given back goes before its client's later ones).
+local function fair_enter(base, lane, who, id, front, now)
+  local list = base .. ':wait:' .. lane .. ':' .. who
+  local zlane, fair = base .. ':lane:' .. lane, base .. ':fair'
+  local n
+  if front then n = redis.call('LPUSH', list, id) else n = redis.call('RPUSH', list, id) end
+  if n == 1 then
+    if redis.call('ZCARD', zlane) == 0 then
+      -- The lane starts waiting: it joins at the clock between lanes, with no credit saved.
+      local clock = tonumber(redis.call('HGET', fair, 'lv') or '0')
+      if tonumber(redis.call('HGET', fair, 'p:' .. lane) or '0') < clock then
+        redis.call('HSET', fair, 'p:' .. lane, clock)
+      end
+    end
+    -- The client starts waiting: at the lane's clock, or later when it was served ahead of
+    -- it before its list ran dry (coming and going gains nothing).
+    local gone = base .. ':gone:' .. lane
+    local pass = tonumber(redis.call('HGET', fair, 'v:' .. lane) or '0')
+    pass = math.max(pass, tonumber(redis.call('ZSCORE', gone, who) or '0'))
+    redis.call('ZREM', gone, who)
+    redis.call('ZADD', zlane, pass, who)
+  end
+  redis.call('HINCRBY', fair, 'queued', 1)
+  redis.call('HINCRBY', fair, 'n:' .. lane, 1)
+  redis.call('ZADD', base .. ':since:' .. lane, now, id)  -- the oldest waiting, for operators
+  wake(base)
+end
+
+-- A waiting job leaves the room (cancelled before it was taken).
+local function fair_leave(base, lane, who, id)
+  local list = base .. ':wait:' .. lane .. ':' .. who
+  if redis.call('LREM', list, 1, id) == 0 then return end
+  redis.call('ZREM', base .. ':since:' .. lane, id)
+  redis.call('HINCRBY', base .. ':fair', 'queued', -1)
+  redis.call('HINCRBY', base .. ':fair', 'n:' .. lane, -1)
+  if redis.call('LLEN', list) == 0 then
+    local zlane = base .. ':lane:' .. lane
+    local pass = redis.call('ZSCORE', zlane, who)
+    redis.call('ZREM', zlane, who)
+    if pass then redis.call('ZADD', base .. ':gone:' .. lane, pass, who) end
+  end
+end
+
+-- About how many jobs go before waiting job `id`: a round of the lane serves each of its
+-- clients once (its turn in its client's list, times the clients), the clients due before it
+-- in this round, and, for bulk work, the interactive clients waiting.
+local function fair_position(base, lane, who, id)
+  local zlane = base .. ':lane:' .. lane
+  local index = redis.call('LPOS', base .. ':wait:' .. lane .. ':' .. who, id)
+  local rank = redis.call('ZRANK', zlane, who)  -- the clients served before it this round
+  if not index or not rank then return 0 end
+  local ahead = index * redis.call('ZCARD', zlane) + rank
+  if lane == 'b' then ahead = ahead + redis.call('ZCARD', base .. ':lane:i') end
+  return ahead
+end

@@ -8,7 +8,8 @@
 -- ('forbidden': the job belongs to another client; only its owner cancels it)
 local jobs, job, ev_job, ev_client, stats, active =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local values = redis.call('HMGET', job, 'state', 'entry', 'client', 'cancel_requested')
+local values = redis.call('HMGET', job, 'state', 'entry', 'client', 'cancel_requested', 'lane',
+  'who', 'id')
 local state = values[1]
 if not state then return {'missing'} end
 if ARGV[5] ~= '' and values[3] ~= ARGV[5] then return {'forbidden'} end
@@ -18,6 +19,10 @@ if state == 'queued' then
   redis.call('HSET', job, 'state', 'cancelled', 'finished_at', ARGV[1],
     'error', 'cancelled by the client')
   redis.call('HINCRBY', stats, 'cancelled', 1)
+  -- Waiting in the fair room (not yet taken: no entry), it leaves it.
+  if values[5] and values[5] ~= '' and (values[2] or '') == '' then
+    fair_leave(base_of(job), values[5], values[6], values[7])
+  end
   -- A job that never ran stored nothing: its charge comes back and it is kept briefly. One
   -- that ran before and was given back (a document with stored parts) keeps both until it
   -- expires, as its audio does.

@@ -6,11 +6,14 @@
 -- ARGV: id, client, request_json, now, ttl, max_backlog, max_active, maxlen_job, maxlen_client,
 --       voice, format, has_idem, callback_url ('' for none), document ('1': kept in parts),
 --       expected bytes of its audio, the client's storage quota (0: none), the source
---       address's storage quota (0: none), the source's account name (keys.py: usage)
--- Returns {'ok', id, event_id, event_json, started_seq, depth} | {'dup', id} | {'backlog', depth}
+--       address's storage quota (0: none), the source's account name (keys.py: usage),
+--       lane ('i' | 'b' in the fair waiting room, take.lua; '': at the back of the stream),
+--       who (the client it is fair to: a key, or a cookie client's address), weight, cost
+--       (estimated seconds of speech)
+-- Returns {'ok', id, event_id, event_json, started_seq, depth, seq, position (-1: FIFO)} | {'dup', id} | {'backlog', depth}
 --       | {'client_cap', active}
 --       | {'storage', bytes in use, seconds until a charge lapses, 'client'|'address'};
---       depth: jobs in both streams, this one included
+--       depth: jobs in both streams and the waiting room, this one included
 local jobs, job, ev_job, ev_client, idem, active, stats =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, client, request, now, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
@@ -23,7 +26,9 @@ if ARGV[12] == '1' then
     return {'dup', existing}
   end
 end
+local base = base_of(job)
 local depth = redis.call('XLEN', jobs) + redis.call('XLEN', KEYS[8])
+  + tonumber(redis.call('HGET', base .. ':fair', 'queued') or '0')
 if depth >= tonumber(ARGV[6]) then return {'backlog', depth} end
 local n_active = redis.call('SCARD', active)
 if n_active >= tonumber(ARGV[7]) then return {'client_cap', n_active} end
@@ -62,11 +67,19 @@ if bytes > 0 then
 end
 local seq = redis.call('HINCRBY', stats, 'enqueued_seq', 1)
 redis.call('HINCRBY', stats, 'submitted', 1)
--- The entry names the client too: a worker starts the job without reading the hash first.
-local entry = redis.call('XADD', jobs, '*', 'id', id, 'client', client)
+local lane, entry = ARGV[19], ''
+if lane == '' then
+  -- The entry names the client too: a worker starts the job without reading the hash first.
+  entry = redis.call('XADD', jobs, '*', 'id', id, 'client', client)
+  wake(base)
+end
 redis.call('HSET', job, 'id', id, 'client', client, 'state', 'queued', 'request', request,
   'created_at', now, 'attempts', 0, 'voice', ARGV[10], 'format', ARGV[11], 'entry', entry,
-  'seq', seq, 'stream', jobs)
+  'seq', seq, 'stream', jobs, 'queued_at', now)
+if lane ~= '' then
+  redis.call('HSET', job, 'lane', lane, 'who', ARGV[20], 'weight', ARGV[21], 'cost', ARGV[22])
+  fair_enter(base, lane, ARGV[20], id, false, now)
+end
 if ARGV[13] ~= '' then redis.call('HSET', job, 'callback_url', ARGV[13]) end
 if ARGV[14] == '1' then redis.call('HSET', job, 'document', '1') end
 redis.call('SADD', active, id)
@@ -78,5 +91,7 @@ end
 local event_id, event = emit(job, ev_job, ev_client, 'queued', now, ARGV[8], ARGV[9], ttl)
 -- The queued event, the started watermark and the depth: the web tier answers the submit
 -- without reading anything else.
+local position = -1
+if lane ~= '' then position = fair_position(base, lane, ARGV[20], id) end
 return {'ok', id, event_id, event, redis.call('HGET', stats, 'started_seq') or '0', depth + 1,
-  seq}
+  seq, position}

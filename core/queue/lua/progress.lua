@@ -4,11 +4,15 @@
 -- KEYS: job, segments, ev_job, ev_client, parts, cues
 -- ARGV: token, index, total, audio, duration_s, now, maxlen_job, maxlen_client, ttl, cue_json,
 --       samples (this segment's, its leading pause included), sample_rate, eta (unix time, or
---       ''), document ('1' | '0')
--- Returns 'ok' | 'cancel' | 'lost' (idempotent for the last segment stored)
+--       ''), document ('1' | '0'), slice_s (a document of the fair waiting room gives its worker
+--       back once it made this much speech since it was taken and another client's work
+--       waits; '': never)
+-- Returns 'ok' | 'cancel' | 'lost' | 'yield' (release it: release.lua; idempotent for the
+--       last segment stored)
 local job, segments, ev_job, ev_client, parts, cues =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local values = fenced(job, ARGV[1], 'cancel_requested', 'segments_done')
+local values = fenced(job, ARGV[1], 'cancel_requested', 'segments_done', 'who',
+  'taken_audio_s')
 if not values then return 'lost' end
 local index = tonumber(ARGV[2])
 local done = tonumber(values[4] or '0')
@@ -36,4 +40,12 @@ emit(job, ev_job, ev_client, 'progress', ARGV[6], ARGV[7], ARGV[8], ttl,
   {segment = {index = index, total = tonumber(ARGV[3]), duration_s = tonumber(ARGV[5])},
    audio_s = audio_s, eta = tonumber(ARGV[13])})
 if values[3] == '1' then return 'cancel' end
+local who = values[5]
+if ARGV[14] == '1' and ARGV[15] ~= '' and who and index < tonumber(ARGV[3])
+    and audio_s - tonumber(values[6] or '0') >= tonumber(ARGV[15]) then
+  local base = base_of(job)
+  local others = redis.call('ZCARD', base .. ':lane:i') + redis.call('ZCARD', base .. ':lane:b')
+  if redis.call('ZSCORE', base .. ':lane:b', who) then others = others - 1 end
+  if others > 0 then return 'yield' end
+end
 return 'ok'

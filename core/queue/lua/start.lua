@@ -1,9 +1,12 @@
--- A worker takes a delivered (or reclaimed) stream entry. The attempt number is the fencing token.
+-- A worker takes a delivered (or reclaimed) stream entry. The start number is the fencing token:
+-- every start has its own, even one after a release that gave its attempt back.
 -- A document job (one of many segments, kept as parts) resumes after its last stored segment: its
 -- parts, cues and counts stay. Any other job starts afresh.
 -- KEYS: jobs, job, ev_job, ev_client, stats, dlq, active, segments, chunks, cues
 -- ARGV: id, entry, worker, now, max_deliveries, maxlen_job, maxlen_client, ttl
--- Returns {'ok', token, request_json, client, document, segments_done, samples_done}
+-- Returns {'ok', token, request_json, client, document, segments_done, samples_done, attempt,
+--       queued_at (when it last joined the queue: submitted or given back), lane ('' | 'i' | 'b'),
+--       suspect ('1': its last run never ended cleanly, reclaimed or failed: it runs alone)}
 --       | {'skip', state} | {'dead', attempts}
 local jobs, job, ev_job, ev_client, stats, dlq, active =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -22,7 +25,10 @@ if TERMINAL[state] or redis.call('HGET', job, 'entry') ~= entry then
   return {'skip', state}
 end
 local previous_owner = redis.call('HGET', job, 'owner')
-if state == 'running' then redis.call('HINCRBY', stats, 'reclaimed', 1) end
+if state == 'running' then
+  redis.call('HINCRBY', stats, 'reclaimed', 1)
+  redis.call('HSET', job, 'suspect', '1')
+end
 local attempts = redis.call('HINCRBY', job, 'attempts', 1)
 if attempts > tonumber(ARGV[5]) then
   local reason = 'gave up after ' .. (attempts - 1) .. ' deliveries'
@@ -41,11 +47,11 @@ if attempts > tonumber(ARGV[5]) then
   return {'dead', attempts - 1}
 end
 local document = redis.call('HGET', job, 'document') == '1'
-redis.call('HSET', job, 'state', 'running', 'owner', worker, 'token', attempts, 'started_at', now,
+-- Every start, counted: which run of the job a chunk belongs to (listeners never splice two
+-- runs' audio), and the token that fences every other run's worker out.
+local starts = redis.call('HINCRBY', job, 'starts', 1)
+redis.call('HSET', job, 'state', 'running', 'owner', worker, 'token', starts, 'started_at', now,
   'chunks_done', 0)
--- Every start, counted, even one after a release that gave its attempt back: which run of the
--- job a chunk belongs to (listeners never splice two runs' audio).
-redis.call('HINCRBY', job, 'starts', 1)
 if document then
   redis.call('DEL', KEYS[9])
 else
@@ -60,5 +66,7 @@ if seq > tonumber(redis.call('HGET', stats, 'started_seq') or '0') then
 end
 emit(job, ev_job, ev_client, 'running', now, ARGV[6], ARGV[7], ttl)
 local counts = redis.call('HMGET', job, 'segments_done', 'samples_done')
-return {'ok', attempts, redis.call('HGET', job, 'request'), redis.call('HGET', job, 'client'),
-  document and '1' or '0', counts[1] or '0', counts[2] or '0'}
+return {'ok', starts, redis.call('HGET', job, 'request'), redis.call('HGET', job, 'client'),
+  document and '1' or '0', counts[1] or '0', counts[2] or '0', attempts,
+  redis.call('HGET', job, 'queued_at') or redis.call('HGET', job, 'created_at'),
+  redis.call('HGET', job, 'lane') or '', redis.call('HGET', job, 'suspect') or '0'}

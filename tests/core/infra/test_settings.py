@@ -36,3 +36,19 @@ def test_configuration_documents_every_setting() -> None:
     text = CONFIGURATION.read_text()
     missing = [f.name for f in fields(Settings) if f"`CHATTTS_{f.name.upper()}`" not in text]
     assert not missing, f"docs/configuration.md lacks {missing}"
+
+
+def test_key_weights_and_the_scheduler() -> None:
+    settings = Settings.from_env(
+        {"CHATTTS_KEY_WEIGHTS": "alpha=4, beta=0.5:bulk,gamma=2:interactive"}
+    )
+    assert settings.key_weight_map == {
+        "alpha": (4.0, False),
+        "beta": (0.5, True),
+        "gamma": (2.0, False),
+    }
+    for bad in ("alpha", "alpha=0", "alpha=-1", "alpha=x", "=2", "alpha=2:urgent"):
+        with pytest.raises(ValueError, match="CHATTTS_KEY_WEIGHTS"):
+            _ = Settings(key_weights=bad).key_weight_map
+    with pytest.raises(ValueError, match="CHATTTS_SCHEDULER='lottery'"):
+        Settings.from_env({"CHATTTS_SCHEDULER": "lottery"})

@@ -8,7 +8,6 @@ from redis.asyncio import Redis
 
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
-from core.queue.keys import CONSUMER_GROUP
 from core.queue.store import Queue, SegmentDone, Started
 
 
@@ -23,8 +22,8 @@ async def test_a_repeated_segment_is_stored_once_and_a_skipped_one_is_refused(
     queue = Queue(aredis, settings)
     await queue.ensure_group()
     submitted = await queue.enqueue(SynthesisRequest(text="One. Two. Three."), "c1")
-    read = await aredis.xreadgroup(CONSUMER_GROUP, "w", {queue.keys.jobs: ">"}, count=1)
-    started = await queue.start(submitted.job_id, read[0][1][0][0].decode(), "w")
+    taken = await queue.take("w", 1)
+    started = await queue.start(submitted.job_id, taken[0][1], "w")
     assert isinstance(started, Started)
     job_id, token = submitted.job_id, started.token
     assert await queue.progress(job_id, "c1", token, segment(1)) == "ok"
@@ -51,16 +50,16 @@ async def test_a_released_document_resumes_after_its_stored_parts(
     await queue.ensure_group()
     submitted = await queue.enqueue(SynthesisRequest(text="One. Two. Three."), "c1", document=True)
     job_id = submitted.job_id
-    read = await aredis.xreadgroup(CONSUMER_GROUP, "w", {queue.keys.jobs: ">"}, count=1)
-    started = await queue.start(job_id, read[0][1][0][0].decode(), "w")
+    taken = await queue.take("w", 1)
+    started = await queue.start(job_id, taken[0][1], "w")
     assert isinstance(started, Started) and started.document
     for index in (1, 2):
         done = SegmentDone(index, 3, b"pcm %d" % index, 0.5, 12_000, 24_000, {}, document=True)
         assert await queue.progress(job_id, "c1", started.token, done) == "ok"
     assert await queue.release(job_id, "c1", started.token, "shutting down")
 
-    read = await aredis.xreadgroup(CONSUMER_GROUP, "w2", {queue.keys.jobs: ">"}, count=1)
-    again = await queue.start(job_id, read[0][1][0][0].decode(), "w2")
+    taken = await queue.take("w2", 1)
+    again = await queue.start(job_id, taken[0][1], "w2")
     assert isinstance(again, Started)
     assert (again.segments_done, again.samples_done) == (2, 24_000)
     done = SegmentDone(3, 3, b"pcm 3", 0.5, 12_000, 24_000, {}, document=True)
@@ -80,8 +79,8 @@ async def test_a_released_document_cancelled_keeps_its_charge_with_its_parts(
     request = SynthesisRequest(text="One. Two. Three.")
     ran = await queue.enqueue(request, "c1", document=True, expected_bytes=1000)
     never = await queue.enqueue(request, "c1", document=True, expected_bytes=500)
-    read = await aredis.xreadgroup(CONSUMER_GROUP, "w", {queue.keys.jobs: ">"}, count=1)
-    started = await queue.start(ran.job_id, read[0][1][0][0].decode(), "w")
+    taken = await queue.take("w", 1)
+    started = await queue.start(ran.job_id, taken[0][1], "w")
     assert isinstance(started, Started)
     done = SegmentDone(1, 3, b"pcm 1", 0.5, 12_000, 24_000, {}, document=True)
     assert await queue.progress(ran.job_id, "c1", started.token, done) == "ok"

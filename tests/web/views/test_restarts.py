@@ -17,7 +17,6 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from core.infra.settings import Settings
-from core.queue.keys import CONSUMER_GROUP
 from core.queue.store import Queue, Started
 from tests.web.conftest import submit
 
@@ -37,16 +36,11 @@ class HandWorker:
         await self.queue.ensure_group()
         async with asyncio.timeout(timeout):
             while True:
-                for stream in self.queue.keys.streams:
-                    read = await self.redis.xreadgroup(CONSUMER_GROUP, "hand", {stream: ">"}, 1)
-                    for _, entries in read:
-                        entry, fields = entries[0]
-                        if fields[b"id"].decode() == job_id:
-                            started = await self.queue.start(
-                                job_id, entry.decode(), "hand", stream=stream
-                            )
-                            assert isinstance(started, Started), started
-                            return started
+                for stream, entry, taken_id, _ in await self.queue.take("hand", 1):
+                    if taken_id == job_id:
+                        started = await self.queue.start(job_id, entry, "hand", stream=stream)
+                        assert isinstance(started, Started), started
+                        return started
                 await asyncio.sleep(0.02)
 
     async def chunks(self, job_id: str, started: Started, pcm: bytes, count: int) -> None:
@@ -144,13 +138,13 @@ async def test_openai_streamed_speech_ends_short_instead_of_splicing(
     request = {"model": "tts-1", "input": "Said in two attempts.", "voice": "alloy"}
     request |= {"response_format": "pcm", "stream_format": "audio"}
     answer = asyncio.create_task(client.post("/v1/audio/speech", json=request))
-    job_id = None
-    async with asyncio.timeout(10):
-        while job_id is None:  # the job is the one the worker finds on the interactive stream
-            entries = await aredis.xrange(Queue(aredis, settings).keys.jobs_high)
-            job_id = entries[0][1][b"id"].decode() if entries else None
+    await hand.queue.ensure_group()
+    async with asyncio.timeout(10):  # the job is the one the worker finds in the queue
+        while not (taken := await hand.queue.take("hand", 1)):
             await asyncio.sleep(0.02)
-    started = await hand.take(job_id)
+    stream, entry, job_id, _ = taken[0]
+    started = await hand.queue.start(job_id, entry, "hand", stream=stream)
+    assert isinstance(started, Started), started
     await hand.chunks(job_id, started, FIRST, 2)
     response = await answer
     assert response.status == 200 and response.headers["X-Job-Id"] == job_id

@@ -1,0 +1,50 @@
+"""Where a job waits under the fair scheduler: its lane, the client it is fair to, its weight and
+its cost (lua/take.lua serves them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.audio.sizes import speech_seconds
+from core.infra.settings import Settings
+from core.queue.job import SynthesisRequest
+
+INTERACTIVE, BULK = "i", "b"
+# A job's cost is at least this (seconds of speech): a flood of one-character jobs still pays.
+MIN_COST_S = 0.1
+
+
+@dataclass(frozen=True)
+class KeyShare:
+    """An API key's place among the others (CHATTTS_KEY_WEIGHTS)."""
+
+    weight: float = 1.0
+    bulk: bool = False  # every job of the key waits in the bulk lane
+
+
+@dataclass(frozen=True)
+class Placement:
+    lane: str  # INTERACTIVE | BULK
+    who: str  # the fair share's owner: an API key's client, or a cookie client's address
+    weight: float
+    cost: float  # estimated seconds of speech
+
+
+def place(
+    settings: Settings,
+    request: SynthesisRequest,
+    client: str,
+    source: str | None,
+    document: bool,
+    share: KeyShare | None = None,
+) -> Placement:
+    """Bulk: documents, jobs that ask for it, jobs past CHATTTS_INTERACTIVE_MAX_S of speech, and
+    every job of a key of the bulk class; interactive: the rest (streams, OpenAI speech, short
+    jobs). Clients without a key share their address's share: fresh cookies gain nothing."""
+    share = share or KeyShare()
+    cost = max(MIN_COST_S, speech_seconds(request.text))
+    bulk = document or share.bulk or request.priority == "bulk"
+    bulk = bulk or (cost > settings.interactive_max_s and not request.stream)
+    keyed = client.startswith("key-")
+    who = client if keyed or not source else f"address:{source}"
+    return Placement(BULK if bulk else INTERACTIVE, who, share.weight if keyed else 1.0, cost)

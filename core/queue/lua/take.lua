@@ -1,0 +1,118 @@
+-- A worker takes up to `count` jobs: entries already in the streams first (a FIFO queue's, read
+-- as XREADGROUP always did, interactive first), then from the fair waiting room. Each job taken
+-- from the room gets a stream entry delivered to this worker at once, so that from here on it
+-- is leased, renewed, reclaimed and retired like any stream entry (start.lua and the rest).
+--
+-- The order (start-time fair queuing, twice): between lanes, the lane with the lower pass goes
+-- first (interactive on a tie); a lane's pass grows by each job's charge over the lane's share
+-- (1 - bulk_share for interactive work, bulk_share for bulk), so that bulk keeps its share while
+-- interactive work waits and takes everything when none does. Within a lane, the client with the
+-- lowest pass goes first, and its pass grows by the charge over its weight. A charge is the job's
+-- estimated seconds of speech; a document's is one slice (it gives its worker back after about
+-- that much while others wait, progress.lua; what it ran past its charge is charged when it is
+-- given back, release.lua).
+-- A worker keeps room for interactive work: it takes at most `bulk_room` more bulk jobs (a long
+-- job that is not a document cannot give its worker back, so a hand full of them would make
+-- every interactive job wait for one to end).
+-- KEYS: jobs_high, jobs (the streams), fair, wake
+-- ARGV: worker, count, slice_s, bulk_share, bulk_room
+-- Returns {stream, entry, id, client, ...}, four per job
+local high, normal, fair, wake_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local worker, count = ARGV[1], tonumber(ARGV[2])
+local slice, bulk_share, bulk_room = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local share = {i = 1 - bulk_share, b = bulk_share}
+local base = string.gsub(high, ':jobs:high$', '')
+local out, taken = {}, 0
+
+local function deliver(stream, entries)
+  for _, e in ipairs(entries) do
+    local fields, id, client = e[2], '', ''
+    for i = 1, #fields, 2 do
+      if fields[i] == 'id' then id = fields[i + 1] elseif fields[i] == 'client' then
+        client = fields[i + 1]
+      end
+    end
+    out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = stream, e[1], id, client
+    taken = taken + 1
+  end
+end
+
+for _, stream in ipairs({high, normal}) do
+  if taken >= count then break end
+  local got = redis.call('XREADGROUP', 'GROUP', 'workers', worker, 'COUNT', count - taken,
+    'STREAMS', stream, '>')
+  if got then deliver(stream, got[1][2]) end
+end
+
+local function next_lane()
+  local waiting_i = redis.call('ZCARD', base .. ':lane:i') > 0
+  local waiting_b = redis.call('ZCARD', base .. ':lane:b') > 0
+  if not waiting_b then return waiting_i and 'i' or nil end
+  if not waiting_i then return 'b' end
+  local passes = redis.call('HMGET', fair, 'p:i', 'p:b')
+  if tonumber(passes[2] or '0') < tonumber(passes[1] or '0') then return 'b' end
+  return 'i'
+end
+
+while taken < count do
+  local lane = next_lane()
+  if not lane then
+    redis.call('DEL', wake_key)  -- nothing waits: no worker should wake for nothing
+    break
+  end
+  if lane == 'b' and bulk_room <= 0 then
+    if redis.call('ZCARD', base .. ':lane:i') == 0 then
+      -- The bulk work left is another worker's to take: one may be waiting for it.
+      if redis.call('LLEN', wake_key) == 0 then wake(base) end
+      break
+    end
+    lane = 'i'
+  end
+  local zlane = base .. ':lane:' .. lane
+  local top = redis.call('ZRANGE', zlane, 0, 0, 'WITHSCORES')
+  local who, pass = top[1], tonumber(top[2])
+  local list = base .. ':wait:' .. lane .. ':' .. who
+  local id = redis.call('LPOP', list)
+  if not id then
+    redis.call('ZREM', zlane, who)  -- a client with nothing waiting (never left by the scripts)
+  else
+    redis.call('HINCRBY', fair, 'queued', -1)
+    redis.call('HINCRBY', fair, 'n:' .. lane, -1)
+    redis.call('ZREM', base .. ':since:' .. lane, id)
+    -- The lane's clock is the pass of the client served last; a client that left with a pass
+    -- below it has nothing to keep.
+    redis.call('HSET', fair, 'v:' .. lane, pass)
+    redis.call('ZREMRANGEBYSCORE', base .. ':gone:' .. lane, '-inf', pass)
+    local job = base .. ':job:' .. id
+    local v = redis.call('HMGET', job, 'state', 'client', 'weight', 'cost', 'document',
+      'audio_s', 'stream')
+    local runnable, charge = v[1] == 'queued', 0  -- else it expired while it waited: skipped
+    local document = v[5] == '1'
+    if runnable then
+      charge = tonumber(v[4] or '1')
+      if document and slice > 0 then charge = math.min(slice, charge) end
+    end
+    local next_pass = pass + charge / tonumber(v[3] or '1')
+    if redis.call('LLEN', list) > 0 then
+      redis.call('ZADD', zlane, next_pass, who)
+    else
+      redis.call('ZREM', zlane, who)
+      redis.call('ZADD', base .. ':gone:' .. lane, next_pass, who)
+    end
+    if runnable then
+      if lane == 'b' then bulk_room = bulk_room - 1 end
+      local lane_pass = tonumber(redis.call('HGET', fair, 'p:' .. lane) or '0')
+      redis.call('HSET', fair, 'lv', lane_pass, 'p:' .. lane, lane_pass + charge / share[lane])
+      local stream = v[7]
+      local entry = redis.call('XADD', stream, '*', 'id', id, 'client', v[2])
+      -- What it has made so far, against which its run is measured when it is given back (a
+      -- document resumes; any other job starts afresh).
+      local made = document and (v[6] or '0') or '0'
+      redis.call('HSET', job, 'entry', entry, 'charged', charge, 'taken_audio_s', made)
+      local got = redis.call('XREADGROUP', 'GROUP', 'workers', worker, 'COUNT', 1,
+        'STREAMS', stream, '>')
+      if got then deliver(stream, got[1][2]) end
+    end
+  end
+end
+return out

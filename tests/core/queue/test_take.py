@@ -1,0 +1,172 @@
+"""The fair scheduler's order, taken straight from Redis (lua/take.lua): clients alternate,
+weights and lanes share by cost, a cancelled job leaves, and coming and going gains nothing."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from redis.asyncio import Redis
+
+from core.infra.settings import Settings
+from core.queue.job import SynthesisRequest
+from core.queue.lanes import KeyShare
+from core.queue.store import Queue, Started
+
+# About 1 s of speech each (12 characters a second): every job costs the same.
+TEXT = "Twelve chars"
+
+
+async def submit(
+    queue: Queue, client: str, n: int, share: KeyShare | None = None, **request: object
+) -> list[str]:
+    ids = []
+    for i in range(n):
+        body = SynthesisRequest(text=f"{TEXT} {i % 10}", **request)  # type: ignore[arg-type]
+        ids.append((await queue.enqueue(body, client, share=share)).job_id)
+    return ids
+
+
+async def order(queue: Queue, n: int) -> list[str]:
+    """The clients of the next `n` jobs taken, one take at a time (as workers do)."""
+    clients = []
+    for _ in range(n):
+        taken = await queue.take("w", 1)
+        assert len(taken) == 1
+        clients.append(taken[0][3])
+    return clients
+
+
+async def test_clients_alternate_whatever_their_backlog(settings: Settings, aredis: Redis) -> None:
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    await submit(queue, "key-flood", 20)
+    await submit(queue, "key-late", 3)
+    assert await queue.depth() == 23
+    taken = await order(queue, 8)
+    # FIFO would give the flood all eight; fair order serves the late client every other job.
+    assert taken[:6] == ["key-flood", "key-late"] * 3
+    assert taken[6:] == ["key-flood"] * 2
+    assert await queue.depth() == 23  # taken jobs hold stream entries until they end
+
+
+async def test_a_weight_is_a_share(settings: Settings, aredis: Redis) -> None:
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    await submit(queue, "key-small", 30)
+    await submit(queue, "key-big", 30, share=KeyShare(weight=3))
+    counts = Counter(await order(queue, 20))
+    assert counts["key-big"] == 15 and counts["key-small"] == 5
+
+
+async def test_cookie_clients_of_one_address_share_one_share(
+    settings: Settings, aredis: Redis
+) -> None:
+    """Fresh cookies are fresh clients; fair share is per address for them, so minting cookies
+    buys nothing against a keyed client."""
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    for cookie in range(6):
+        body = SynthesisRequest(text=TEXT)
+        await queue.enqueue(body, f"cookie{cookie}", source="203.0.113.9")
+    await submit(queue, "key-other", 6)
+    taken = await order(queue, 6)
+    assert Counter(taken)["key-other"] == 3
+
+
+async def test_bulk_keeps_its_minimum_share_and_takes_what_is_left(
+    settings: Settings, aredis: Redis
+) -> None:
+    settings = settings.replace(bulk_min_share=0.2)
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    await submit(queue, "key-bulk", 30, priority="bulk")  # first in: FIFO would run it all first
+    await submit(queue, "key-live", 12)
+    first = Counter(await order(queue, 10))
+    assert first["key-bulk"] == 2 and first["key-live"] == 8
+    rest = Counter(await order(queue, 10))
+    assert rest["key-live"] == 4 and rest["key-bulk"] == 6  # work-conserving once it has gone
+
+
+async def test_a_cancelled_job_leaves_the_room(settings: Settings, aredis: Redis) -> None:
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    (only,) = await submit(queue, "key-gone", 1)
+    await submit(queue, "key-stays", 2)
+    assert (await queue.cancel(only, "key-gone"))[0] == "cancelled"
+    assert await queue.depth() == 2
+    assert await order(queue, 2) == ["key-stays"] * 2
+    assert await queue.take("w", 1) == []
+
+
+async def test_coming_and_going_gains_nothing(settings: Settings, aredis: Redis) -> None:
+    """A client whose list ran dry comes back at its old pass, not at the lane's clock (which
+    would give it two turns in a row here)."""
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    await submit(queue, "key-steady", 20)
+    await submit(queue, "key-bursty", 3)
+    assert Counter(await order(queue, 6))["key-bursty"] == 3  # served, its list now dry
+    await submit(queue, "key-bursty", 3)  # back at once: it had its turns already
+    assert await order(queue, 4) == ["key-bursty", "key-steady"] * 2
+
+
+async def test_position_counts_the_rounds_ahead(settings: Settings, aredis: Redis) -> None:
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    await submit(queue, "key-a", 5)
+    body = SynthesisRequest(text=f"{TEXT} 0")  # as long as submit's
+    first = await queue.enqueue(body, "key-b")
+    second = await queue.enqueue(body, "key-b")
+    assert first.position == 1  # key-a's first job goes first (it came first, same pass)
+    assert second.position == 3  # a round of both clients, then key-a again
+    job = await queue.get(second.job_id)
+    assert job is not None and await queue.position(job) == 3
+    await order(queue, 2)
+    assert await queue.position(job) == 1
+
+
+async def test_fifo_takes_in_arrival_order(settings: Settings, aredis: Redis) -> None:
+    queue = Queue(aredis, settings.replace(scheduler="fifo"))
+    await queue.ensure_group()
+    await submit(queue, "key-flood", 5)
+    await submit(queue, "key-late", 1)
+    assert await order(queue, 6) == ["key-flood"] * 5 + ["key-late"]
+
+
+async def test_a_job_handed_back_after_a_cancel_request_ends_cancelled(
+    settings: Settings, aredis: Redis
+) -> None:
+    """A cancel that lands while a worker gives its job back (a document's slice ended) ends
+    the job: it does not wait in the room to run once more."""
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    (job_id,) = await submit(queue, "key-a", 1)
+    ((stream, entry, _, client),) = await queue.take("w", 1)
+    started = await queue.start(job_id, entry, "w", stream, client)
+    assert isinstance(started, Started)
+    assert (await queue.cancel(job_id, "key-a"))[0] == "cancelling"
+    assert await queue.release(job_id, "key-a", started.token, "", stream=stream)
+    job = await queue.get(job_id)
+    assert job is not None and job.state == "cancelled"
+    assert await queue.depth() == 0 and await queue.take("w", 1) == []
+
+
+async def test_a_job_handed_back_waits_first_in_its_client_s_list(
+    settings: Settings, aredis: Redis
+) -> None:
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    first, second = await submit(queue, "key-a", 2)
+    ((stream, entry, taken_id, client),) = await queue.take("w", 1)
+    assert taken_id == first
+    started = await queue.start(first, entry, "w", stream, client)
+    assert isinstance(started, Started)
+    assert await queue.release(first, "key-a", started.token, "", stream=stream)
+    assert await queue.depth() == 2
+    retaken = await queue.take("w2", 2)
+    assert [t[2] for t in retaken] == [first, second]
+    assert await queue.start(first, entry, "w", stream, client) == "skip:queued"  # old entry
+    again = await queue.start(first, retaken[0][1], "w2", stream, client)
+    assert isinstance(again, Started) and again.token != started.token  # a token per start
+    assert await queue.renew(first, started.token, "w", stream) == "lost"
+    assert again.attempt == 1  # handing back gave the delivery back
