@@ -41,11 +41,11 @@ def observe(url: str) -> None:
     priority = _prioritise()
     client = redis.Redis.from_url(url)
     client.config_set("notify-keyspace-events", "E$l")
-    pubsub = client.pubsub()  # type: ignore[no-untyped-call]
+    pubsub = client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis 8.2
     pubsub.subscribe(*CHANNELS)
     confirmed = 0
     out = sys.stdout
-    for message in pubsub.listen():
+    for message in pubsub.listen():  # type: ignore[no-untyped-call, unused-ignore]
         now = time.time()
         if message["type"] == "subscribe":
             confirmed += 1

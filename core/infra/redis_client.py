@@ -177,7 +177,7 @@ def connect(
             **kwargs,
         )
         return cluster
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis 8.2
         list(topology.nodes),
         sentinel_kwargs={
             "password": settings.redis_sentinel_password or None,
@@ -202,7 +202,7 @@ def connect_sync(url: str, **options: Any) -> redis.Redis | redis.RedisCluster:
     if topology.shape == "cluster":
         return redis.RedisCluster(
             startup_nodes=[
-                redis.cluster.ClusterNode(h, p)  # type: ignore[no-untyped-call]
+                redis.cluster.ClusterNode(h, p)  # type: ignore[no-untyped-call, unused-ignore]
                 for h, p in topology.nodes
             ],
             username=topology.username,
@@ -210,14 +210,14 @@ def connect_sync(url: str, **options: Any) -> redis.Redis | redis.RedisCluster:
             ssl=topology.tls,
             **options,
         )
-    sentinel = redis.Sentinel(  # type: ignore[no-untyped-call]
+    sentinel = redis.Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
         list(topology.nodes),
         db=topology.db,
         username=topology.username,
         password=topology.password,
         ssl=topology.tls,
     )
-    primary: redis.Redis = sentinel.master_for(topology.master, **options)  # type: ignore[no-untyped-call]
+    primary: redis.Redis = sentinel.master_for(topology.master, **options)  # type: ignore[no-untyped-call, unused-ignore]
     return primary
 
 
