@@ -10,6 +10,7 @@
 #
 #   here, once (needs PyPI):   bash bench/gpu_check.sh fetch      # ~10 MB into .whl/ (ignored)
 #   there (device `run` tool, carry [".whl"]):   bash bench/gpu_check.sh
+#   and, for streams by capacity (full-size):       bash bench/gpu_check.sh streams
 #
 # Figures go to stdout and, as JSON, to $OUT/chattts_gpu.json when $OUT is set.
 set -euo pipefail
@@ -67,9 +68,19 @@ tests() {
         tests/workers/engines/chattts/runtime
 }
 
+# Streams on the full-size architecture (bench/stream_capacity.py): the capacity the runtime
+# measures, then N streamed rows from 1 to twice it, each played by a 1x listener, with
+# admission by capacity and without; the target is every stream within the capacity gap-free.
+streams() {
+    install
+    timeout 300 "$PYTHON" bench/stream_capacity.py --device cuda --size full --tokens 256 \
+        --slots 64 --json "${OUT:-/tmp}/chattts_gpu_streams.json"
+}
+
 case "${1:-check}" in
     fetch) fetch ;;
     check) check ;;
     tests) tests ;;
-    *) echo "usage: $0 [fetch|check|tests]" >&2; exit 2 ;;
+    streams) streams ;;
+    *) echo "usage: $0 [fetch|check|tests|streams]" >&2; exit 2 ;;
 esac

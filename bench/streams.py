@@ -133,6 +133,9 @@ def run_path(runtime: str, model: Path, args: argparse.Namespace) -> list[dict[s
             port=port,
             data_dir=str(tmp / "data"),
             log_level="WARNING",
+            # Every stream at once, as ChatTTS's loop takes them: this measures the runtimes'
+            # throughput, not admission by capacity (bench/players.py measures that).
+            stream_admission="off",
         )
         env = {**os.environ, **settings.to_env()}
         for name in ("web", "worker"):

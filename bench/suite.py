@@ -58,6 +58,7 @@ MODULES = (
     Module("bench.sse_capacity", (5,)),
     Module("bench.batching", (6,), once=True),
     Module("bench.fairness", (7,)),
+    Module("bench.players", (8,), once=True),
 )
 # Options passed on to the modules whose --help lists them. A module that takes --repeats
 # folds its own repeats into medians: it runs once, with the suite's --repeats.

@@ -10,11 +10,13 @@ import dataclasses
 import os
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
 from redis.exceptions import RedisError
 
+from core.infra.embedded_redis import running_url
 from core.infra.redis_client import connect, mask_url, target_of
 from core.infra.settings import ENV_PREFIX, Settings
 from core.infra.topology import report
@@ -159,6 +161,11 @@ def main(settings: Settings, live: bool = False, ready: bool = False, named: boo
     `named`: the worker's name was given on the command line (else only the environment names
     one; without either, `live` looks for any worker of this host).
     """
+    if not settings.redis_url:  # `run` on the same data: its embedded Redis
+        found = running_url(Path(settings.data_dir) / "redis")
+        if found is not None:
+            print(f"redis: the embedded Redis of `chattts-online run` in {settings.data_dir}")
+            settings = settings.replace(redis_url=found)
     if live or ready:
         named = named or os.environ.get(ENV_PREFIX + "WORKER_NAME") is not None
         return probe(settings, live, settings.worker_name if named else None)

@@ -1,5 +1,6 @@
 """The `chattts-online` command: run (everything on one machine), web, worker, check; and the
-client commands say (short text) and submit (any length), which talk to a running service."""
+client commands say (short text), submit (any length) and admin (the operators' console), which
+talk to a running service."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from cli import client
-from cli.client import DEFAULT_URL, MAX_CHARS
+from cli import admin, client
+from cli.client import DEFAULT_URL, MAX_CHARS, SAY_FORMATS
 from core.audio.formats import FORMATS
 from core.infra import logs
 from core.infra.settings import Settings
@@ -38,14 +39,16 @@ def _worker_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--worker-name", help="consumer name (env CHATTTS_WORKER_NAME)")
 
 
-def _client_options(parser: argparse.ArgumentParser, what: str) -> None:
+def _client_options(
+    parser: argparse.ArgumentParser, what: str, formats: Sequence[str] = tuple(FORMATS)
+) -> None:
     parser.add_argument(
         "-o", "--output", help=f"{what}; '-' for stdout; its extension names the format"
     )
     parser.add_argument("--voice", help="a voice of GET /v1/voices, or an OpenAI voice name")
     parser.add_argument(
         "--format",
-        choices=sorted(FORMATS),
+        choices=sorted(formats),
         help="audio format (default: from --output's extension, else mp3)",
     )
     parser.add_argument("--speed", type=float, help="speaking rate, 0.5 to 2.0 (default 1.0)")
@@ -93,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
         "or unavailable, 4 request rejected",
     )
     say.add_argument("text", nargs="?", help="the text (default: read from stdin)")
-    _client_options(say, "output file (default: stdout when piped, else speech.<format>)")
+    _client_options(
+        say, "output file (default: stdout when piped, else speech.<format>)", SAY_FORMATS
+    )
     submit = sub.add_parser(
         "submit",
         help="speak a long text (a book) as one job, with progress and the time left",
@@ -138,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="where from (huggingface honours HF_ENDPOINT mirrors and HF_HUB_OFFLINE)",
     )
     model_cmd.add_argument("--log-level", help="log level (env CHATTTS_LOG_LEVEL)")
+    admin.add_parser(sub, DEFAULT_URL)
     sub.add_parser(
         "bench",
         help="the benchmark suite, ours against the baseline (python -m bench.suite; a checkout)",
@@ -183,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in ("say", "submit"):  # clients: no server settings involved
         return client.run(args.command, args)
+    if args.command == "admin":
+        return admin.run(args, DEFAULT_URL)
     try:
         settings = settings_from_args(args)
         logs.configure(settings.log_level, settings.log_format)

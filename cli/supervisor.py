@@ -1,7 +1,8 @@
 """`chattts-online run`: embedded Redis (unless a URL is given), a web and worker processes.
 
-Children are separate OS processes, restarted when they die, stopped together on Ctrl-C or
-SIGTERM; on Linux each child also dies with the supervisor (PR_SET_PDEATHSIG), so none is orphaned.
+Children are separate OS processes in process groups of their own, restarted when they die,
+stopped in order on Ctrl-C or SIGTERM (workers and web, then Redis last); on Linux each child also
+dies with the supervisor (PR_SET_PDEATHSIG), so none is orphaned.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.infra.embedded_redis import EmbeddedRedis, die_with_parent
+from core.infra.ports import PORT_IN_USE_EXIT, port_in_use_message, port_taken
 from core.infra.redis_client import mask_url
 from core.infra.settings import Settings
 
@@ -45,6 +47,9 @@ class Child:
             env=self.env,
             stdin=subprocess.DEVNULL,
             preexec_fn=die_with_parent if sys.platform == "linux" else None,
+            # Its own process group: a terminal's Ctrl-C (SIGINT to the foreground group)
+            # reaches the supervisor alone, which stops the children in order (stop()).
+            process_group=0,
         )
         self.started_at = time.monotonic()
         log.info("started %s (pid %d)", self.name, self.process.pid)
@@ -67,6 +72,8 @@ class Supervisor:
 
     def start(self) -> None:
         settings = self.settings
+        if port_taken(settings.host, settings.port):
+            raise PortInUse(port_in_use_message(settings.port))
         if not settings.redis_url:
             self.redis = EmbeddedRedis(Path(settings.data_dir) / "redis").start()
             settings = settings.replace(redis_url=self.redis.url)
@@ -107,11 +114,16 @@ class Supervisor:
                     continue
                 if child.next_start == 0.0:
                     code = child.process.returncode if child.process else None
+                    if child.name == "web" and code == PORT_IN_USE_EXIT:
+                        raise PortInUse(port_in_use_message(self.settings.port))
                     delay = RESTART_BACKOFF_S[min(child.failures, len(RESTART_BACKOFF_S) - 1)]
-                    log.error(
-                        "%s exited with code %s; restarting in %.1fs", child.name, code, delay
-                    )
-                    child.failures += 1
+                    if code == 0:  # it was asked to stop (an operator's drain): a new one
+                        log.info("%s stopped (drained); starting another", child.name)
+                    else:
+                        log.error(
+                            "%s exited with code %s; restarting in %.1fs", child.name, code, delay
+                        )
+                        child.failures += 1
                     child.next_start = now + delay
                 elif now >= child.next_start:
                     child.next_start = 0.0
@@ -143,7 +155,10 @@ class Supervisor:
     def wait_web_ready(self, timeout: float = 60.0) -> bool:
         url = f"http://{self._display_host()}:{self.settings.port}/healthz"
         deadline = time.monotonic() + timeout
+        web = self.children[0].process if self.children else None
         while time.monotonic() < deadline and not self._stop:
+            if web is not None and web.poll() == PORT_IN_USE_EXIT:  # taken since start() looked
+                raise PortInUse(port_in_use_message(self.settings.port))
             try:
                 with urllib.request.urlopen(url, timeout=1) as response:
                     if response.status == 200:
@@ -156,16 +171,27 @@ class Supervisor:
         return "127.0.0.1" if self.settings.host in ("0.0.0.0", "::", "") else self.settings.host
 
 
+class PortInUse(Exception):
+    """The web port is taken: `run` says so in one line and stops everything it started."""
+
+
 def main(settings: Settings, workers: int = 1) -> int:
     supervisor = Supervisor(settings, workers)
     signal.signal(signal.SIGTERM, supervisor._stop_signal)
     signal.signal(signal.SIGINT, supervisor._stop_signal)
     try:
-        supervisor.start()
-        if supervisor.wait_web_ready():
-            page = f"http://{supervisor._display_host()}:{supervisor.settings.port}/"
-            print(f"\n  ChatTTS Online is running: open {page}\n  (Ctrl-C stops it)\n", flush=True)
-        supervisor.supervise()
+        return _serve(supervisor)
+    except PortInUse as exc:
+        log.error("%s", exc)
+        return PORT_IN_USE_EXIT
     finally:
         supervisor.stop()
+
+
+def _serve(supervisor: Supervisor) -> int:
+    supervisor.start()
+    if supervisor.wait_web_ready():
+        page = f"http://{supervisor._display_host()}:{supervisor.settings.port}/"
+        print(f"\n  ChatTTS Online is running: open {page}\n  (Ctrl-C stops it)\n", flush=True)
+    supervisor.supervise()
     return 0

@@ -111,6 +111,7 @@ export const api = {
   get: (id) => request("GET", `/v1/tts/jobs/${encodeURIComponent(id)}`),
   cancel: (id) => request("DELETE", `/v1/tts/jobs/${encodeURIComponent(id)}`),
   voices: () => request("GET", "/v1/voices"),
+  myJobs: (limit) => request("GET", `/v1/tts/jobs?limit=${limit}`),
 };
 
 export const urls = {

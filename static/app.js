@@ -4,12 +4,15 @@
 import { focusText, initComposer, livePlayOn, loadVoices } from "./composer.js";
 import { initJobList, renderJob, renderList } from "./job-card.js";
 import { initJobActions } from "./jobs.js";
-import { mergeFromStorage, player, startFeed, startPolling } from "./live.js";
+import { mergeFromServer, mergeFromStorage, player, startFeed, startPolling } from "./live.js";
 import { records, saveNow, STORE_JOBS, storedRecords } from "./store.js";
+
+const HISTORY_FROM_SERVER = 50; // newest jobs asked of GET /v1/tts/jobs on load
 
 initComposer();
 for (const rec of storedRecords()) records.set(rec.id, rec);
 renderList();
+mergeFromServer(HISTORY_FROM_SERVER); // what this browser did not keep of this client's jobs
 initJobActions({ autoplay: livePlayOn, afterClear: focusText });
 
 // One sound at a time: playing anything stops the rest.

@@ -21,8 +21,12 @@ const els = {
 
 const config = {
   maxChars: Number(root.dataset.maxChars) || 4000,
-  defaultVoice: root.dataset.defaultVoice || "",
+  // The voice a job that names none gets, by its text's language (as the server picks it).
+  defaultVoices: JSON.parse(root.dataset.defaultVoices || "{}"),
 };
+
+/** The voice the server gives `text` when the form leaves it to the language. */
+const autoVoice = (text) => config.defaultVoices[looksChinese(text) ? "zh" : "en"] || "";
 
 const isMac = /Mac|iPhone|iPad|iPod/.test(navigator.userAgentData?.platform || navigator.platform || "");
 let submitting = false;
@@ -37,10 +41,10 @@ export const focusText = () => els.text.focus();
 function readParams() {
   const params = {
     text: els.text.value,
-    voice: els.voice.value,
     format: els.format.value,
     speed: Number(els.speed.value),
   };
+  if (els.voice.value) params.voice = els.voice.value; // else the server picks by language
   const num = (el, parse) => (el.value.trim() === "" ? undefined : parse(el.value));
   const extra = {
     seed: num(els.seed, (v) => Number.parseInt(v, 10)),
@@ -89,7 +93,9 @@ function updateVoiceHint() {
   const text = els.text.value;
   const lang = voiceLanguage(els.voice.value);
   let hint = "";
-  if (text.trim().length >= 4 && lang) {
+  if (!els.voice.value && text.trim()) {
+    hint = `Read by: ${voiceLabel(autoVoice(text))}.`;
+  } else if (text.trim().length >= 4 && lang) {
     const chinese = looksChinese(text);
     const latin = (text.match(/[A-Za-z]/g) || []).length;
     if (chinese && lang.startsWith("en")) {
@@ -189,7 +195,7 @@ async function refreshVoices() {
   }
   const voices = Array.isArray(body?.voices) ? body.voices.filter((v) => v && typeof v.name === "string") : [];
   if (!voices.length) return;
-  const current = [...els.voice.options].map((o) => o.value).sort().join("\n");
+  const current = [...els.voice.options].map((o) => o.value).filter(Boolean).sort().join("\n");
   if (voices.map((v) => v.name).sort().join("\n") === current) return;
   const selected = els.voice.value;
   const names = { "zh-CN": "Mandarin Chinese", "en-US": "English (US)", "en-GB": "English (UK)" };
@@ -200,6 +206,7 @@ async function refreshVoices() {
     groups.get(lang).push(v);
   }
   const fragment = document.createDocumentFragment();
+  fragment.append(els.voice.options[0]?.value === "" ? els.voice.options[0] : new Option("Automatic", ""));
   for (const [lang, list] of groups) {
     const group = document.createElement("optgroup");
     group.label = names[lang] || lang || "Other";
@@ -213,8 +220,7 @@ async function refreshVoices() {
     fragment.append(group);
   }
   els.voice.replaceChildren(fragment);
-  const keep = voices.some((v) => v.name === selected) ? selected : config.defaultVoice;
-  if (keep) els.voice.value = keep;
+  els.voice.value = voices.some((v) => v.name === selected) ? selected : "";
 }
 
 /** The voice list as the server has it now; resolves once the form shows it. */
@@ -239,7 +245,7 @@ async function previewVoice() {
     return;
   }
   if (els.preview.getAttribute("aria-busy") === "true") return;
-  const voice = els.voice.value;
+  const voice = els.voice.value || autoVoice(els.text.value);
   const play = (url) => {
     if (audio.getAttribute("src") !== url) audio.src = url;
     audio.currentTime = 0;
@@ -274,7 +280,7 @@ async function previewVoice() {
 
 function syncPreviewLabel() {
   const playing = !els.previewAudio.paused;
-  const voice = voiceLabel(els.voice.value);
+  const voice = voiceLabel(els.voice.value || autoVoice(els.text.value));
   els.preview.setAttribute("aria-label", `${playing ? "Stop the preview of" : "Preview"} the voice ${voice}`);
 }
 

@@ -57,7 +57,7 @@ function ensureCard(rec) {
   article.tabIndex = -1;
   article.setAttribute("aria-label", `Job: ${excerpt(rec.text, 60)}`);
   const text = li.querySelector("[data-role=text]");
-  text.textContent = rec.text;
+  text.textContent = rec.partial ? `${rec.text}…` : rec.text; // the list's start of a long text
   text.lang = looksChinese(rec.text) ? "zh" : "en";
   const audio = li.querySelector("[data-role=audio]");
   audio.addEventListener("error", () => {
@@ -145,7 +145,9 @@ export function renderJob(rec) {
   const cancelling = Boolean(s.cancel_requested || rec.cancelPending);
   cancel.setAttribute("aria-disabled", cancelling ? "true" : "false");
   cancel.textContent = cancelling ? "Cancelling…" : "Cancel";
-  q("[data-action=retry]").hidden = !["failed", "dead", "cancelled", "expired"].includes(state);
+  // A job known from the server's list with its text's start only cannot be sent again.
+  q("[data-action=retry]").hidden = rec.partial || !["failed", "dead", "cancelled", "expired"].includes(state);
+  q("[data-action=curl]").hidden = Boolean(rec.partial);
   q("[data-action=remove]").hidden = active;
 
   paintLive(rec, li);

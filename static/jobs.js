@@ -7,7 +7,7 @@ import { cardArticle, releaseAudio, renderJob, renderList } from "./job-card.js"
 import { applySnapshot, feedIsOpen, player, refreshJob, replayOrphans } from "./live.js";
 import { canStreamChunks } from "./player.js";
 import { announce } from "./notices.js";
-import { isActive, records, saveNow, scheduleSave, sortedRecords } from "./store.js";
+import { forgetIds, isActive, records, saveNow, scheduleSave, sortedRecords } from "./store.js";
 
 const $ = (id) => document.getElementById(id);
 const dialog = $("curl-dialog");
@@ -25,6 +25,7 @@ export async function submitJob(params, { autoplay }) {
   const id = res.id || snap.id;
   adoptServerClock(snap.created_at); // elapsed times are computed on the server's clock
   const { text, ...rest } = params;
+  if (!rest.voice && typeof snap.voice === "string") rest.voice = snap.voice; // the server's pick
   const rec = {
     id, text, params: rest, snap: null, position: res.position ?? null, timeline: [],
     submittedAt: Date.now() / 1000, expired: false, fresh: true, autoplay,
@@ -85,6 +86,7 @@ async function retryJob(rec, { autoplay }) {
 }
 
 function forgetRecord(rec) {
+  forgetIds([rec.id]);
   records.delete(rec.id);
   player.forget(rec.id);
   releaseAudio(rec.id);

@@ -7,7 +7,7 @@ import { playFinal, renderJob, renderList, renderLive } from "./job-card.js";
 import { announce } from "./notices.js";
 import { LivePlayer } from "./player.js";
 import {
-  isActive, keepCursorOf, records, scheduleSave, sortedRecords, stateOf, storedCursor,
+  forgottenIds, isActive, keepCursorOf, records, scheduleSave, sortedRecords, stateOf, storedCursor,
   storedRecords,
 } from "./store.js";
 
@@ -151,6 +151,39 @@ function onTerminal(rec) {
     player.finish(rec.id, { succeeded: false });
   }
   rec.autoplay = false;
+}
+
+/**
+ * This client's jobs as the server lists them (newest first), added where this browser kept
+ * nothing of them (its storage cleared, a private window): the text as the list gives it
+ * (its start only for long ones), never a job a person removed from the list.
+ */
+export async function mergeFromServer(limit) {
+  let body;
+  try {
+    body = await api.myJobs(limit);
+  } catch {
+    return; // the kept history stays as it is
+  }
+  const forgotten = forgottenIds();
+  let changed = false;
+  for (const job of Array.isArray(body?.jobs) ? body.jobs : []) {
+    if (!job || typeof job.id !== "string" || typeof job.text !== "string") continue;
+    if (records.has(job.id) || forgotten.has(job.id)) continue;
+    const rec = {
+      id: job.id, text: job.text, params: { voice: job.voice, format: job.format }, snap: null,
+      position: job.position ?? null, timeline: [], submittedAt: job.created_at || nowS(),
+      expired: false, partial: Boolean(job.text_truncated), fresh: false, autoplay: false,
+      cancelPending: false, actionError: null,
+    };
+    records.set(job.id, rec);
+    applySnapshot(rec, job);
+    changed = true;
+  }
+  if (changed) {
+    renderList();
+    scheduleSave();
+  }
 }
 
 /** Another tab changed the kept history: add its jobs, take its longer timelines. */

@@ -6,7 +6,11 @@ import { TERMINAL } from "./api.js";
 export const STORE_JOBS = "chattts.v1.jobs";
 const STORE_CURSOR = "chattts.v1.cursor";
 const STORE_PREFS = "chattts.v1.prefs";
+// Jobs a person removed from the list: the server's list of this client's jobs never brings
+// them back. The newest ids only (a list a person clears by hand stays far smaller).
+const STORE_FORGOTTEN = "chattts.v1.forgotten";
 const MAX_RECORDS = 100;
+const MAX_FORGOTTEN = 1000;
 
 /** Job id -> record: what the list shows and what is kept. */
 export const records = new Map();
@@ -43,7 +47,7 @@ function loadRecord(raw) {
     id: raw.id, text: raw.text, params: raw.params, snap: raw.snap || null,
     position: raw.position ?? null, timeline: Array.isArray(raw.timeline) ? raw.timeline : [],
     submittedAt: raw.submittedAt || Date.now() / 1000, expired: Boolean(raw.expired),
-    fresh: false, autoplay: false, cancelPending: false, actionError: null,
+    partial: Boolean(raw.partial), fresh: false, autoplay: false, cancelPending: false, actionError: null,
   };
 }
 
@@ -77,10 +81,22 @@ export function saveNow() {
   const list = sortedRecords().slice(0, MAX_RECORDS).map((r) => ({
     id: r.id, text: r.text, params: r.params, snap: r.snap, position: r.position,
     timeline: r.timeline, submittedAt: r.submittedAt, expired: r.expired || undefined,
+    partial: r.partial || undefined,
   }));
   writeStore(STORE_JOBS, list);
   const cursor = cursorOf();
   if (cursor) writeStore(STORE_CURSOR, cursor);
+}
+
+/** Remember that a person removed these jobs from the list. */
+export function forgetIds(ids) {
+  const kept = [...forgottenIds()].filter((id) => !ids.includes(id));
+  writeStore(STORE_FORGOTTEN, [...kept, ...ids].slice(-MAX_FORGOTTEN));
+}
+
+export function forgottenIds() {
+  const stored = readStore(STORE_FORGOTTEN, []);
+  return new Set(Array.isArray(stored) ? stored.filter((id) => typeof id === "string") : []);
 }
 
 export const readPrefs = () => readStore(STORE_PREFS, {});

@@ -10,6 +10,7 @@ import aiohttp_jinja2
 import jinja2
 from aiohttp import web
 
+from core.infra.ports import PORT_IN_USE_EXIT, port_in_use_message, port_taken
 from core.infra.redis_client import connect
 from core.infra.settings import Settings
 from core.queue.keys import Keys
@@ -180,6 +181,14 @@ def main(settings: Settings) -> int:
     # uvloop served ~10-40% more submits but held some connections back for seconds (p99 2-3 s
     # against 0.2-0.7 s; also on /healthz, with no Redis involved).
     quiet_malformed_requests()
+    if settings.admin_key_set and not settings.user_key_set:
+        log.info(
+            "the operators' console is on (CHATTTS_ADMIN_KEYS) and the API open to clients "
+            "without a key (set CHATTTS_API_KEYS to require one)"
+        )
+    if port_taken(settings.host, settings.port):
+        log.error("%s", port_in_use_message(settings.port))
+        return PORT_IN_USE_EXIT
     web.run_app(
         create_app(settings),
         host=settings.host,

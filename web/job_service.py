@@ -13,7 +13,8 @@ from core.audio.documents import DOCUMENT_FORMATS
 from core.audio.sizes import expected_bytes
 from core.queue.job import Job, SynthesisRequest
 from core.queue.store import QueueError, Submitted
-from web.appkeys import HUB, KEY_SHARES, METRICS, QUEUE, SETTINGS, THROUGHPUT
+from web.appkeys import CALLBACK_SECRET, HUB, KEY_SHARES, METRICS, QUEUE, SETTINGS, THROUGHPUT
+from web.callbacks.signing import client_secret
 from web.errors import ApiError, job_not_found
 from web.hub import TERMINAL_TYPES, follow
 from web.middlewares.error_handling import refusal
@@ -108,7 +109,10 @@ async def submit(
         )
     expected = admit_storage(app, request, document)
     submitted = await enqueue(app, request, client, idem, callback, document, expected, source)
-    return await submitted_body(app, submitted)
+    body = await submitted_body(app, submitted)
+    if callback is not None:  # what verifies it, for a script that keeps nothing else
+        body["callback_secret"] = client_secret(app[CALLBACK_SECRET], client)
+    return body
 
 
 def admit_storage(app: web.Application, request: SynthesisRequest, document: bool) -> int:
@@ -191,9 +195,63 @@ async def submitted_body(app: web.Application, submitted: Submitted) -> dict[str
         ),
         "job": snapshot,
     }
+    body["estimated_start_s"] = estimated_start(app, body["position"])
     if submitted.duplicate:
         body["duplicate"] = True
     return body
+
+
+def estimated_start(app: web.Application, ahead: int | None) -> float | None:
+    """Seconds until a job with `ahead` jobs before it starts, at the fleet's completion rate
+    of the last seconds (None: no rate measured yet, or nothing to wait for)."""
+    meter = app.get(THROUGHPUT)
+    rate = meter.rate() if meter is not None else None
+    if ahead is None or not rate or rate <= 0:
+        return None
+    return round(ahead / rate, 1)
+
+
+# Events read per look at a client's event stream while listing its jobs.
+LIST_SCAN_EVENTS = 200
+# A listed job carries its text's start (a page of documents stays small): a list to pick from.
+LIST_TEXT_CHARS = 500
+
+
+async def my_jobs(
+    app: web.Application, client: str, states: frozenset[str], limit: int, cursor: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The client's jobs, newest first, as its event stream remembers them (each job's
+    submission, CHATTTS_CLIENT_EVENTS_MAXLEN events back at most: bounded work per request),
+    those in `states` only (empty: all); and the cursor of the next page (None: no more)."""
+    queue = app[QUEUE]
+    stream, seen = queue.keys.client_events(client), set()
+    found: list[dict[str, Any]] = []
+    at, scanned = cursor, 0
+    while len(found) < limit and scanned < app[SETTINGS].client_events_maxlen:
+        events = await queue.events.before(stream, at, LIST_SCAN_EVENTS)
+        if not events:
+            return found, None
+        for event_id, event in events:
+            scanned += 1
+            job = event.get("job") or {}
+            submitted = event.get("type") == "queued" and not job.get("attempts")
+            job_id = job.get("id")
+            if not submitted or not isinstance(job_id, str) or job_id in seen:
+                continue
+            seen.add(job_id)
+            record = await queue.get(job_id)
+            if record is None or (states and record.state.value not in states):
+                continue  # expired, or not asked for
+            text = record.request.text
+            preview = {
+                "text": text[:LIST_TEXT_CHARS],
+                "text_truncated": len(text) > LIST_TEXT_CHARS,
+            }
+            found.append({**record.public(), **preview, **job_urls(app, job_id)})
+            if len(found) == limit:
+                return found, event_id
+        at = events[-1][0]
+    return found, at if len(found) == limit else None
 
 
 async def get(app: web.Application, job_id: str) -> Job:

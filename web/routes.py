@@ -9,14 +9,20 @@ from aiohttp import web
 
 from web.middlewares.error_handling import expect_handler
 from web.views import (
+    admin,
+    admin_jobs,
+    admin_page,
+    api_docs,
     audio,
     callbacks,
+    captions,
     chunks,
     events,
     health,
     jobs,
     legacy,
     metrics,
+    models,
     openai,
     page,
     subtitles,
@@ -33,8 +39,12 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
     # one that is not UTF-8): aiohttp takes the handler per route, and has no app-wide setting.
     e = expect_handler
     r.add_get("/", page.index, name="index", expect_handler=e)
+    r.add_get("/openapi.json", api_docs.openapi_json, name="openapi", expect_handler=e)
+    r.add_get("/docs", api_docs.api_docs, name="api_docs", expect_handler=e)
 
-    r.add_post("/v1/tts/jobs", jobs.create_job, name="jobs", expect_handler=e)
+    listing = r.add_resource("/v1/tts/jobs", name="jobs")
+    listing.add_route("POST", jobs.create_job, expect_handler=e)
+    listing.add_route("GET", jobs.list_jobs, expect_handler=e)
     job = r.add_resource("/v1/tts/jobs/{job_id}", name="job")
     job.add_route("GET", jobs.get_job, expect_handler=e)
     job.add_route("DELETE", jobs.delete_job, expect_handler=e)
@@ -75,6 +85,14 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
     voice.add_route("GET", voices.get_voice, expect_handler=e)
     voice.add_route("DELETE", voices.delete_voice, expect_handler=e)
     r.add_post("/v1/audio/speech", openai.speech, name="openai_speech", expect_handler=e)
+    r.add_post(
+        "/dev/captioned_speech",
+        captions.captioned_speech,
+        name="captioned_speech",
+        expect_handler=e,
+    )
+    r.add_get("/v1/models", models.list_models, name="openai_models")
+    r.add_get("/v1/audio/voices", models.list_audio_voices, name="openai_voices")
     r.add_get(
         "/v1/callbacks/secret", callbacks.callback_secret, name="callback_secret", expect_handler=e
     )
@@ -85,6 +103,37 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
     r.add_get("/healthz", health.healthz, name="healthz", expect_handler=e)
     r.add_get("/readyz", health.readyz, name="readyz", expect_handler=e)
     r.add_get("/metrics", metrics.metrics_view, name="metrics", expect_handler=e)
+
+    # The operators' console (CHATTTS_ADMIN_KEYS): its page, its session, its API.
+    r.add_get("/admin", admin_page.page, name="admin", expect_handler=e)
+    session = r.add_resource("/admin/session", name="admin_session")
+    session.add_route("POST", admin_page.sign_in, expect_handler=e)
+    session.add_route("DELETE", admin_page.sign_out, expect_handler=e)
+    r.add_get(
+        "/admin/v1/live", admin_page.live, name="admin_live", allow_head=False, expect_handler=e
+    )
+    r.add_get("/admin/v1/queue", admin.get_queue, name="admin_queue", expect_handler=e)
+    r.add_post("/admin/v1/queue/pause", admin.pause_queue, name="admin_pause", expect_handler=e)
+    r.add_post("/admin/v1/queue/resume", admin.resume_queue, name="admin_resume", expect_handler=e)
+    r.add_get("/admin/v1/workers", admin.list_workers, name="admin_workers", expect_handler=e)
+    r.add_post(
+        "/admin/v1/workers/{name}/drain", admin.drain_worker, name="admin_drain", expect_handler=e
+    )
+    r.add_get("/admin/v1/usage", admin.usage, name="admin_usage", expect_handler=e)
+    r.add_get("/admin/v1/audit", admin.audit, name="admin_audit", expect_handler=e)
+    r.add_get("/admin/v1/jobs", admin_jobs.search_jobs, name="admin_jobs", expect_handler=e)
+    r.add_get("/admin/v1/jobs/{job_id}", admin_jobs.job_record, name="admin_job", expect_handler=e)
+    r.add_get("/admin/v1/dlq", admin_jobs.dead_letters, name="admin_dlq", expect_handler=e)
+    r.add_post(
+        "/admin/v1/dlq/requeue", admin_jobs.requeue_many, name="admin_requeue", expect_handler=e
+    )
+    r.add_post("/admin/v1/dlq/purge", admin_jobs.purge, name="admin_purge", expect_handler=e)
+    r.add_post(
+        "/admin/v1/dlq/{job_id}/requeue",
+        admin_jobs.requeue_one,
+        name="admin_requeue_one",
+        expect_handler=e,
+    )
 
     if static_dir.is_dir():
         r.add_static("/static", static_dir, name="static", expect_handler=e)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from core.audio import formats as audio
 from core.queue.store import Started
+from core.text.cues import align_words
 from workers.engines import Engine, Segment
 
 
@@ -38,7 +40,7 @@ class ActiveJob:
     # Each segment's characters in the request's text (subtitle cues point into it).
     spans: list[tuple[int, int]] = field(default_factory=list)
     samples_done: int = 0  # samples of the job's audio so far, pauses included
-    cues: list[dict[str, int]] = field(default_factory=list)  # this attempt's, in order
+    cues: list[dict[str, Any]] = field(default_factory=list)  # this attempt's, in order
     started_at: float = field(default_factory=time.time)  # this attempt's start (for the ETA)
 
     @property
@@ -46,15 +48,23 @@ class ActiveJob:
         """Kept in parts (lua/progress.lua), resumed after its last stored segment."""
         return self.started.document
 
-    def place(self, index: int, samples: int, rate: int) -> tuple[dict[str, int], int]:
+    def place(
+        self, index: int, samples: int, rate: int, words: Sequence[tuple[int, int]] = ()
+    ) -> tuple[dict[str, Any], int]:
         """Segment `index` (0-based, in order) of `samples` samples: its subtitle cue (its span
-        of the job's audio in samples, and of the text in characters) and the samples it adds
-        to the job's audio (the pause before it included)."""
+        of the job's audio in samples, and of the text in characters; its words' characters
+        and samples where the engine gave them) and the samples it adds to the job's audio (the
+        pause before it included)."""
         gap = int(rate * audio.SEGMENT_GAP_S) if index > 0 else 0
         start = self.samples_done + gap
         span = self.spans[index] if index < len(self.spans) else (0, 0)
-        cue = {"i": index + 1, "start": start, "end": start + samples, "from": span[0]}
-        cue["to"] = span[1]
+        cue: dict[str, Any] = {"i": index + 1, "start": start, "end": start + samples}
+        cue["from"], cue["to"] = span
+        if words and index < len(self.segments):
+            text = self.started.request.text
+            placed = align_words(self.segments[index], text, span, words)
+            if placed:
+                cue["words"] = [[at, start + sample] for at, sample in placed]
         self.samples_done = start + samples
         self.cues.append(cue)
         return cue, gap + samples

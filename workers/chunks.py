@@ -21,7 +21,7 @@ from core.audio import formats as audio
 from core.infra.logs import job_log
 from core.queue.store import Queue
 from workers.batch import ActiveJob
-from workers.engines.base import Segment
+from workers.engines.base import PlaybackClock, Segment
 
 log = logging.getLogger("chattts_online.worker")
 # Chunks go out as fast as Redis takes them; this only bounds a completion's wait on a stuck one.
@@ -38,6 +38,7 @@ class _Stream:
     waiting: dict[int, list[tuple[np.ndarray, bool]]] = field(default_factory=dict)
     drained: asyncio.Event = field(default_factory=asyncio.Event)
     advanced: asyncio.Event = field(default_factory=asyncio.Event)  # set when a segment is out
+    clock: PlaybackClock = field(default_factory=PlaybackClock)  # its listener's playback
 
 
 class ChunkPublisher:
@@ -67,6 +68,16 @@ class ChunkPublisher:
 
     def streaming(self, job_id: str) -> bool:
         return job_id in self.streams
+
+    def clock(self, job_id: str) -> PlaybackClock | None:
+        """The playback clock of a streamed job's listener (None: not streamed)."""
+        stream = self.streams.get(job_id)
+        return stream.clock if stream is not None else None
+
+    @property
+    def playing(self) -> int:
+        """Streamed jobs in hand that have not sent their last chunk."""
+        return sum(not s.drained.is_set() for s in self.streams.values())
 
     def from_engine(self, segment: Segment, samples: np.ndarray, final: bool) -> None:
         """The engines' ChunkSink: a piece of a segment's audio, handed over from the engine
@@ -173,3 +184,4 @@ class ChunkPublisher:
         if verdict == "cancel":
             job.cancel = True
         stream.published += 1
+        stream.clock.sent(piece.size / self.rate)

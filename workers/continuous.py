@@ -38,8 +38,13 @@ class Continuous:
         outcomes: Outcomes,
         chunks: ChunkPublisher,
         metrics: WorkerMetrics,
+        one_row_per_stream: bool = False,
     ) -> None:
+        """`one_row_per_stream`: a streamed job has one segment in the engine at a time (so
+        that the streams the engine admits by capacity are its rows: CHATTTS_STREAM_ADMISSION);
+        its next segment goes first when it ends (the engine orders streams by their margin)."""
         self.engine = engine
+        self.one_row_per_stream = one_row_per_stream
         self.in_hand = in_hand
         self.outcomes, self.chunks, self.metrics = outcomes, chunks, metrics
         self.in_flight: dict[tuple[str, int], Segment] = {}
@@ -86,14 +91,17 @@ class Continuous:
             for job in jobs:
                 if job.submitted >= len(job.segments) or len(self.in_flight) >= self.capacity:
                     continue
+                clock = self.chunks.clock(job.job_id)
+                if clock is not None and self.one_row_per_stream and self.busy(job.job_id):
+                    continue
                 segment = job.segment(job.submitted)
                 job.submitted += 1
                 if not self.in_flight:
                     self._tick = time.perf_counter()  # the engine was idle until now
                 self.in_flight[(job.job_id, segment.index)] = segment
                 self._period.append((job, segment))
-                sink = self.chunks.from_engine if self.chunks.streaming(job.job_id) else None
-                self.engine.submit(segment, sink, self._on_done(loop))
+                sink = self.chunks.from_engine if clock is not None else None
+                self.engine.submit(segment, sink, self._on_done(loop), clock)
                 fed = True
             if not fed:
                 return

@@ -23,6 +23,7 @@ from workers.engines import EngineError
 from workers.engines.base import Pieces
 from workers.leases import Reclaimer
 from workers.outcomes import Outcomes
+from workers.streams import StreamRoom
 
 log = logging.getLogger("chattts_online.worker")
 
@@ -42,17 +43,23 @@ class Intake:
         self.redis, self.reclaimer = redis, reclaimer
         self.outcomes, self.chunks = outcomes, chunks
         self.in_engine = in_engine
+        self.streams = StreamRoom(
+            ctx.name, ctx.settings, ctx.engine, chunks, ctx.metrics, self.hand()
+        )
         self._reclaim_again = False
         self._last_reclaim = 0.0
+
+    def hand(self) -> int:
+        """The most jobs in hand: twice a batch, so that the next batch's jobs are started (and
+        the engine kept busy) while the previous ones are encoded and stored in the background."""
+        return 2 * max(1, self.engine.max_batch)
 
     def capacity(self) -> int:
         # A job that runs alone (a previous attempt never finished: it may crash its worker)
         # has the worker to itself, so that no innocent job is charged an attempt with it.
         if any(job.solo for job in self.in_hand.values()):
             return 0
-        # Twice a batch in hand: the next batch's jobs are started (and the engine kept busy)
-        # while the previous ones are encoded and stored in the background.
-        return 2 * max(1, self.engine.max_batch) - len(self.in_hand)
+        return self.hand() - len(self.in_hand)
 
     def bulk_room(self) -> int:
         """Bulk jobs the worker may still take: as many as the engine runs at once, so that the
@@ -87,7 +94,9 @@ class Intake:
                 window_ends = window_ends or time.monotonic() + self.settings.batch_wait_ms / 1000
                 remaining_ms = int((window_ends - time.monotonic()) * 1000)
                 block_ms = remaining_ms if remaining_ms >= 1 else None
-            taken = await self.queue.take(self.name, self.capacity(), self.bulk_room())
+            taken = await self.queue.take(
+                self.name, self.capacity(), self.bulk_room(), self.streams.room()
+            )
             for stream, entry, job_id, client in taken:
                 await self._take(stream, entry, job_id, client)
             if block_ms is None or (woken and not taken):
@@ -128,6 +137,14 @@ class Intake:
             voice_data, language = await self._voice_data(request.voice)
             if voice_data is None:
                 reason = f"voice {request.voice!r} is not registered (any more)"
+                await self.outcomes.fail(job_id, started, reason)
+                return
+            if not self.engine.registered_voices:  # never spoken in another voice instead
+                reason = (
+                    f"voice {request.voice!r} is a registered ChatTTS voice, and this worker "
+                    f"runs {self.engine.name}, which speaks the built-in voices only: run a "
+                    "chattts worker, or use a built-in voice"
+                )
                 await self.outcomes.fail(job_id, started, reason)
                 return
         try:

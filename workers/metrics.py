@@ -150,6 +150,20 @@ class WorkerMetrics:
             "Seconds to load and warm up the engine",
             registry=r,
         )
+        self.stream_capacity = Gauge(
+            "chattts_worker_stream_capacity",
+            "Streams this worker carries at once, each ahead of its listener (as measured; "
+            "0: not even one in real time)",
+            registry=r,
+        )
+        self.streams_playing = Gauge(
+            "chattts_worker_streams_playing", "Streamed jobs in this worker's hands", registry=r
+        )
+        self.stream_speed = Gauge(
+            "chattts_worker_stream_speed",
+            "One stream's synthesis speed alone, x real time (below 1: every stream pauses)",
+            registry=r,
+        )
         self.info = Info("chattts_worker", "The worker's name, engine and model", registry=r)
 
     # -- lifecycle --------------------------------------------------------------------------

@@ -147,7 +147,7 @@ class Outcomes:
         its cue, a progress event. A document's goes as a part and leaves the worker's memory."""
         total = len(job.segments)
         rate = self.engine.sample_rate
-        cue, added = job.place(segment.index, samples.size, rate)
+        cue, added = job.place(segment.index, samples.size, rate, segment.words)
         if total == 1 and not job.document:
             return  # its final file is its only segment: the terminal event says it all
         await self.chunks.segment_out(job.job_id, segment.index)  # a streaming job: chunks first

@@ -14,14 +14,13 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
 from redis.exceptions import RedisError
 
-from core.audio_store.base import StoreError
 from core.infra.redis_client import REDIS_UNAVAILABLE, RedisClient, connect
 from core.infra.settings import Settings
 from core.queue.store import Queue
@@ -36,6 +35,7 @@ from workers.leases import Reclaimer, renew_leases
 from workers.metrics import WorkerMetrics
 from workers.outcomes import Outcomes
 from workers.stats import WorkerStats, publish_heartbeats
+from workers.sweeper import sweep_audio
 
 log = logging.getLogger("chattts_online.worker")
 T = TypeVar("T")
@@ -44,9 +44,9 @@ T = TypeVar("T")
 BACKOFF_START_S, BACKOFF_MAX_S = 0.1, 5.0
 # How long a cancelled side task may take to end before it is cancelled again.
 CANCEL_AGAIN_S = 0.5
-# Orphans of the audio store (a crash between writing a file and recording it, expired jobs and
-# cache entries) cost disk, not correctness: a sweep every few minutes is enough.
-SWEEP_EVERY_S = 300.0
+# Job ids a heartbeat names as held (the console shows who holds which job); a full hand of a
+# large batch is counted, not listed.
+HOLDING_LISTED = 64
 
 
 class GraceExpired(Exception):
@@ -90,6 +90,13 @@ class Worker:
             )
             self._stopping.set()
 
+    def drain(self, operator: str) -> None:
+        """An operator asked this worker to drain (the console): it stops as on SIGTERM,
+        finishing or handing back what it holds, and exits 0."""
+        if not self._stopping.is_set():
+            log.info("worker %s: draining, as operator %s asked", self.name, operator)
+        self.request_stop()
+
     async def run(self) -> None:
         await self.metrics.serve(self.settings.host, self.settings.worker_metrics_port)
         try:  # the metrics port is freed however the worker ends (a failed load included)
@@ -105,9 +112,8 @@ class Worker:
         # While the model loads, the worker says so (operators see it; readiness does not count
         # it); it joins the consumer group only once it can synthesize.
         loading = asyncio.create_task(
-            publish_heartbeats(
-                self.queue, self.name, self.settings.heartbeat_s, self.loading_beat, self.metrics
-            ),
+            # A drain asked meanwhile stops it once its model is loaded, having taken nothing.
+            self._heartbeats(self.queue, self.loading_beat),
             name="heartbeat-loading",
         )
         try:
@@ -140,12 +146,7 @@ class Worker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         side_tasks = [
-            asyncio.create_task(
-                publish_heartbeats(
-                    self.queue, self.name, self.settings.heartbeat_s, self.heartbeat, self.metrics
-                ),
-                name="heartbeat",
-            ),
+            asyncio.create_task(self._heartbeats(self.queue, self.heartbeat), name="heartbeat"),
             asyncio.create_task(sweep_audio(self.queue), name="audio-sweeper"),
             asyncio.create_task(
                 renew_leases(
@@ -212,6 +213,7 @@ class Worker:
             self.outcomes,
             self.chunks,
             self.metrics,
+            one_row_per_stream=self.settings.stream_admission == "capacity",
         )
 
         async def one_round() -> None:
@@ -338,6 +340,14 @@ class Worker:
 
     # -- side tasks -------------------------------------------------------------------------
 
+    def _heartbeats(
+        self, queue: Queue, beat: Callable[[], dict[str, Any]]
+    ) -> Coroutine[Any, Any, None]:
+        """The heartbeat task's loop: `beat()` published, an operator's drain answered."""
+        return publish_heartbeats(
+            queue, self.name, self.settings.heartbeat_s, beat, self.metrics, self.drain
+        )
+
     def loading_beat(self) -> dict[str, Any]:
         """The heartbeat of a worker still loading its model: alive, not ready."""
         return {
@@ -352,9 +362,12 @@ class Worker:
         }
 
     def heartbeat(self) -> dict[str, Any]:
-        return self.stats.payload(
+        beat = self.stats.payload(
             self.name, self.engine, len(self.in_hand), self._stopping.is_set(), self.metrics
         )
+        beat["streams"] = self.intake.streams.reading()
+        beat["holding"] = list(self.in_hand)[:HOLDING_LISTED]
+        return beat
 
 
 async def _cancel_and_wait(tasks: list[asyncio.Task[Any]]) -> None:
@@ -377,17 +390,3 @@ def main(settings: Settings) -> int:
         logging.shutdown()
         os._exit(0)
     return 0
-
-
-async def sweep_audio(queue: Queue) -> None:
-    """Remove the audio store's objects that nothing records any more, every SWEEP_EVERY_S (every
-    worker sweeps: a delete is idempotent, and the store outlives any one worker)."""
-    while queue.stored.store is not None:
-        await asyncio.sleep(SWEEP_EVERY_S)
-        try:
-            removed = await queue.stored.sweep()
-        except (StoreError, RedisError) as exc:
-            log.warning("audio sweep failed: %s", exc)
-            continue
-        if removed:
-            log.info("audio sweep: %d objects no job or cache entry records", removed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import secrets
 import shutil
 import signal
@@ -55,6 +56,17 @@ def free_port() -> int:
 DEFAULT_MAXMEMORY = "1gb"
 
 
+URL_FILE = "url"  # in the data directory, while the server runs
+
+
+def running_url(data_dir: str | Path) -> str | None:
+    """The URL of the embedded Redis running on `data_dir` (`run`'s), if one is."""
+    try:
+        return (Path(data_dir) / URL_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
 class EmbeddedRedis:
     """A redis-server child process with its data and append-only file in `data_dir`, locked
     down as if the machine were shared: loopback only, a generated password, a private data
@@ -79,6 +91,12 @@ class EmbeddedRedis:
     @property
     def url(self) -> str:
         return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+    @property
+    def url_file(self) -> Path:
+        """Where a running server's URL is kept (in the private data directory, 0600), so
+        that `chattts-online check` on the same data finds it without being told."""
+        return self.data_dir / URL_FILE
 
     def command(self) -> list[str]:
         return [
@@ -118,8 +136,14 @@ class EmbeddedRedis:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             preexec_fn=die_with_parent if sys.platform == "linux" else None,
+            # Not in the terminal's foreground group: Ctrl-C there must not stop Redis before
+            # the processes that still need it (its owner stops it last).
+            process_group=0,
         )
         self.wait_ready()
+        descriptor = os.open(self.url_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(self.url + "\n")
         return self
 
     def wait_ready(self) -> None:
@@ -142,6 +166,8 @@ class EmbeddedRedis:
             client.close()
 
     def stop(self, timeout: float = 10.0) -> None:
+        with contextlib.suppress(OSError):
+            self.url_file.unlink()
         if self.process is None or self.process.poll() is not None:
             return
         self.process.terminate()  # SIGTERM: redis flushes its AOF and exits

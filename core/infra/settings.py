@@ -161,6 +161,15 @@ class Settings:
     # Shares of API keys against the others' 1 ("key=4,other=2:bulk"; ":bulk" puts every job
     # of the key in the bulk lane). Clients without a key share their address's one share.
     key_weights: str = ""
+    # Streams a worker takes and runs at once: "capacity", as many as it measures it can carry
+    # with every listener ahead of its playback (the rest wait in the stream lane, their first
+    # audio later, and no running stream is slowed down); "off": as many as it has room for.
+    stream_admission: Literal["capacity", "off"] = "capacity"
+    # How much faster than real time a stream must be made to count as carried: the margin
+    # that keeps its listener ahead through a slow step, a prefill, a segment's start.
+    stream_headroom: float = 1.25
+    # Streams one worker carries, when the operator knows it; 0: measured as it runs.
+    stream_capacity: int = 0
 
     # Worker timings. block_ms stays well below redis-py's 5 s default socket timeout.
     block_ms: int = 1_000
@@ -273,10 +282,15 @@ class Settings:
         return frozenset(k.strip() for k in self.admin_keys.split(",") if k.strip())
 
     @functools.cached_property  # read on every request
+    def user_key_set(self) -> frozenset[str]:
+        """The API keys: with any, every API request needs a key (an admin key will do)."""
+        return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
+
+    @functools.cached_property  # read on every request
     def api_key_set(self) -> frozenset[str]:
-        """Every accepted key: the API keys and the admin keys."""
-        keys = frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
-        return keys | self.admin_key_set
+        """Every accepted key: the API keys and the admin keys (admin keys alone leave the API
+        open to clients without a key, and open the operators' console)."""
+        return self.user_key_set | self.admin_key_set
 
     @functools.cached_property
     def key_weight_map(self) -> dict[str, tuple[float, bool]]:

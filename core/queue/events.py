@@ -31,6 +31,13 @@ class EventLog:
         entries: Any = await self._redis.xrange(stream, min=start, max="+", count=count)
         return _events(entries)
 
+    async def before(self, stream: str, cursor: str | None, count: int = 100) -> list[Event]:
+        """Events of `stream` strictly before stream id `cursor`, newest first (None: from the
+        newest)."""
+        end = f"({cursor}" if cursor else "+"
+        entries: Any = await self._redis.xrevrange(stream, max=end, min="-", count=count)
+        return _events(entries)
+
     async def after_each(
         self, cursors: dict[str, str], count: int
     ) -> dict[str, list[Event] | Exception]:

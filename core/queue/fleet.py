@@ -41,16 +41,19 @@ class Fleet:
         beat: dict[str, Any] | None = orjson.loads(raw) if raw is not None else None
         return beat
 
-    async def beat(self, name: str, document: dict[str, Any], ttl_ms: int) -> None:
+    async def beat(self, name: str, document: dict[str, Any], ttl_ms: int) -> str | None:
         """Worker `name` is alive, as `document` says (its `ts`: now), for `ttl_ms`; workers
-        whose heartbeats lapsed leave the list."""
+        whose heartbeats lapsed leave the list. The operator who asked it to drain, if one did
+        (core/queue/console.py)."""
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.set(self._keys.worker(name), orjson.dumps(document), px=ttl_ms)
             pipe.zadd(self._keys.workers, {name: document["ts"]})
             pipe.zremrangebyscore(self._keys.workers, 0, document["ts"] - ttl_ms / 1000)
-            await pipe.execute()
+            pipe.getdel(self._keys.drain(name))  # answered once, by the worker it names
+            *_, drain = await pipe.execute()
+        return drain.decode() if isinstance(drain, bytes) else drain
 
     async def leave(self, name: str) -> None:
-        """Worker `name` stopped: its heartbeat goes at once."""
-        await self._redis.delete(self._keys.worker(name))
+        """Worker `name` stopped: its heartbeat (and any drain request) goes at once."""
+        await self._redis.delete(self._keys.worker(name), self._keys.drain(name))
         await self._redis.zrem(self._keys.workers, name)

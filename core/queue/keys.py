@@ -9,6 +9,14 @@ from dataclasses import dataclass
 
 CONSUMER_GROUP = "workers"
 
+# How long the console's tallies live (their keys expire; the scripts read these, scripts.py):
+# a month of daily usage, with a day more so that the oldest day is whole; an hour of minutes.
+USAGE_DAYS_KEPT = 32
+THROUGHPUT_MINUTES_KEPT = 60
+# Clients tallied apart per day; the rest share `other`: fresh cookies cannot grow Redis
+# without bound (API keys are few, and an operator's; cookie clients are anyone's).
+USAGE_CLIENTS_PER_DAY = 2_000
+
 
 @dataclass(frozen=True)
 class Keys:
@@ -68,6 +76,39 @@ class Keys:
     def dlq(self) -> str:
         """Stream of jobs that exhausted their deliveries."""
         return f"{self.base}:dlq"
+
+    # The operator's console (core/queue/console.py).
+
+    @property
+    def paused(self) -> str:
+        """Hash naming who paused the queue's intake, when and why; absent: open (enqueue.lua)."""
+        return f"{self.base}:paused"
+
+    @property
+    def audit(self) -> str:
+        """Stream of the operators' actions: who, what, when."""
+        return f"{self.base}:audit"
+
+    @property
+    def index(self) -> str:
+        """Sorted set of every job kept, by when it was submitted (the console's search)."""
+        return f"{self.base}:index"
+
+    def runs(self, job_id: str) -> str:
+        """List of a job's starts (JSON: start, attempt, worker, when), oldest first."""
+        return f"{self.base}:runs:{job_id}"
+
+    def tally(self, day: int) -> str:
+        """Hash of one day's usage (days since the epoch, UTC): `<client>|<measure>` -> count."""
+        return f"{self.base}:tally:{day}"
+
+    def minute(self, minute: int) -> str:
+        """Hash of the jobs that ended in one minute (minutes since the epoch) and their audio."""
+        return f"{self.base}:minute:{minute}"
+
+    def drain(self, worker: str) -> str:
+        """Present while an operator asks worker `worker` to drain (finish and exit)."""
+        return f"{self.base}:drain:{worker}"
 
     @property
     def stats(self) -> str:

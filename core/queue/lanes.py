@@ -9,7 +9,9 @@ from core.audio.sizes import speech_seconds
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 
-INTERACTIVE, BULK = "i", "b"
+# Streams wait apart from other interactive work: a worker takes them only while it carries
+# every stream it has in real time (CHATTTS_STREAM_ADMISSION), and they go first when it can.
+INTERACTIVE, BULK, STREAM = "i", "b", "s"
 # A job's cost is at least this (seconds of speech): a flood of one-character jobs still pays.
 MIN_COST_S = 0.1
 
@@ -24,7 +26,7 @@ class KeyShare:
 
 @dataclass(frozen=True)
 class Placement:
-    lane: str  # INTERACTIVE | BULK
+    lane: str  # INTERACTIVE | BULK | STREAM
     who: str  # the fair share's owner: an API key's client, or a cookie client's address
     weight: float
     cost: float  # estimated seconds of speech
@@ -38,13 +40,15 @@ def place(
     document: bool,
     share: KeyShare | None = None,
 ) -> Placement:
-    """Bulk: documents, jobs that ask for it, jobs past CHATTTS_INTERACTIVE_MAX_S of speech, and
-    every job of a key of the bulk class; interactive: the rest (streams, OpenAI speech, short
-    jobs). Clients without a key share their address's share: fresh cookies gain nothing."""
+    """Bulk: documents, jobs that ask for it, jobs past CHATTTS_INTERACTIVE_MAX_S of speech
+    (unless streamed), and every job of a key of the bulk class; stream: the other streamed
+    jobs; interactive: the rest (OpenAI speech, short jobs). Clients without a key share their
+    address's share: fresh cookies gain nothing."""
     share = share or KeyShare()
     cost = max(MIN_COST_S, speech_seconds(request.text))
     bulk = document or share.bulk or request.priority == "bulk"
     bulk = bulk or (cost > settings.interactive_max_s and not request.stream)
     keyed = client.startswith("key-")
     who = client if keyed or not source else f"address:{source}"
-    return Placement(BULK if bulk else INTERACTIVE, who, share.weight if keyed else 1.0, cost)
+    lane = BULK if bulk else STREAM if request.stream else INTERACTIVE
+    return Placement(lane, who, share.weight if keyed else 1.0, cost)

@@ -16,10 +16,10 @@ from core.infra.topology import report
 from core.queue.fleet import Fleet
 from core.queue.job import TERMINAL_NAMES
 from core.queue.keys import CONSUMER_GROUP, Keys
-from core.queue.lanes import BULK, INTERACTIVE
+from core.queue.lanes import BULK, INTERACTIVE, STREAM
 
 # The fair waiting room's lanes as the metrics name them.
-LANES = {"interactive": INTERACTIVE, "bulk": BULK}
+LANES = {"interactive": INTERACTIVE, "bulk": BULK, "stream": STREAM}
 
 
 def _stream_label(keys: Keys, stream: str) -> str:
@@ -44,15 +44,51 @@ class StreamReading:
 
 
 @dataclass
+class StreamsReading:
+    """The fleet's streams: what its live workers carry in real time now (their heartbeats)."""
+
+    capacity: int = 0  # streams the workers carry at once, each ahead of its listener
+    playing: int = 0  # streamed jobs in the workers' hands
+    waiting: int = 0  # streamed jobs waiting for a worker with room (the autoscaling signal)
+    below_realtime: int = 0  # workers that cannot carry even one stream in real time
+
+    @classmethod
+    def of(cls, beats: list[dict[str, Any]], waiting: int) -> StreamsReading:
+        reading = cls(waiting=waiting)
+        for beat in beats:
+            streams = beat.get("streams")
+            if not isinstance(streams, dict):
+                continue  # a worker of a version that does not say
+            reading.capacity += int(streams.get("capacity") or 0)
+            reading.playing += int(streams.get("playing") or 0)
+            speed = streams.get("speed")
+            reading.below_realtime += speed is not None and not streams.get("capacity")
+        return reading
+
+    def public(self) -> dict[str, int]:
+        return {
+            "capacity": self.capacity,
+            "playing": self.playing,
+            "waiting": self.waiting,
+            "workers_below_realtime": self.below_realtime,
+        }
+
+
+@dataclass
 class QueueReading:
     streams: dict[str, StreamReading] = field(default_factory=dict)
     dead_letters: int = 0
     stats: dict[str, float] = field(default_factory=dict)
     workers_alive: int = 0
-    # The fair waiting room, by lane ("interactive", "bulk"): jobs, and clients they belong to.
+    # The fair waiting room, by lane ("interactive", "bulk", "stream"): jobs, and clients.
     waiting: dict[str, int] = field(default_factory=dict)
     waiting_clients: dict[str, int] = field(default_factory=dict)
     oldest_waiting_age_s: dict[str, float] = field(default_factory=dict)
+    streams_fleet: StreamsReading = field(default_factory=StreamsReading)
+    # Today's usage (UTC) by client: each API key's client apart, every other client in
+    # `others` (a bounded label set); measures: jobs, ok, chars, audio_s.
+    usage_today: dict[str, dict[str, float]] = field(default_factory=dict)
+    paused: bool = False
 
     @property
     def backlog(self) -> int:
@@ -120,7 +156,8 @@ class Readings:
         reading.dead_letters = int(await self._redis.xlen(self._keys.dlq))
         raw = await self._redis.hgetall(self._keys.stats)
         reading.stats = {_text(k) or "": float(v) for k, v in raw.items()}
-        reading.workers_alive = len(await self._fleet.heartbeats())
+        beats = await self._fleet.heartbeats()
+        reading.workers_alive = len(beats)
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hmget(self._keys.fair, [f"n:{lane}" for lane in LANES.values()])
             for lane in LANES.values():
@@ -132,7 +169,24 @@ class Readings:
             reading.waiting[name] = max(0, int(counts[i] or 0))
             reading.waiting_clients[name] = int(n_clients)
             reading.oldest_waiting_age_s[name] = max(0.0, now - oldest[0][1]) if oldest else 0.0
+        reading.streams_fleet = StreamsReading.of(beats, reading.waiting["stream"])
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self._keys.tally(int(now // 86_400)))
+            pipe.exists(self._keys.paused)
+            tally, paused = await pipe.execute()
+        reading.paused = bool(paused)
+        for name, value in tally.items():
+            client, sep, measure = (_text(name) or "").rpartition("|")
+            if sep:
+                label = client if client.startswith("key-") else "others"
+                measures = reading.usage_today.setdefault(label, {})
+                measures[measure] = measures.get(measure, 0.0) + float(value)
         return reading
+
+    async def streams(self, beats: list[dict[str, Any]]) -> StreamsReading:
+        """The fleet's streams, from these heartbeats and the stream lane's waiting jobs."""
+        waiting = await self._redis.hget(self._keys.fair, f"n:{STREAM}")
+        return StreamsReading.of(beats, max(0, int(waiting or 0)))
 
     async def sample(self) -> StoreSample:
         """Finished jobs, depths, memory and replication in one round trip (three on a cluster,

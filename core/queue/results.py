@@ -55,6 +55,21 @@ class StorageQuotaReached(QueueError):
         self.per = per
 
 
+class QueuePaused(QueueError):
+    """An operator paused the queue's intake (core/queue/console.py)."""
+
+    status = 503
+    code = "paused"
+
+    def __init__(self, retry_after_s: int, reason: str) -> None:
+        why = f": {reason}" if reason else ""
+        super().__init__(
+            f"the service is not accepting new jobs for now (paused by its operators{why}); "
+            "retry after the Retry-After seconds. Jobs accepted before go on"
+        )
+        self.retry_after_s, self.reason = retry_after_s, reason
+
+
 def _mb(size: int) -> str:
     return f"{size / 1e6:.1f} MB"
 

@@ -1,7 +1,8 @@
 """Every Lua script of the queue, loaded one way: a generated header, the shared prelude, the body.
 
 The header is where Python's names reach Lua: the doorbell command (`PUBLISH`, or `SPUBLISH` on a
-Redis Cluster) and the terminal states (job.py), so that neither is spelled twice.
+Redis Cluster), the terminal states (job.py) and the tallies' lifetimes (keys.py), so that none is
+spelled twice.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from redis.commands.core import AsyncScript
 
 from core.infra.redis_client import RedisClient
 from core.queue.job import TERMINAL_NAMES
+from core.queue.keys import THROUGHPUT_MINUTES_KEPT, USAGE_CLIENTS_PER_DAY, USAGE_DAYS_KEPT
 
 _FOLDER = resources.files("core.queue") / "lua"
 
@@ -22,6 +24,9 @@ def _header(sharded: bool) -> str:
     return (
         f"local DOORBELL = '{'SPUBLISH' if sharded else 'PUBLISH'}'\n"
         f"local TERMINAL = {{{terminal}}}\n"
+        f"local USAGE_KEEP_S = {(USAGE_DAYS_KEPT + 1) * 86_400}\n"
+        f"local USAGE_CLIENTS = {USAGE_CLIENTS_PER_DAY}\n"
+        f"local MINUTES_KEEP_S = {(THROUGHPUT_MINUTES_KEPT + 1) * 60}\n"
     )
 
 

@@ -14,6 +14,7 @@ from core.infra.redis_client import RedisClient, parse_url
 from core.infra.settings import Settings
 from core.queue import scripts
 from core.queue.callbacks import Outbox
+from core.queue.console import SEARCHED_CHARS, Console
 from core.queue.durable import NotReplicated, run_replicated
 from core.queue.events import Event, EventLog
 from core.queue.fleet import Fleet
@@ -26,6 +27,7 @@ from core.queue.results import (
     BacklogFull,
     ClientCapReached,
     QueueError,
+    QueuePaused,
     SegmentDone,
     Started,
     StorageQuotaReached,
@@ -41,6 +43,7 @@ __all__ = [
     "ClientCapReached",
     "Queue",
     "QueueError",
+    "QueuePaused",
     "SegmentDone",
     "Started",
     "StorageQuotaReached",
@@ -60,6 +63,7 @@ SCRIPT_NAMES = (
     "finish",
     "release",
     "cancel",
+    "requeue",
 )
 
 
@@ -88,6 +92,7 @@ class Queue(WorkerSteps):
         self._scripts: dict[str, AsyncScript] = {
             name: scripts.register(redis, name, sharded) for name in SCRIPT_NAMES
         }
+        self.console = Console(redis, self.keys)
 
     async def _run_acknowledged(
         self, name: str, keys: list[str], args: list[Any], *changed: str
@@ -157,6 +162,7 @@ class Queue(WorkerSteps):
             args += [at.lane, at.who, at.weight, round(at.cost, 3)]
         else:
             args += ["", "", 1, 0]
+        args += [len(request.text), request.text[:SEARCHED_CHARS]]
         try:
             result = await self._run_acknowledged("enqueue", keys, args, "ok", "dup")
         except NotReplicated as exc:
@@ -177,6 +183,8 @@ class Queue(WorkerSteps):
             return Submitted(_s(result[1]), None, duplicate=True)
         if status == "backlog":
             raise BacklogFull(int(result[1]))
+        if status == "paused":
+            raise QueuePaused(int(result[1]), _s(result[2]))
         if status == "storage":
             per = _s(result[3])
             quota = getattr(self.settings, f"storage_per_{per}_bytes")
@@ -231,6 +239,20 @@ class Queue(WorkerSteps):
         except NotReplicated as exc:
             raise Unreplicated(exc, job_id) from None
         return _s(result[0]), (_s(result[1]) if len(result) > 1 else None)
+
+    async def requeue(self, job_id: str, by: str) -> tuple[str, str]:
+        """An operator's requeue of a dead job (lua/requeue.lua): ('ok', event id) |
+        ('missing', '') | ('not_dead', its state); confirmed by replicas as a submission is."""
+        k = self.keys
+        client = _s(await self._redis.hget(k.job(job_id), "client") or b"")
+        keys = [k.job(job_id), k.job_events(job_id), k.client_events(client), k.stats]
+        keys += [k.active(client), k.dlq, k.audit, k.parts(job_id), k.cues(job_id)]
+        args = [job_id, time.time(), *self._maxlens, self._ttl, by]
+        try:
+            result = await self._run_acknowledged("requeue", keys, args, "ok")
+        except NotReplicated as exc:
+            raise Unreplicated(exc, job_id) from None
+        return _s(result[0]), (_s(result[1]) if len(result) > 1 else "")
 
     async def position(self, job: Job) -> int:
         """Approximate number of jobs ahead of a queued job (0 = next)."""

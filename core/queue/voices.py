@@ -38,7 +38,51 @@ BUILTIN_VOICES: tuple[Voice, ...] = (
     Voice("en_male_2", "en-GB", "male", "English (British), male"),
 )
 BUILTIN_BY_NAME = {v.name: v for v in BUILTIN_VOICES}
-DEFAULT_VOICE = "zh_female"
+DEFAULT_VOICE = "zh_female"  # what Mandarin text is read by when a job names no voice
+# A job that names no voice is read in its text's language (mostly_mandarin), on every API.
+DEFAULT_VOICES = {"zh": DEFAULT_VOICE, "en": "en_female"}
+# OpenAI voice -> (our voice for English text, our voice for Mandarin text), taken by every API
+# that takes a voice. README has the table.
+OPENAI_VOICES: dict[str, tuple[str, str]] = {
+    "alloy": ("en_female", "zh_female"),
+    "ash": ("en_male", "zh_male"),
+    "ballad": ("en_male_2", "zh_male_2"),
+    "coral": ("en_female_2", "zh_female_2"),
+    "echo": ("en_male", "zh_male"),
+    "fable": ("en_male_2", "zh_male_2"),
+    "onyx": ("en_male_2", "zh_male_2"),
+    "nova": ("en_female", "zh_female"),
+    "sage": ("en_female_2", "zh_female_2"),
+    "shimmer": ("en_female_2", "zh_female"),
+    "verse": ("en_male", "zh_male"),
+    "marin": ("en_female", "zh_female_2"),
+    "cedar": ("en_male", "zh_male_2"),
+}
+
+
+def mostly_mandarin(text: str) -> bool:
+    """True when Chinese characters are at least a quarter of the letters (one character is
+    about a word, and a Western word has several letters)."""
+    cjk = other = 0
+    for ch in text:
+        if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf":
+            cjk += 1
+        elif ch.isalpha():
+            other += 1
+    return cjk > 0 and 3 * cjk >= other
+
+
+def default_voice(text: str) -> str:
+    """The voice for a job that names none: the built-in one of its text's language."""
+    return DEFAULT_VOICES["zh" if mostly_mandarin(text) else "en"]
+
+
+def openai_voice(name: str, text: str) -> str | None:
+    """Our built-in voice for an OpenAI voice name, by the text's language (None: not one)."""
+    mapped = OPENAI_VOICES.get(name.strip().lower())
+    if mapped is None:
+        return None
+    return mapped[1] if mostly_mandarin(text) else mapped[0]
 
 
 class VoiceRegistry:

@@ -49,15 +49,20 @@ class WorkerSteps:
     # -- workers ----------------------------------------------------------------------------
 
     async def take(
-        self, worker: str, count: int, bulk_room: int | None = None
+        self,
+        worker: str,
+        count: int,
+        bulk_room: int | None = None,
+        stream_room: int | None = None,
     ) -> list[tuple[str, str, str, str]]:
         """Up to `count` jobs delivered to `worker`, in the scheduler's order (lua/take.lua), of
-        which at most `bulk_room` bulk ones (None: any): [(stream, entry id, job id, client)],
-        to `start` each."""
+        which at most `bulk_room` bulk ones and `stream_room` streamed ones from the waiting
+        room (None: any): [(stream, entry id, job id, client)], to `start` each."""
         k, settings = self.keys, self.settings
         bulk_share = min(max(settings.bulk_min_share, MIN_SHARE), 1 - MIN_SHARE)
-        room = count if bulk_room is None else bulk_room
-        args = [worker, count, settings.fair_slice_s, bulk_share, room]
+        bulk = count if bulk_room is None else bulk_room
+        streams = count if stream_room is None else stream_room
+        args = [worker, count, settings.fair_slice_s, bulk_share, bulk, streams]
         result = await self._run("take", [k.jobs_high, k.jobs, k.fair, k.wake], args)
         return [
             (_s(result[i]), _s(result[i + 1]), _s(result[i + 2]), _s(result[i + 3]))
@@ -185,8 +190,8 @@ class WorkerSteps:
         stream: str | None = None,
         cache_digest: str | None = None,
         document_size: int | None = None,
-        new_cues: list[dict[str, int]] | None = None,
-        all_cues: list[dict[str, int]] | None = None,
+        new_cues: list[dict[str, Any]] | None = None,
+        all_cues: list[dict[str, Any]] | None = None,
         audio_ref: str | None = None,
         cache_ref: str | None = None,
     ) -> bool:

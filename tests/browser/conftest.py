@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 from core.infra.settings import Settings
+from tests.browser.engines import ENGINES, ChromiumDriver, Driver, FirefoxDriver, WebKitDriver
+from tests.browser.host import missing, virtual_display, virtual_sound_card
 from tests.web.webproc import WebProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,3 +222,42 @@ def shot() -> Callable[[Any, str], Path]:
         return path
 
     return save
+
+
+# ------------------------------------------------------------------- one page, three engines
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def driver(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Driver]:
+    """One browser per engine for the module's scenarios (sync Playwright's own event loop is
+    gone before the asyncio tests of other modules start theirs)."""
+    engine: str = request.param
+    lack = missing(engine)
+    if lack:
+        if os.environ.get("CHATTTS_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{lack}, and CHATTTS_REQUIRE_BROWSER=1")
+        pytest.skip(lack)
+    if engine == "chromium":
+        from playwright.sync_api import sync_playwright
+
+        # Desktop Chrome's autoplay policy (a user gesture first), which headless mode relaxes.
+        policy = "--autoplay-policy=document-user-activation-required"
+        with sync_playwright() as playwright:
+            chromium = ChromiumDriver(
+                playwright, ["--no-sandbox", "--disable-gpu", "--no-first-run", policy]
+            )
+            yield chromium
+            chromium.close()
+        return
+    with virtual_sound_card(tmp_path_factory.mktemp("pulse")) as sound:
+        if engine == "firefox":
+            firefox = FirefoxDriver(sound, tmp_path_factory.mktemp("gecko") / "gecko.log")
+            yield firefox
+            firefox.close()
+            return
+        with virtual_display() as display:
+            webkit = WebKitDriver({**sound, **display})
+            yield webkit
+            webkit.close()

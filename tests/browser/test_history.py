@@ -1,4 +1,5 @@
-"""The demo page in a real Chromium: history across reloads, events replayed after a drop."""
+"""The demo page in a real Chromium: history across reloads and from the server (the caller's
+jobs), events replayed after a drop."""
 
 from __future__ import annotations
 
@@ -121,3 +122,45 @@ def test_event_connection_drop_recovers_without_losing_events(
     # The cut itself makes Chromium log failed requests; nothing else may appear.
     others = [e for e in console.errors if "net::ERR_" not in e]
     assert others == [], others
+
+
+def test_history_comes_back_from_the_server_where_the_browser_kept_none(
+    web: WebProcess, worker: Any, new_page: Callable[..., Any], console: Console
+) -> None:
+    """The list is this client's own jobs (GET /v1/tts/jobs): a browser whose storage was
+    cleared gets them back, a long text's start only (it cannot be sent again from there), and
+    never a job a person removed from the list."""
+    page = open_page(new_page, web.url)
+    short = submit(page, ENGLISH, voice="en_male")
+    long = submit(page, LONG_ENGLISH, voice="en_female")
+    removed = submit(page, CHINESE, voice="zh_male")
+    for card in (short, long, removed):
+        expect(card).to_have_attribute("data-state", "succeeded", timeout=30_000)
+    ids = [c.get_attribute("data-job-id") for c in (short, long, removed)]
+    removed.locator("[data-action=remove]").click()
+    expect(cards(page)).to_have_count(2)
+
+    page.reload()  # the list this browser kept, and the server's: the removed job stays out
+    expect(page.locator("#conn")).to_have_attribute("data-state", "live")
+    page.wait_for_load_state("networkidle")
+    expect(cards(page)).to_have_count(2)
+    assert card_of(page, ids[2]).count() == 0
+
+    # A browser that kept nothing, with the same identity (its cookie).
+    cookies = page.context.cookies()
+    page = new_page()
+    page.context.add_cookies(cookies)
+    page.goto(web.url)
+    expect(page.locator("#conn")).to_have_attribute("data-state", "live")
+    expect(cards(page)).to_have_count(3)
+    back_long = card_of(page, ids[1])
+    expect(back_long).to_have_attribute("data-state", "succeeded")
+    text = back_long.locator("[data-role=text]").text_content() or ""
+    assert text.endswith("…") and LONG_ENGLISH.startswith(text[:-1]) and len(text) == 501
+    assert back_long.locator("[data-action=curl]").is_hidden()
+    back_short = card_of(page, ids[0])
+    expect(back_short).to_have_attribute("data-state", "succeeded")
+    assert back_short.locator("[data-role=text]").text_content() == ENGLISH
+    assert back_short.locator("[data-action=curl]").is_visible()
+    assert audio_duration(back_short) > 0.3
+    assert_no_console_errors(console)

@@ -43,11 +43,12 @@ def test_submit_listen_download_english_and_chinese(
     # Under the strict policy (a violation would be a console error, asserted at the end)...
     assert "script-src 'self'" in response.headers["content-security-policy"]
     # ... with a handful of requests, all to this origin: 1 HTML, 3 CSS, at most 10 modules (all
-    # named in the HTML, so they load in parallel), the voice list and the event stream.
+    # named in the HTML, so they load in parallel), the voice list, the jobs list the history
+    # merges and the event stream.
     kinds = [r.resource_type for r in requests]
     assert kinds.count("document") == 1 and kinds.count("stylesheet") == 3
     assert 1 <= kinds.count("script") <= 10
-    assert len(requests) <= 16, [r.url for r in requests]
+    assert len(requests) <= 17, [r.url for r in requests]
     assert all(r.url.startswith(web.url) for r in requests)
     expect(page.locator("#empty")).to_be_visible()
     shot(page, "desktop-light-empty")
@@ -102,7 +103,9 @@ def test_voice_preview_and_curl_command(
         # The voices come from /v1/voices.
         voices = get_json(f"{web.url}/v1/voices")["voices"]
         options = page.locator("#voice option").evaluate_all("os => os.map(o => o.value)")
-        assert sorted(options) == sorted(v["name"] for v in voices)
+        assert options[0] == ""  # first and selected: the voice follows the text's language
+        assert page.input_value("#voice") == ""
+        assert sorted(options[1:]) == sorted(v["name"] for v in voices)
 
         page.select_option("#voice", "en_male")
         page.click("#preview")
@@ -132,3 +135,24 @@ def test_voice_preview_and_curl_command(
         assert_no_console_errors(console)
     finally:
         context.close()
+
+
+def test_the_default_voice_follows_the_text(
+    web: WebProcess, worker: Any, new_page: Callable[..., Any], console: Console
+) -> None:
+    """Left on Automatic, the form names no voice and the server reads each text in its own
+    language, as every API does; the hint says which voice that will be."""
+    page = new_page()
+    page.goto(web.url)
+    expect(page.locator("#conn")).to_have_attribute("data-state", "live")
+    by_language = get_json(f"{web.url}/v1/voices")["default_by_language"]
+    for text, language in ((ENGLISH, "en"), (CHINESE, "zh")):
+        page.fill("#text", text)
+        label = page.locator(f"#voice option[value={by_language[language]}]").text_content()
+        expect(page.locator("#voice-hint")).to_have_text(f"Read by: {label}.")
+        card = submit(page, text)
+        expect(card).to_have_attribute("data-state", "succeeded", timeout=30_000)
+        job = get_json(f"{web.url}/v1/tts/jobs/{card.get_attribute('data-job-id')}")
+        assert job["voice"] == by_language[language]
+        expect(card).to_contain_text(str(label))
+    assert_no_console_errors(console)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from cli.supervisor import Supervisor
 from core.infra.embedded_redis import free_port
+from core.infra.ports import PORT_IN_USE_EXIT
 from core.infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,3 +131,111 @@ def test_run_starts_supervises_and_stops_everything(tmp_path: Path) -> None:
     output = (tmp_path / "run.log").read_text()
     assert f"open http://127.0.0.1:{port}/" in output
     assert "restarting" in output
+
+
+def test_ctrl_c_in_a_terminal_stops_everything_gracefully_redis_last(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C is SIGINT to the whole foreground process group. With a document
+    running, `run` stops in under 15 s with exit code 0: the worker finishes or hands back its
+    job while Redis still answers (no Redis warnings, nothing killed), and a `run` started
+    again on the same data finishes the job."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if "REDIS_URL" not in k}
+    env.update(
+        {
+            "CHATTTS_ENGINE": "espeak",
+            "CHATTTS_DATA_DIR": str(tmp_path / "data"),
+            "CHATTTS_WORKER_METRICS_PORT": "0",
+        }
+    )
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    base = f"http://127.0.0.1:{port}"
+
+    def start(log_name: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(  # a session of its own: its group is the "foreground" one
+            [sys.executable, "-m", "cli", "run", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=(tmp_path / log_name).open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def job_state(job_id: str) -> str:
+        with opener.open(f"{base}/v1/tts/jobs/{job_id}", timeout=5) as response:
+            return str(json.loads(response.read())["state"])
+
+    run = start("run.log")
+    try:
+        wait_for(lambda: get_json(f"{base}/readyz")[0] == 200, 60, "the service never got ready")
+        text = " ".join(f"Sentence {i} of a long document read aloud." for i in range(900))
+        request = urllib.request.Request(
+            f"{base}/v1/tts/jobs",
+            data=json.dumps({"text": text, "voice": "en_male", "format": "wav"}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with opener.open(request, timeout=5) as response:
+            job_id = json.loads(response.read())["id"]
+        wait_for(lambda: job_state(job_id) == "running", 30, "the document never started")
+        # `check` on the same data finds the running service's embedded Redis by itself.
+        checked = check(env)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "the embedded Redis of `chattts-online run`" in checked.stdout
+        everything = list(children_of(run.pid))
+        stopped_at = time.monotonic()
+        os.killpg(run.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        assert run.wait(20) == 0
+        assert time.monotonic() - stopped_at < 15
+        wait_for(lambda: not any(alive(pid) for pid in everything), 10, "orphans left")
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    output = (tmp_path / "run.log").read_text()
+    for trouble in ("Redis unavailable", "did not stop in time", "Traceback", "lease"):
+        assert trouble not in output, output[-3000:]
+    assert check(env).returncode == 1  # stopped: nothing to find
+    again = start("again.log")
+    try:
+        wait_for(lambda: job_state(job_id) == "succeeded", 90, "the job did not finish")
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(30) == 0
+    finally:
+        if again.poll() is None:
+            os.killpg(again.pid, signal.SIGKILL)
+
+
+def test_a_busy_port_is_one_clear_line_and_nothing_is_left_running(tmp_path: Path) -> None:
+    """`run` and `web` on a port something listens on: the one line that says what to do, a
+    non-zero exit at once, no traceback, and no Redis or worker started."""
+    env = {k: v for k, v in os.environ.items() if "REDIS_URL" not in k}
+    env.update({"CHATTTS_ENGINE": "espeak", "CHATTTS_DATA_DIR": str(tmp_path / "data")})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for command in (["run"], ["web"]):
+            extra = {"CHATTTS_REDIS_URL": "redis://127.0.0.1:1"} if command == ["web"] else {}
+            started = time.monotonic()
+            done = subprocess.run(
+                [sys.executable, "-m", "cli", *command, "--port", str(port)],
+                cwd=ROOT,
+                env={**env, **extra},
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            output = done.stdout + done.stderr
+            assert done.returncode == PORT_IN_USE_EXIT, output
+            assert f"port {port} is in use: set CHATTTS_PORT or --port" in output
+            assert "Traceback" not in output and time.monotonic() - started < 20
+    assert not (tmp_path / "data" / "redis").exists()  # nothing was started
+
+
+def check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli", "check", "--ready"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

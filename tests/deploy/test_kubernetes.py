@@ -271,17 +271,25 @@ def test_keda_scales_workers_on_the_real_streams_and_group() -> None:
         assert spec.get("minReplicaCount", 0) >= 1
         keys = Keys(first.settings.key_prefix, first.settings.queue)
         env_names = {e["name"] for e in first.spec["env"]}
-        streams = set()
+        streams, readiness = set(), set()
         for trigger in spec["triggers"]:
             meta = trigger["metadata"]
             if trigger["type"] == "metrics-api":
-                # The waiting room's jobs: the web Service's readiness detail (test_api.py
-                # reads `backlog.waiting` from a real /readyz).
-                assert meta == {
-                    "url": "http://chattts-web/readyz",
-                    "valueLocation": "backlog.waiting",
-                    "targetValue": "8",
-                }
+                # The waiting room's jobs and the streams waiting for a worker with room: the
+                # web Service's readiness detail (test_api.py reads both from a real /readyz).
+                assert meta in (
+                    {
+                        "url": "http://chattts-web/readyz",
+                        "valueLocation": "backlog.waiting",
+                        "targetValue": "8",
+                    },
+                    {
+                        "url": "http://chattts-web/readyz",
+                        "valueLocation": "streams.waiting",
+                        "targetValue": "1",
+                    },
+                )
+                readiness.add(meta["valueLocation"])
                 assert "chattts-web" in {s["metadata"]["name"] for s in of_kind("Service")}
                 continue
             assert trigger["type"] == "redis-streams"
@@ -294,6 +302,7 @@ def test_keda_scales_workers_on_the_real_streams_and_group() -> None:
             assert "consumerGroup" not in meta and int(meta["streamLength"]) > 0
             streams.add(meta["stream"])
         assert streams == set(keys.streams)
+        assert readiness == {"backlog.waiting", "streams.waiting"}
 
 
 async def test_stream_length_is_lag_plus_pending_and_xinfo_lag_is_unknown(

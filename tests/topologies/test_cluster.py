@@ -29,6 +29,7 @@ from tests.workers.test_reliability import wait_running
 
 KEY = "cluster-test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
+ADMIN = {"Authorization": "Bearer cluster-admin-key"}
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ async def test_the_service_runs_on_a_cluster(
         cluster.node_of(Keys(queue=name_b).jobs),
     )
     assert node_a.port != node_b.port
-    settings_a = settings.replace(queue=name_a, api_keys=KEY)
+    settings_a = settings.replace(queue=name_a, api_keys=KEY, admin_keys="cluster-admin-key")
     settings_b = settings.replace(queue=name_b, api_keys=KEY)
     web_a, worker_a = start_service(settings_a, "a1")
     before = commandstats(cluster)
@@ -121,6 +122,21 @@ async def test_the_service_runs_on_a_cluster(
             assert registered.status == 201, await registered.text()
         async with session.delete(f"{web_a.url}/v1/voices/cluster-voice") as deleted:
             assert deleted.status == 200 and (await deleted.json())["deleted"] is True
+        # The console: intake paused and resumed (transactions in the queue's slot), its views.
+        url = f"{web_a.url}/admin/v1"
+        async with session.post(f"{url}/queue/pause", json={"reason": "x"}, headers=ADMIN) as r:
+            assert r.status == 200, await r.text()
+        async with session.post(f"{web_a.url}/v1/tts/jobs", json={"text": "Later."}) as r:
+            assert r.status == 503 and (await r.json())["error"]["code"] == "paused"
+        async with session.post(f"{url}/queue/resume", headers=ADMIN) as r:
+            assert (await r.json())["was_paused"] is True
+        async with session.get(f"{url}/jobs?text=redis+cluster", headers=ADMIN) as r:
+            assert [j["id"] for j in (await r.json())["jobs"]] == [job["id"]]
+        for view in ("queue", "usage", "audit", "dlq", "workers", f"jobs/{job['id']}"):
+            async with session.get(f"{url}/{view}", headers=ADMIN) as r:
+                assert r.status == 200, (view, await r.text())
+        async with session.post(f"{url}/dlq/purge", json={"all": True}, headers=ADMIN) as r:
+            assert (await r.json()) == {"removed": 0}
         async with session.get(f"{web_a.url}/metrics") as metrics:
             assert metrics.status == 200
             assert 'chattts_jobs_total{outcome="succeeded"} 1.0' in await metrics.text()

@@ -59,11 +59,15 @@ async def submit(client: TestClient[Any, Any], **request: Any) -> dict[str, Any]
 
 
 async def wait_job(
-    client: TestClient[Any, Any], job_id: str, states: tuple[str, ...], timeout: float = 20.0
+    client: TestClient[Any, Any],
+    job_id: str,
+    states: tuple[str, ...],
+    timeout: float = 20.0,
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
-        response = await client.get(f"/v1/tts/jobs/{job_id}")
+        response = await client.get(f"/v1/tts/jobs/{job_id}", headers=headers)
         body: dict[str, Any] = await response.json()
         if body.get("state") in states:
             return body

@@ -42,6 +42,7 @@ async def test_submit_answers_202_with_urls_cursor_and_snapshot(client: Client) 
 
     second = await submit(client, text="second")
     assert second["position"] == 1
+    assert second["estimated_start_s"] is None  # nothing finished yet: no rate to go by
 
 
 async def test_cleaned_text_is_what_gets_queued(client: Client, aredis: Any, keys: Any) -> None:
@@ -63,7 +64,7 @@ async def test_cleaned_text_is_what_gets_queued(client: Client, aredis: Any, key
         ({"text": "hi", "format": "avi"}, 422, "format", "invalid_format", "'mp3'"),
         ({"text": 42}, 422, "text", "invalid_text", "valid string"),
         ({"text": "hi", "speed": 9}, 422, "speed", "invalid_speed", "2"),
-        ({"text": "hi", "colour": "red"}, 422, "colour", "unknown_field", "voice"),
+        ({"text": "hi", "colour": "red"}, 422, "colour", "unknown_field", "callback_url"),
         ({"voice": "zh_male"}, 422, "text", "missing_field", "required"),
         (["text"], 422, None, "invalid_body", "JSON object"),
     ],
@@ -85,6 +86,13 @@ async def test_validation_errors_name_the_field(
     assert error["param"] == param
     assert error["code"] == code
     assert words in error["message"]
+
+
+async def test_openai_voice_names_work_on_jobs_by_the_texts_language(client: Client) -> None:
+    english = await submit(client, text="Hello there.", voice="alloy")
+    mandarin = await submit(client, text="你好，世界。", voice="Alloy")
+    assert english["job"]["voice"] == "en_female" and mandarin["job"]["voice"] == "zh_female"
+    assert (await submit(client, text="Hello.", voice="onyx"))["job"]["voice"] == "en_male_2"
 
 
 async def test_body_errors(make_client: ClientFactory) -> None:
@@ -331,6 +339,18 @@ async def test_readyz_needs_a_worker_and_metrics_count(client: Client, settings:
         await asyncio.sleep(0.1)
     assert detail["backlog"]["waiting"] == 1
     assert "chattts_sse_connections 0.0" in text
+    # A streamed job waits in the stream lane: the second figure KEDA scales on.
+    await submit(client, text="streamed", stream=True)
+    detail = await (await client.get("/readyz")).json()
+    assert detail["streams"] == {
+        "capacity": 0,  # no worker: nothing carried
+        "playing": 0,
+        "waiting": 1,
+        "workers_below_realtime": 0,
+    }
+    text = await (await client.get("/metrics")).text()
+    assert 'chattts_queue_waiting_jobs{lane="stream"} 1.0' in text
+    assert "chattts_streams_waiting 1.0" in text and "chattts_streams_capacity 0.0" in text
 
 
 async def test_page_renders_with_settings(make_client: ClientFactory) -> None:

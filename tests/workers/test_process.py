@@ -52,6 +52,25 @@ async def test_job_runs_to_success_with_ordered_events(
     assert np.abs(samples).max() > 0.05
 
 
+async def test_a_registered_voice_fails_on_espeak_instead_of_a_stock_voice(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    """eSpeak NG cannot speak a registered (ChatTTS) voice: the job fails saying so, rather
+    than succeeding in a built-in voice nobody asked for."""
+    from core.voices.chattts import builtin_embeddings
+
+    queue = Queue(aredis, settings)
+    record = b'{"name": "narrator-w", "builtin": false, "kind": "embedding"}'
+    assert await queue.voices.register("narrator-w", "c1", record, builtin_embeddings()["en_male"])
+    request = SynthesisRequest(text="Hello there.", voice="narrator-w")
+    submitted = await queue.enqueue(request, client="c1")
+    events = await wait_terminal(queue, submitted.job_id)
+    assert events[-1]["type"] == "failed"
+    job = await queue.get(submitted.job_id)
+    assert job is not None and job.state is JobState.FAILED and job.error is not None
+    assert "registered ChatTTS voice" in job.error and "espeak" in job.error
+
+
 async def test_long_text_streams_segments(
     settings: Settings, aredis: Redis, worker: WorkerProcess
 ) -> None:

@@ -1,5 +1,5 @@
-"""Who is asking: a signed long-lived cookie for browsers and scripts, a hashed API key where keys
-are configured; key checks.
+"""Who is asking: a signed long-lived cookie for browsers (or the same token in a header, for
+scripts that keep no cookies), a hashed API key where keys are configured; key checks.
 
 An identity cannot be minted for free: the cookie is a random token and its HMAC under a server
 secret (CHATTTS_COOKIE_SECRET, else one generated into the data directory), so a made-up or
@@ -30,13 +30,18 @@ from web.errors import ApiError
 log = logging.getLogger("chattts_online.web")
 
 COOKIE = "tts_client"
+# The cookie's value as a header, for scripts that keep no cookies: an answer that gave a new
+# identity carries it (and a submit's 202 body, as `client_token`), and sending it back makes
+# the script the same client. Never sent to a request that came with a valid cookie, so the
+# page's JavaScript never sees its HttpOnly identity.
+TOKEN_HEADER = "X-Client-Token"
 COOKIE_MAX_AGE_S = 365 * 86_400
 SECRET_FILE = "cookie_secret"
 # A cookie we issued: a url-safe base64 token, a dot, its signature; never the "key-" namespace
 # of API-key clients.
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}\.[A-Za-z0-9_-]{22}")
 # Endpoints that need a key when keys are configured; the page, static files and probes stay open.
-_PROTECTED = ("/v1/", "/tts/")
+_PROTECTED = ("/v1/", "/tts/", "/dev/")
 # What operators read, closed too with `private_metrics` (/healthz stays open: it says nothing).
 _OPERATIONS = ("/metrics", "/readyz")
 _COOKIE_ATTRIBUTES = f"{COOKIE}=%s; HttpOnly; Max-Age={COOKIE_MAX_AGE_S}; Path=/; SameSite=Lax"
@@ -90,7 +95,7 @@ def _valid_cookie(secret: bytes, value: str | None) -> bool:
 def is_admin(request: web.Request) -> bool:
     """The request carries one of the admin keys (CHATTTS_ADMIN_KEYS)."""
     admins = request.app[SETTINGS].admin_key_set
-    return bool(admins) and _key_accepted(bearer_key(request), admins)
+    return bool(admins) and key_accepted(bearer_key(request), admins)
 
 
 def key_client(secret: bytes, key: str) -> str:
@@ -106,6 +111,14 @@ def key_shares(settings: Settings, secret: bytes) -> dict[str, KeyShare]:
         key_client(secret, key): KeyShare(weight, bulk)
         for key, (weight, bulk) in settings.key_weight_map.items()
     }
+
+
+def shown_client(client: str) -> str:
+    """A client as operators see it: an API key's client id as it is, a cookie client's as a
+    digest (its id is its cookie: who reads it can be that client)."""
+    if client.startswith("key-") or client in ("", "other"):
+        return client
+    return "cookie-" + hashlib.sha256(client.encode()).hexdigest()[:16]
 
 
 def signed(secret: bytes, token: str) -> str:
@@ -126,12 +139,22 @@ def client_id(request: web.Request) -> str:
     if cached:
         return cached
     secret = request.app[COOKIE_SECRET]
-    key = bearer_key(request) if request.app[SETTINGS].api_key_set else None
+    settings = request.app[SETTINGS]
+    key = bearer_key(request) if settings.api_key_set else None
+    if (
+        key is not None
+        and not settings.user_key_set
+        and not key_accepted(key, settings.api_key_set)
+    ):
+        key = None  # only admin keys are set, and this is none: a bearer token is no identity
     if key is not None:  # an accepted key (identity_middleware refused the others)
         client = key_client(secret, key)
     else:
         cookie = request.cookies.get(COOKIE)
-        if _valid_cookie(secret, cookie):
+        header = request.headers.get(TOKEN_HEADER)
+        if _valid_cookie(secret, header):  # explicit: it wins over a cookie
+            client = str(header)
+        elif _valid_cookie(secret, cookie):
             client = str(cookie)
         else:
             client = _new_token(secret)
@@ -154,7 +177,7 @@ def from_operators_network(request: web.Request) -> bool:
     return networks is None or address_in(request.remote, networks)
 
 
-def _key_accepted(key: str | None, accepted: frozenset[str]) -> bool:
+def key_accepted(key: str | None, accepted: frozenset[str]) -> bool:
     if key is None:
         return False
     given = _raw(key)
@@ -167,9 +190,12 @@ def _key_accepted(key: str | None, accepted: frozenset[str]) -> bool:
 async def identity_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     accepted = settings.api_key_set
-    protected = request.path == "/v1" or request.path.startswith(_PROTECTED)
-    protected = protected or (settings.private_metrics and request.path in _OPERATIONS)
-    if accepted and protected and not _key_accepted(bearer_key(request), accepted):
+    # The API needs a key when API keys are set; the operators' figures (private_metrics)
+    # when any key is, an admin key included.
+    api = request.path == "/v1" or request.path.startswith(_PROTECTED)
+    operations = settings.private_metrics and request.path in _OPERATIONS
+    required = (api and settings.user_key_set) or (operations and accepted)
+    if required and not key_accepted(bearer_key(request), accepted):
         raise ApiError(
             401,
             "this server requires an API key: send 'Authorization: Bearer <key>'",
@@ -183,10 +209,11 @@ async def identity_middleware(request: web.Request, handler: Handler) -> web.Str
 async def set_client_cookie(request: web.Request, response: web.StreamResponse) -> None:
     """on_response_prepare: give every response to a cookie-less client its identity cookie."""
     cookie = request.cookies.get(COOKIE)
-    if cookie is not None and request.get(CLIENT) == cookie:
-        return  # client_id verified this very cookie: no second HMAC on every answer
+    client = request.get(CLIENT)
+    if client is not None and client in (cookie, request.headers.get(TOKEN_HEADER)):
+        return  # client_id verified this very token: no second HMAC on every answer
     secret = request.app[COOKIE_SECRET]
-    if _valid_cookie(secret, cookie):
+    if _valid_cookie(secret, cookie) or _valid_cookie(secret, request.headers.get(TOKEN_HEADER)):
         return
     token = request.get(NEW_COOKIE) or _new_token(secret)
     request[NEW_COOKIE] = token
@@ -195,3 +222,10 @@ async def set_client_cookie(request: web.Request, response: web.StreamResponse) 
     # fraction of its cost: this runs for every answer to a cookie-less client (scripts too).
     secure = "; Secure" if request.get(FORWARDED_TLS, request.secure) else ""
     response.headers.add("Set-Cookie", f"{_COOKIE_ATTRIBUTES % token}{secure}")
+    response.headers[TOKEN_HEADER] = token
+
+
+def new_client_token(request: web.Request) -> str | None:
+    """The identity this request was just given (None: it came with one, cookie or header):
+    what a cookie-less script sends back as `X-Client-Token` to stay the same client."""
+    return request.get(NEW_COOKIE)

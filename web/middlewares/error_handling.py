@@ -17,7 +17,13 @@ from redis.exceptions import OutOfMemoryError, ResponseError
 from core.audio_store.base import StoreError
 from core.infra.logs import job_context
 from core.infra.redis_client import REDIS_DOWN
-from core.queue.store import BacklogFull, ClientCapReached, QueueError, StorageQuotaReached
+from core.queue.store import (
+    BacklogFull,
+    ClientCapReached,
+    QueueError,
+    QueuePaused,
+    StorageQuotaReached,
+)
 from web.appkeys import METRICS, SETTINGS, THROUGHPUT
 from web.errors import LEGACY_PREFIX, ApiError, dumps, redis_unavailable
 from web.middlewares.access_log import request_job_id
@@ -131,6 +137,8 @@ def retry_after_s(exc: QueueError, app: web.Application) -> int:
     (web/monitors/store.py); a fixed guess before the meter runs."""
     if isinstance(exc, StorageQuotaReached):  # until the client's oldest charge lapses
         return max(1, min(exc.wait_s, STORAGE_RETRY_MAX_S))
+    if isinstance(exc, QueuePaused):  # as its operators said
+        return max(1, exc.retry_after_s)
     meter = app.get(THROUGHPUT)
     if meter is None:
         return DEFAULT_S if isinstance(exc, BacklogFull | ClientCapReached) else 1

@@ -65,6 +65,21 @@ def chattts_speakable(text: str, voice: str, spell: bool = True) -> bool:
     return speakable
 
 
+async def check_registered_voice(queue: Queue, voice: str) -> None:
+    """422 `voice_needs_chattts` when a registered voice would reach only workers that cannot
+    speak it (every live worker runs an engine of built-in voices only: eSpeak NG)."""
+    engines = await engines_in_use(queue)
+    if engines and "chattts" not in engines:
+        raise ApiError(
+            422,
+            f"voice {voice!r} is a registered ChatTTS voice, and the live workers run "
+            f"{', '.join(sorted(engines))}, which speaks the built-in voices only: use a "
+            "built-in voice (GET /v1/voices), or run a chattts worker",
+            code="voice_needs_chattts",
+            param="voice",
+        )
+
+
 async def check_speakable(queue: Queue, text: str, voice: str, spell: bool = True) -> None:
     """422 `text_not_speakable` when every live worker runs ChatTTS and it would say nothing
     (`spell`: the request's `normalize`)."""

@@ -18,6 +18,13 @@ from web.monitors.backlog import BacklogAlert
 
 # Terminal states a job ends in, as counted by the Lua scripts in the stats hash.
 OUTCOMES = TERMINAL_NAMES
+# The usage tallies (core/queue/console.py) as metrics: (measure, metric name, what it counts).
+USAGE = (
+    ("jobs", "jobs", "Jobs ended"),
+    ("ok", "succeeded_jobs", "Jobs succeeded"),
+    ("chars", "characters", "Characters of the jobs ended"),
+    ("audio_s", "audio_seconds", "Seconds of audio made"),
+)
 
 
 async def read_queue(queue: Queue) -> QueueReading:
@@ -53,6 +60,18 @@ class QueueCollector(Collector):
             "Age of the oldest job in the fair scheduler's waiting room (since it joined), by lane",
             labels=["lane"],
         )
+        yield GaugeMetricFamily(
+            "chattts_queue_paused", "1 while operators pause the queue's intake", int(r.paused)
+        )
+        for measure, name, what in USAGE:
+            usage = GaugeMetricFamily(
+                f"chattts_usage_today_{name}",
+                f"{what} today (UTC), per API key's client; every other client in 'others'",
+                labels=["client"],
+            )
+            for client, measures in sorted(r.usage_today.items()):
+                usage.add_metric([client], measures.get(measure, 0.0))
+            yield usage
         for lane, count in r.waiting.items():
             waiting.add_metric([lane], count)
             clients.add_metric([lane], r.waiting_clients.get(lane, 0))
@@ -60,6 +79,26 @@ class QueueCollector(Collector):
         yield waiting
         yield clients
         yield oldest
+        streams = r.streams_fleet
+        for name, doc, value in (
+            (
+                "chattts_streams_capacity",
+                "Streams the live workers carry at once, each ahead of its listener",
+                streams.capacity,
+            ),
+            ("chattts_streams_playing", "Streamed jobs in the workers' hands", streams.playing),
+            (
+                "chattts_streams_waiting",
+                "Streamed jobs waiting for a worker with room for them (scale out on this)",
+                streams.waiting,
+            ),
+            (
+                "chattts_workers_below_realtime",
+                "Live workers that cannot carry even one stream in real time",
+                streams.below_realtime,
+            ),
+        ):
+            yield GaugeMetricFamily(name, doc, value)
         per_stream = [
             ("chattts_queue_lag_entries", "Entries no worker has read yet", "lag"),
             ("chattts_queue_pending_entries", "Entries read by a worker, not finished", "pending"),

@@ -14,13 +14,13 @@ from pydantic import ValidationError
 from core.infra.settings import Network
 from core.queue.job import SynthesisRequest, is_job_id, queue_position
 from core.queue.store import Queue
-from core.queue.voices import BUILTIN_BY_NAME
+from core.queue.voices import BUILTIN_BY_NAME, default_voice, openai_voice
 from core.text.control_tokens import TokenError, check_text_tokens, parse_prompt, strip_tokens
 from core.text.sentences import clean_text, has_speakable
 from web.appkeys import MEMORY, SETTINGS
 from web.callbacks.targets import check_url, parse_allow
 from web.errors import ApiError, job_not_found
-from web.monitors.fleet import check_speakable
+from web.monitors.fleet import check_registered_voice, check_speakable
 from web.monitors.memory import address
 
 # Redis stream ids: two unsigned 64-bit numbers, ASCII digits only (`\d` would take any script's).
@@ -31,7 +31,7 @@ _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,128}")
 BODY_TIMEOUT_S = 30.0
 # Cleaning this many characters takes well under a millisecond; longer text is cleaned off-loop.
 _CLEAN_ON_LOOP = 20_000
-FIELDS = tuple(SynthesisRequest.model_fields)
+FIELDS = (*SynthesisRequest.model_fields, "callback_url")  # (callback_url is checked apart)
 
 
 def valid_job_id(job_id: str) -> str:
@@ -170,6 +170,12 @@ async def synthesis_request(
     prompt = payload.get("prompt")
     if isinstance(prompt, str):
         payload["prompt"] = check_prompt(prompt)
+    voice = payload.get("voice")
+    if voice is None and isinstance(payload.get("text"), str):
+        payload["voice"] = default_voice(payload["text"])  # the text's language, as OpenAI's
+    elif isinstance(voice, str) and isinstance(payload.get("text"), str):
+        # An OpenAI voice name works here as on /v1/audio/speech: ours, by the text's language.
+        payload["voice"] = openai_voice(voice, payload["text"]) or voice
     try:
         request = SynthesisRequest.model_validate(payload)
     except ValidationError as exc:
@@ -183,6 +189,8 @@ async def synthesis_request(
             param="prompt",
         )
     await check_voice(queue, request.voice, client)
+    if request.voice not in BUILTIN_BY_NAME:
+        await check_registered_voice(queue, request.voice)
     await check_speakable(queue, request.text, request.voice, request.normalize)
     return request
 

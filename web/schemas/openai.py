@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from core.queue.job import SynthesisRequest
+from core.queue.voices import openai_voice
 from web.appkeys import QUEUE, SETTINGS
 from web.errors import ApiError
 from web.schemas.jobs import synthesis_request
@@ -20,22 +21,6 @@ MAX_INPUT_CHARS = 4096  # OpenAI's limit; a lower CHATTTS_MAX_TEXT_CHARS bounds 
 MAX_INSTRUCTIONS_CHARS = 4096
 SPEED_RANGE = (0.25, 4.0)  # what OpenAI accepts
 OUR_SPEED = (0.5, 2.0)  # what our engines do: OpenAI's speeds are clamped into it
-# OpenAI voice -> (our voice for English text, our voice for Mandarin text). README has the table.
-OPENAI_VOICES: dict[str, tuple[str, str]] = {
-    "alloy": ("en_female", "zh_female"),
-    "ash": ("en_male", "zh_male"),
-    "ballad": ("en_male_2", "zh_male_2"),
-    "coral": ("en_female_2", "zh_female_2"),
-    "echo": ("en_male", "zh_male"),
-    "fable": ("en_male_2", "zh_male_2"),
-    "onyx": ("en_male_2", "zh_male_2"),
-    "nova": ("en_female", "zh_female"),
-    "sage": ("en_female_2", "zh_female_2"),
-    "shimmer": ("en_female_2", "zh_female"),
-    "verse": ("en_male", "zh_male"),
-    "marin": ("en_female", "zh_female_2"),
-    "cedar": ("en_male", "zh_male_2"),
-}
 DEFAULT_VOICE = "alloy"  # when `voice` is left out (OpenAI requires it; we are lenient)
 PARAMS = ("model", "input", "voice", "response_format", "speed", "instructions", "stream_format")
 EXTENSIONS = ("seed", "cache")  # ours: a reproducible sample, and opting out of the result cache
@@ -55,18 +40,6 @@ def _bad(message: str, param: str | None, code: str = "invalid_value") -> ApiErr
     return ApiError(400, message, code=code, param=param)
 
 
-def mostly_mandarin(text: str) -> bool:
-    """True when Chinese characters are at least a quarter of the letters (one character is
-    about a word, and a Western word has several letters)."""
-    cjk = other = 0
-    for ch in text:
-        if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf":
-            cjk += 1
-        elif ch.isalpha():
-            other += 1
-    return cjk > 0 and 3 * cjk >= other
-
-
 def resolve_voice(voice: Any, text: str) -> str:
     """An OpenAI voice name (by the table and the text's language), a {"id"} object, or ours."""
     if voice is None:
@@ -79,10 +52,7 @@ def resolve_voice(voice: Any, text: str) -> str:
             "voice",
         )
     name = voice.strip()
-    mapped = OPENAI_VOICES.get(name.lower())
-    if mapped is None:
-        return name
-    return mapped[1] if mostly_mandarin(text) else mapped[0]
+    return openai_voice(name, text) or name
 
 
 def _number(payload: dict[str, Any], name: str, default: float) -> float:

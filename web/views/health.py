@@ -24,6 +24,7 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     redis_ok, workers, loading = False, 0, 0
     topology: dict[str, Any] | None = None
+    streams: dict[str, int] | None = None
     meter = request.app.get(THROUGHPUT)
     queue = request.app[QUEUE]
     try:
@@ -35,6 +36,7 @@ async def readyz(request: web.Request) -> web.Response:
             beats = await queue.fleet.heartbeats(loading=True)
             loading = sum(1 for beat in beats if beat.get("state") == "loading")
             workers = len(beats) - loading
+            streams = (await queue.readings.streams(beats)).public()
     except (RedisError, TimeoutError, OSError):
         pass
     wanted = request.app[SETTINGS].redis_min_replicas
@@ -53,6 +55,7 @@ async def readyz(request: web.Request) -> web.Response:
         "workers_loading": loading,
         "events": request.app[HUB].connected.is_set(),
         "topology": topology,
+        "streams": streams,
     }
     if meter is not None:
         body["backlog"] = meter.alert.detail()

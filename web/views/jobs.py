@@ -1,26 +1,71 @@
-"""Jobs: submit (`POST /v1/tts/jobs`), read its status, cancel it (web/job_service.py)."""
+"""Jobs: submit (`POST /v1/tts/jobs`), list mine, read its status, cancel it
+(web/job_service.py)."""
 
 from __future__ import annotations
 
+import re
+
 from aiohttp import web
 
+from core.queue.job import JobState
 from web import job_service
 from web.appkeys import QUEUE
-from web.clients.identity import client_id, is_admin
+from web.clients.identity import client_id, is_admin, new_client_token
 from web.clients.limits import check_submit
-from web.errors import json_response
+from web.errors import ApiError, json_response
 from web.monitors.memory import address
 from web.schemas.jobs import idempotency_key, job_urls, json_body
+
+DEFAULT_LIST_LIMIT = 20
+MAX_LIST_LIMIT = 100  # jobs a page: each is one read of its record
+STREAM_ID = re.compile(r"\d{1,20}-\d{1,20}")  # a cursor is an event's stream id
 
 
 async def create_job(request: web.Request) -> web.Response:
     idem = idempotency_key(request.headers.get("Idempotency-Key"))
     payload = await json_body(request)
     await check_submit(request)
-    body = await job_service.submit(
-        request.app, client_id(request), payload, idem, source=address(request)
-    )
+    client = client_id(request)
+    body = await job_service.submit(request.app, client, payload, idem, source=address(request))
+    token = new_client_token(request)
+    if token is not None:  # a script without cookies: how it stays this client (identity.py)
+        body["client_token"] = token
     return json_response(body, status=202, headers={"Location": body["status_url"]})
+
+
+async def list_jobs(request: web.Request) -> web.Response:
+    """`GET /v1/tts/jobs?state=&limit=&cursor=`: the caller's own jobs, newest first."""
+    query = request.query
+    states = frozenset(s for s in query.get("state", "").split(",") if s)
+    unknown = states - {state.value for state in JobState}
+    if unknown:
+        names = ", ".join(state.value for state in JobState)
+        raise ApiError(
+            400,
+            f"unknown state {sorted(unknown)[0]!r}: 'state' is one or more of {names}",
+            code="invalid_state",
+            param="state",
+        )
+    raw_limit = query.get("limit", str(DEFAULT_LIST_LIMIT))
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_LIST_LIMIT:
+        raise ApiError(
+            400,
+            f"'limit' must be a whole number from 1 to {MAX_LIST_LIMIT}",
+            code="invalid_limit",
+            param="limit",
+        )
+    cursor = query.get("cursor") or None
+    if cursor is not None and not STREAM_ID.fullmatch(cursor):
+        raise ApiError(
+            400,
+            "'cursor' is the next_cursor of the previous page",
+            code="invalid_cursor",
+            param="cursor",
+        )
+    found, next_cursor = await job_service.my_jobs(
+        request.app, client_id(request), states, int(raw_limit), cursor
+    )
+    return json_response({"jobs": found, "next_cursor": next_cursor})
 
 
 async def get_job(request: web.Request) -> web.Response:
@@ -28,6 +73,7 @@ async def get_job(request: web.Request) -> web.Response:
     body = {**job.public(), **job_urls(request.app, job.id)}
     if job.state == "queued":
         body["position"] = await request.app[QUEUE].position(job)
+        body["estimated_start_s"] = job_service.estimated_start(request.app, body["position"])
     return json_response(body)
 
 

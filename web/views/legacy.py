@@ -21,7 +21,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from core.queue.job import JobState, SynthesisRequest, is_job_id, legacy_job_id
-from core.queue.voices import BUILTIN_VOICES
+from core.queue.voices import BUILTIN_VOICES, default_voice
 from core.text.sentences import has_speakable
 from web import job_service
 from web.appkeys import QUEUE, SETTINGS
@@ -45,7 +45,7 @@ class LegacyRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     text: str = Field(min_length=1, max_length=MAX_CHARS)
-    voice: str = Field("zh_female", pattern=VOICE_PATTERN)
+    voice: str | None = Field(None, pattern=VOICE_PATTERN)  # None: the text's language
     # The seed design's "asynchronous queue + callback": POSTed when the job ends.
     callback_url: str | None = None
 
@@ -147,7 +147,9 @@ async def submit(request: web.Request) -> web.Response:
                     }
                 ]
             )
-    job_request = SynthesisRequest(text=legacy.text, voice=legacy.voice, format="wav")
+    job_request = SynthesisRequest(
+        text=legacy.text, voice=legacy.voice or default_voice(legacy.text), format="wav"
+    )
     submitted = await job_service.enqueue(
         request.app, job_request, client_id(request), callback=callback, source=address(request)
     )

@@ -57,18 +57,27 @@ async def speech(request: web.Request) -> web.StreamResponse:
         return await _streamed(request, params, submitted.job_id, submitted.event_id)
 
 
-async def _whole(
-    request: web.Request, params: Speech, job_id: str, cursor: str | None
-) -> web.StreamResponse:
+async def succeeded(request: web.Request, job_id: str, cursor: str | None) -> dict[str, Any] | None:
+    """The job's snapshot once it succeeded; None when the client left first. Its failure, or
+    the server closing, is the ApiError to answer."""
     try:
         done, event = await unless_gone(request, job_service.wait_end(request.app, job_id, cursor))
     except Closing:
         raise closing_error(job_id) from None
     if not done or event is None:  # nobody is listening any more
-        return web.Response(status=499, headers={"X-Job-Id": job_id})
+        return None
     if event.get("type") != "succeeded":
         raise job_error(event)
-    finished = event.get("job") or {}
+    finished: dict[str, Any] = event.get("job") or {}
+    return finished
+
+
+async def _whole(
+    request: web.Request, params: Speech, job_id: str, cursor: str | None
+) -> web.StreamResponse:
+    finished = await succeeded(request, job_id, cursor)
+    if finished is None:
+        return web.Response(status=499, headers={"X-Job-Id": job_id})
     with holding(request, int(finished.get("audio_size") or 0)):
         data = await request.app[QUEUE].stored.file(job_id)
         if data is None:

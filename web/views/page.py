@@ -6,7 +6,7 @@ import aiohttp_jinja2
 from aiohttp import web
 
 from core.audio.formats import FORMATS
-from core.queue.voices import BUILTIN_VOICES, DEFAULT_VOICE
+from core.queue.voices import BUILTIN_VOICES, DEFAULT_VOICES
 from web.appkeys import SETTINGS
 
 
@@ -15,6 +15,6 @@ async def index(request: web.Request) -> web.StreamResponse:
         "max_text_chars": request.app[SETTINGS].max_text_chars,
         "voices": [v.public() for v in BUILTIN_VOICES],
         "formats": list(FORMATS),
-        "default_voice": DEFAULT_VOICE,
+        "default_voices": DEFAULT_VOICES,
     }
     return aiohttp_jinja2.render_template("index.html", request, context)

@@ -1,16 +1,16 @@
-"""`GET /v1/tts/jobs/{id}/subtitles?format=srt|vtt|json`: one cue per segment, timed on the job's
-final audio (the pauses between segments included), its text from the job's own text.
+"""`GET /v1/tts/jobs/{id}/subtitles?format=srt|vtt|json`: cues as subtitlers make them (at most
+two lines of 42 characters, at most 7 s, cut at sentence, then clause, then word boundaries),
+timed on the job's final audio, their text from the job's own text.
 
-A segment is a sentence, short sentences merged up to the segment length, or a part of a long
-sentence cut at a clause: cue-sized. Cues come from the worker (workers/batch.py `place`):
-each segment's first and last sample in the final file and its characters in the submitted text
-(the text as the job holds it: invisible characters removed, before any normalization). The
-files are written by `core/text/subtitles.py` (`srt` and `webvtt-py`), never by hand.
+The worker places each segment on the final audio (workers/batch.py `place`): its first and last
+sample, its characters in the submitted text (as the job holds it: invisible characters removed,
+before any normalization) and, where the engine reports them, its words' times. The cues within
+a segment are cut and timed by `core/text/cues.py`; the files are written by
+`core/text/subtitles.py` (`srt` and `webvtt-py`), never by hand.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import orjson
@@ -18,7 +18,7 @@ from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE
 from core.queue.job import Job, JobState
-from core.text.control_tokens import TOKEN_SHAPE
+from core.text.cues import PlacedSegment, segment_cues, word_times
 from core.text.subtitles import to_srt, to_vtt
 from web import job_service
 from web.appkeys import QUEUE
@@ -26,34 +26,56 @@ from web.errors import ApiError, json_response, not_found
 from web.views.audio import disposition
 
 FORMATS = {"srt": "application/x-subrip", "vtt": "text/vtt", "json": "application/json"}
-_SPACES = re.compile(r"\s+")
 
 
-def cues_of(job: Job, raw: list[bytes]) -> list[dict[str, Any]]:
-    """The job's cues in seconds, with their text; segments that share their characters (one
-    sentence spelled out into several) make one cue."""
+def placed_segments(job: Job, raw: list[bytes]) -> list[PlacedSegment]:
+    """The worker's placements in seconds; segments that share their characters (one sentence
+    spelled out into several) make one."""
     rate = job.sample_rate or SAMPLE_RATE
     merged: list[dict[str, Any]] = []
     for cue in (orjson.loads(item) for item in raw):
+        words = [(c, s / rate) for c, s in cue.get("words") or ()]
         if merged and (merged[-1]["from"], merged[-1]["to"]) == (cue["from"], cue["to"]):
-            merged[-1]["end_sample"] = cue["end"]
+            merged[-1]["end"] = cue["end"]
+            merged[-1]["words"] += words
             continue
-        merged.append({"from": cue["from"], "to": cue["to"], "start_sample": cue["start"]})
-        merged[-1]["end_sample"] = cue["end"]
-    out = []
-    for index, cue in enumerate(merged, start=1):
-        text = _SPACES.sub(" ", TOKEN_SHAPE.sub(" ", job.request.text[cue["from"] : cue["to"]]))
-        out.append(
-            {
-                "index": index,
-                "start": round(cue["start_sample"] / rate, 3),
-                "end": round(cue["end_sample"] / rate, 3),
-                "text": text.strip(),
-                "from": cue["from"],
-                "to": cue["to"],
-            }
-        )
+        merged.append({**cue, "words": words})
+    return [
+        PlacedSegment(m["start"] / rate, m["end"] / rate, m["from"], m["to"], tuple(m["words"]))
+        for m in merged
+    ]
+
+
+def cues_of(job: Job, raw: list[bytes]) -> list[dict[str, Any]]:
+    """The job's cues in seconds, with their text, their characters and their segment."""
+    out: list[dict[str, Any]] = []
+    for number, segment in enumerate(placed_segments(job, raw), start=1):
+        for cue in segment_cues(job.request.text, segment):
+            out.append(
+                {
+                    "index": len(out) + 1,
+                    "start": cue.start,
+                    "end": cue.end,
+                    "text": cue.text,
+                    "from": cue.begin,
+                    "to": cue.end_char,
+                    "segment": number,
+                }
+            )
     return out
+
+
+def words_of(job: Job, raw: list[bytes]) -> tuple[list[dict[str, Any]], bool]:
+    """Word timestamps in Kokoro's captioned-speech shape (`{"word", "start_time", "end_time"}`
+    in seconds), and whether any is estimated: eSpeak NG reports its words' times, ChatTTS
+    does not (core/text/cues.py estimates them as it does the cues)."""
+    out: list[dict[str, Any]] = []
+    estimated = False
+    for segment in placed_segments(job, raw):
+        estimated = estimated or not segment.words
+        for word in word_times(job.request.text, segment):
+            out.append({"word": word.word, "start_time": word.start, "end_time": word.end})
+    return out, estimated
 
 
 async def job_subtitles(request: web.Request) -> web.StreamResponse:
@@ -81,10 +103,11 @@ async def job_subtitles(request: web.Request) -> web.StreamResponse:
         raise not_found(f"job {job_id} has no subtitles (expired, or made before them)", "no_cues")
     cues = cues_of(job, raw)
     if fmt == "json":
-        return json_response({"job_id": job_id, "cues": cues})
-    body = to_srt(cues) if fmt == "srt" else to_vtt(cues)
+        words, estimated = words_of(job, raw)
+        timed = {"job_id": job_id, "cues": cues, "words": words, "words_estimated": estimated}
+        return json_response(timed)
     return web.Response(
-        text=body,
+        text=to_srt(cues) if fmt == "srt" else to_vtt(cues),
         content_type=FORMATS[fmt],
         charset="utf-8",
         headers={"Content-Disposition": disposition(request, f"tts-{job_id[:8]}.{fmt}")},

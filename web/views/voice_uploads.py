@@ -43,7 +43,7 @@ FORM_DEADLINE_S = 30.0
 # libsndfile's decoder, the mono copy, the resampled one), counted in the memory budget while
 # it runs: decodes from one address take turns, the process runs a couple at once.
 DECODE_BYTES = 112 * 1024 * 1024
-_LIMITS = {"language": 35, "gender": 32, "description": _MAX_FIELD_CHARS}
+FIELD_LIMITS = {"language": 35, "gender": 32, "description": _MAX_FIELD_CHARS}
 JSON_FIELDS = ("name", "embedding", "language", "gender", "description")
 FORM_FIELDS = ("name", "transcript", "audio", "language", "gender", "description")
 
@@ -67,7 +67,7 @@ def _new_name(name: Any) -> str:
 
 def _metadata(values: dict[str, Any]) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
-    for field, limit in _LIMITS.items():
+    for field, limit in FIELD_LIMITS.items():
         value = values.get(field)
         if value is not None and (not isinstance(value, str) or len(value) > limit):
             raise ApiError(

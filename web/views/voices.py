@@ -18,7 +18,7 @@ from aiohttp import web
 
 from core.queue.durable import NotReplicated
 from core.queue.store import Unreplicated
-from core.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, DEFAULT_VOICE
+from core.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, DEFAULT_VOICE, DEFAULT_VOICES
 from web.appkeys import QUEUE, SETTINGS
 from web.clients.identity import client_id, is_admin
 from web.clients.limits import RateLimited
@@ -127,15 +127,18 @@ async def list_voices(request: web.Request) -> web.Response:
     if not engines:  # no worker alive: what every engine will speak
         voices = {v.name: {**v.public(), "engines": []} for v in BUILTIN_VOICES}
     me, admin = client_id(request), is_admin(request)
+    # A registered voice is ChatTTS speaker data: the live chattts workers speak it, no other.
+    speakers = sorted({name for name, _ in engines if name == "chattts"})
     for name, raw in sorted(registered.items()):
         owner = voice_owner(raw)
         if owner is not None and owner != me and not admin:
             continue  # another client's voice: theirs to list
-        voices.setdefault(name, {**_public_registered(name, raw), "engines": []})
+        voices.setdefault(name, {**_public_registered(name, raw), "engines": list(speakers)})
     return json_response(
         {
             "voices": list(voices.values()),
-            "default": DEFAULT_VOICE,
+            "default": DEFAULT_VOICE,  # for Mandarin text; any other gets the English one
+            "default_by_language": DEFAULT_VOICES,
             "engines": list(engines.values()),
             "workers": len(beats),
         }

@@ -5,9 +5,10 @@ by one while its thread serves them, results handed back one by one)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 import numpy as np
@@ -22,6 +23,7 @@ __all__ = [
     "ContinuousEngine",
     "Engine",
     "EngineError",
+    "PlaybackClock",
     "Segment",
     "SegmentResult",
     "as_continuous",
@@ -49,10 +51,34 @@ class Segment:
     text: str
     request: SynthesisRequest
     voice_data: str | None = None  # a registered voice's stored speaker embedding, if any
+    # Where the engine reports them: each word's first character in `text` and first sample in
+    # the segment's audio, written by the engine thread before it hands the audio back.
+    words: list[tuple[int, int]] = field(default_factory=list, compare=False, hash=False)
 
 
 # (segment, audio piece, final): a piece of a segment's audio as soon as the engine has it.
 ChunkSink = Callable[["Segment", np.ndarray, bool], None]
+
+
+class PlaybackClock:
+    """A streamed job's listener, as the worker sees it: seconds of audio sent since its first
+    chunk, against the wall time since. Written by the event loop, read by the engine thread
+    (two floats: a stale read is a step late, never wrong)."""
+
+    def __init__(self) -> None:
+        self.first_at: float | None = None  # time.monotonic() of the first chunk out
+        self.sent_s = 0.0
+
+    def sent(self, seconds: float) -> None:
+        if self.first_at is None:
+            self.first_at = time.monotonic()
+        self.sent_s += seconds
+
+    def margin(self, now: float) -> float | None:
+        """Seconds of audio the listener has in hand (negative: it has been waiting that long);
+        None before the first chunk."""
+        first = self.first_at
+        return None if first is None else self.sent_s - (now - first)
 
 
 class SegmentResult(Protocol):
@@ -73,6 +99,8 @@ class Engine(Protocol):
     # The same text, voice and parameters always give the same samples: results of unseeded
     # requests may be cached too.
     deterministic: bool
+    # It speaks registered voices (their stored speaker data); else only the built-in names.
+    registered_voices: bool
     # What the worker should log about the last `synthesize` (a segment cut short, ...).
     last_warnings: list[str]
 
@@ -118,8 +146,10 @@ class ContinuousEngine(Engine, Protocol):
         segment: Segment,
         on_chunk: ChunkSink | None,
         on_done: Callable[[Segment, Any], None],
+        clock: PlaybackClock | None = None,
     ) -> None:
-        """Queue one segment (from any thread); `on_done` gets its SegmentResult."""
+        """Queue one segment (from any thread); `on_done` gets its SegmentResult. `clock`: a
+        listener plays it as it comes (the engine keeps it ahead, and first)."""
 
     def cancel(self, segment: Segment) -> None:
         """Drop a submitted segment; its result comes back as cancelled."""

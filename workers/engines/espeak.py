@@ -22,6 +22,7 @@ from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.voices import BUILTIN_VOICES, Voice
 from core.text.control_tokens import PAUSE_MS, TOKEN_SHAPE
+from core.text.cues import is_cjk
 from core.text.sentences import locate, split_sentences
 from workers.engines.base import SAMPLE_RATE, ChunkSink, EngineError, Pieces, Segment
 
@@ -73,6 +74,7 @@ class EspeakEngine:
     sample_rate = SAMPLE_RATE
     max_batch = 1  # eSpeak synthesizes one text at a time; batching would only add latency
     deterministic = True  # same text and voice, same samples: results may be cached
+    registered_voices = False  # its voices are its own: a registered ChatTTS voice is refused
     continuous = False  # one segment at a time, in batches of one
 
     def __init__(self, settings: Settings) -> None:
@@ -163,7 +165,20 @@ class EspeakEngine:
             raise EngineError(f"eSpeak NG synthesis failed with status {status}")
         pcm = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.int16)
         audio = _resample(pcm.astype(np.float32) / 32768.0, self._native_rate, SAMPLE_RATE)
-        return _insert_pauses(audio, pauses, self._words) if pauses else audio
+        silences: dict[int, int] = {}
+        if pauses:
+            audio, silences = _insert_pauses(audio, pauses, self._words)
+        # The words' times, for subtitle cues: characters of the segment's own text, samples
+        # of its audio (the pauses inserted before a word moving it on).
+        original = _original_positions(segment.text)
+        for at, ms in self._words:
+            # (eSpeak also reports parts of a word it reads as two, "to" in "has to be": only
+            # a word's first character starts a word here)
+            if 0 <= at < len(original) and _word_start(segment.text, original[at]):
+                sample = round(ms * SAMPLE_RATE / 1000)
+                sample += sum(n for cut, n in silences.items() if cut <= sample)
+                segment.words.append((original[at], min(sample, audio.size)))
+        return audio
 
 
 def speech_text(text: str) -> tuple[str, list[tuple[int, int]]]:
@@ -185,12 +200,31 @@ def speech_text(text: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(out), pauses
 
 
+def _word_start(text: str, at: int) -> bool:
+    before = text[at - 1] if at > 0 else " "
+    return not before.isalnum() or not text[at].isalnum() or is_cjk(before) or is_cjk(text[at])
+
+
+def _original_positions(text: str) -> list[int]:
+    """For each character of `speech_text(text)`, where it stands in `text` (a token's one
+    space, at the token)."""
+    positions: list[int] = []
+    pos = 0
+    for match in TOKEN_SHAPE.finditer(text):
+        positions += range(pos, match.start())
+        positions.append(match.start())
+        pos = match.end()
+    positions += range(pos, len(text))
+    return positions
+
+
 def _insert_pauses(
     audio: np.ndarray, pauses: list[tuple[int, int]], words: list[tuple[int, int]]
-) -> np.ndarray:
+) -> tuple[np.ndarray, dict[int, int]]:
     """Silence for each pause at the start of the first word after it (mostly inside eSpeak's own
     pause before that word), or at the end when no word follows; the speech on either side of a
-    cut fades out and in over a few milliseconds, so that no cut clicks."""
+    cut fades out and in over a few milliseconds, so that no cut clicks. With the audio, the
+    silences inserted: where (sample) and how long (samples)."""
     silences: dict[int, int] = {}  # cut (sample) -> milliseconds of silence
     for at, ms in pauses:
         start_ms = next((w_ms for w_at, w_ms in words if w_at >= at), None)
@@ -208,7 +242,8 @@ def _insert_pauses(
         parts += [audio[done:cut], np.zeros(round(ms * SAMPLE_RATE / 1000), np.float32)]
         done = cut
     parts.append(audio[done:])
-    return np.concatenate(parts)
+    inserted = {cut: round(ms * SAMPLE_RATE / 1000) for cut, ms in silences.items()}
+    return np.concatenate(parts), inserted
 
 
 def _resample(audio: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:

@@ -57,13 +57,29 @@ local function emit(job_key, ev_job, ev_client, kind, now, maxlen_job, maxlen_cl
   return job_id, data
 end
 
+-- The queue's base name (keys.py: base) of one of its job keys.
+local function base_of(job_key)
+  return (string.gsub(job_key, ':job:[^:]*$', ''))
+end
+
+-- One start (or the finding that a job is past its deliveries) in the job's record of runs, for
+-- the operators (console.py): the last 64, kept as long as the job.
+-- (Every job does this: the trim and the expiry only when they change something.)
+local function record_run(job_key, id, run, ttl)
+  local runs = base_of(job_key) .. ':runs:' .. id
+  local n = redis.call('RPUSH', runs, cjson.encode(run))
+  if n == 1 then redis.call('EXPIRE', runs, ttl) elseif n > 64 then
+    redis.call('LTRIM', runs, -64, -1)
+  end
+end
+
 -- A job that asked for a callback gets one queued (keys.py: callbacks, callbacks:data) in the
 -- same script that ends it: no crash can come between "ended" and "callback queued". The
 -- callback carries the job as it ended, so that it outlives the job's own record.
 local function queue_callback(job_key)
   local target = redis.call('HGET', job_key, 'callback_url')
   if not target or target == '' then return end
-  local base = string.gsub(job_key, ':job:[^:]*$', '')
+  local base = base_of(job_key)
   local id = redis.call('HGET', job_key, 'id')
   redis.call('HSET', job_key, 'callback', 'pending', 'callback_attempts', 0)
   local record = {url = target, client = redis.call('HGET', job_key, 'client'), attempts = 0,
@@ -74,25 +90,62 @@ local function queue_callback(job_key)
   redis.call('ZADD', base .. ':callbacks', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000), id)
 end
 
+-- A job that ended, in the operators' tallies (keys.py: tally, minute): its client's jobs,
+-- characters and seconds of audio of the day, and the queue's jobs and audio of the minute. A
+-- day tallies USAGE_CLIENTS clients apart at most; later ones share 'other' (bounded memory).
+-- Every job that ends runs this: a known client costs no lookup, a key's expiry is set when
+-- the key is made.
+local function tally(job_key)
+  local base = base_of(job_key)
+  local f = redis.call('HMGET', job_key, 'state', 'client', 'chars', 'duration_s')
+  local now = tonumber(redis.call('TIME')[1])
+  local day, who = base .. ':tally:' .. math.floor(now / 86400), f[2] or ''
+  if redis.call('HINCRBY', day, who .. '|jobs', 1) == 1 then  -- a new client today
+    local clients = redis.call('HINCRBY', day, '#clients', 1)
+    if clients == 1 then redis.call('EXPIRE', day, USAGE_KEEP_S) end
+    if clients > USAGE_CLIENTS and who ~= 'other' then
+      redis.call('HDEL', day, who .. '|jobs')
+      redis.call('HINCRBY', day, '#clients', -1)
+      who = 'other'
+      redis.call('HINCRBY', day, who .. '|jobs', 1)
+    end
+  end
+  local ok = f[1] == 'succeeded'
+  local audio_s = ok and tonumber(f[4] or '0') or 0
+  redis.call('HINCRBY', day, who .. '|chars', tonumber(f[3] or '0'))
+  if ok then
+    redis.call('HINCRBY', day, who .. '|ok', 1)
+    redis.call('HINCRBYFLOAT', day, who .. '|audio_s', audio_s)
+  end
+  local minute = base .. ':minute:' .. math.floor(now / 60)
+  if redis.call('HINCRBY', minute, 'jobs', 1) == 1 then
+    redis.call('EXPIRE', minute, MINUTES_KEEP_S)
+  end
+  if ok then redis.call('HINCRBYFLOAT', minute, 'audio_s', audio_s) end
+end
+
 -- Removes a finished job from the queue and from its client's active set, and lets it expire;
--- queues its callback unless `quiet` (a job its own client cancelled before it started: the
--- client knows, and a flood of them must not delay everyone's callbacks).
+-- queues its callback and tallies it unless `quiet` (a job its own client cancelled before it
+-- started: the client knows, a flood of them must not delay everyone's callbacks, and it used
+-- nothing).
 local function retire(jobs_key, job_key, active_key, entry, ttl, quiet)
   if entry and entry ~= '' then
     redis.call('XACK', jobs_key, 'workers', entry)
     redis.call('XDEL', jobs_key, entry)
   end
-  redis.call('SREM', active_key, redis.call('HGET', job_key, 'id'))
+  local id = redis.call('HGET', job_key, 'id')
+  redis.call('SREM', active_key, id)
   redis.call('EXPIRE', job_key, ttl)
-  if not quiet then queue_callback(job_key) end
+  redis.call('EXPIRE', base_of(job_key) .. ':runs:' .. id, ttl)
+  if not quiet then
+    queue_callback(job_key)
+    tally(job_key)
+  end
 end
 
 -- The fair scheduler's waiting room (keys.py: lane, waiting, fair, wake; take.lua serves it).
 -- A job waits in its client's list in its lane; a client waits in its lane's sorted set,
--- scored by its pass. `base` is the queue's base name.
-local function base_of(job_key)
-  return (string.gsub(job_key, ':job:[^:]*$', ''))
-end
+-- scored by its pass. `base` is the queue's base name (base_of).
 
 -- An idle worker blocks on the wake list (BLPOP): one push per job that became takeable.
 local function wake(base)
@@ -109,10 +162,12 @@ local function fair_enter(base, lane, who, id, front, now)
   if front then n = redis.call('LPUSH', list, id) else n = redis.call('RPUSH', list, id) end
   if n == 1 then
     if redis.call('ZCARD', zlane) == 0 then
-      -- The lane starts waiting: it joins at the clock between lanes, with no credit saved.
+      -- The lane starts waiting: it joins at the clock between lanes, with no credit saved
+      -- (streams are charged to the interactive lane's pass: take.lua).
       local clock = tonumber(redis.call('HGET', fair, 'lv') or '0')
-      if tonumber(redis.call('HGET', fair, 'p:' .. lane) or '0') < clock then
-        redis.call('HSET', fair, 'p:' .. lane, clock)
+      local class = lane == 's' and 'i' or lane
+      if tonumber(redis.call('HGET', fair, 'p:' .. class) or '0') < clock then
+        redis.call('HSET', fair, 'p:' .. class, clock)
       end
     end
     -- The client starts waiting: at the lane's clock, or later when it was served ahead of
@@ -146,13 +201,15 @@ end
 
 -- About how many jobs go before waiting job `id`: a round of the lane serves each of its
 -- clients once (its turn in its client's list, times the clients), the clients due before it
--- in this round, and, for bulk work, the interactive clients waiting.
+-- in this round, and, for bulk work, the interactive and streaming clients waiting.
 local function fair_position(base, lane, who, id)
   local zlane = base .. ':lane:' .. lane
   local index = redis.call('LPOS', base .. ':wait:' .. lane .. ':' .. who, id)
   local rank = redis.call('ZRANK', zlane, who)  -- the clients served before it this round
   if not index or not rank then return 0 end
   local ahead = index * redis.call('ZCARD', zlane) + rank
-  if lane == 'b' then ahead = ahead + redis.call('ZCARD', base .. ':lane:i') end
+  if lane == 'b' then
+    ahead = ahead + redis.call('ZCARD', base .. ':lane:i') + redis.call('ZCARD', base .. ':lane:s')
+  end
   return ahead
 end

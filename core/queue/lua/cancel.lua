@@ -37,7 +37,7 @@ if state == 'queued' then
   local accounts = {{KEYS[7], KEYS[8]}}
   local source = redis.call('HGET', job, 'source_account')
   if source then
-    local base = string.gsub(job, ':job:[^:]*$', '')
+    local base = base_of(job)
     accounts[2] = {base .. ':usage:' .. source, base .. ':usage_exp:' .. source}
   end
   for _, account in ipairs(accounts) do

@@ -7,10 +7,12 @@
 --       voice, format, has_idem, callback_url ('' for none), document ('1': kept in parts),
 --       expected bytes of its audio, the client's storage quota (0: none), the source
 --       address's storage quota (0: none), the source's account name (keys.py: usage),
---       lane ('i' | 'b' in the fair waiting room, take.lua; '': at the back of the stream),
+--       lane ('s' | 'i' | 'b' in the fair waiting room, take.lua; '': at the back of the stream),
 --       who (the client it is fair to: a key, or a cookie client's address), weight, cost
---       (estimated seconds of speech)
+--       (estimated seconds of speech), chars (its text's length, for the usage tallies), head
+--       (its text's start, which the operators' search reads: console.py)
 -- Returns {'ok', id, event_id, event_json, started_seq, depth, seq, position (-1: FIFO)} | {'dup', id} | {'backlog', depth}
+--       | {'paused', retry_after_s, reason} (an operator paused intake: keys.py, paused)
 --       | {'client_cap', active}
 --       | {'storage', bytes in use, seconds until a charge lapses, 'client'|'address'};
 --       depth: jobs in both streams and the waiting room, this one included
@@ -27,6 +29,9 @@ if ARGV[12] == '1' then
   end
 end
 local base = base_of(job)
+-- Paused by an operator: nothing new is accepted (a retry of an accepted job found it above).
+local paused = redis.call('HMGET', base .. ':paused', 'retry_after', 'reason')
+if paused[1] then return {'paused', paused[1], paused[2] or ''} end
 local depth = redis.call('XLEN', jobs) + redis.call('XLEN', KEYS[8])
   + tonumber(redis.call('HGET', base .. ':fair', 'queued') or '0')
 if depth >= tonumber(ARGV[6]) then return {'backlog', depth} end
@@ -75,7 +80,14 @@ if lane == '' then
 end
 redis.call('HSET', job, 'id', id, 'client', client, 'state', 'queued', 'request', request,
   'created_at', now, 'attempts', 0, 'voice', ARGV[10], 'format', ARGV[11], 'entry', entry,
-  'seq', seq, 'stream', jobs, 'queued_at', now)
+  'seq', seq, 'stream', jobs, 'queued_at', now, 'chars', ARGV[23] or '0',
+  'head', ARGV[24] or '')
+-- Every job kept, by submission, for the operators' search; those past the TTL leave it, a
+-- few hundred at a time (a trim on every submission would cost every submission a command).
+redis.call('ZADD', base .. ':index', now, id)
+if seq % 256 == 0 then
+  redis.call('ZREMRANGEBYSCORE', base .. ':index', '-inf', tonumber(now) - ttl)
+end
 if lane ~= '' then
   redis.call('HSET', job, 'lane', lane, 'who', ARGV[20], 'weight', ARGV[21], 'cost', ARGV[22])
   fair_enter(base, lane, ARGV[20], id, false, now)
@@ -88,10 +100,14 @@ if ARGV[12] == '1' then
   redis.call('SET', idem, id, 'EX', ttl)
   redis.call('HSET', job, 'idem_key', idem)  -- a cancel before it starts shortens its life
 end
-local event_id, event = emit(job, ev_job, ev_client, 'queued', now, ARGV[8], ARGV[9], ttl)
+-- Where it stands (the jobs before it) goes in its queued event too.
+local position, extra = -1, nil
+if lane ~= '' then
+  position = fair_position(base, lane, ARGV[20], id)
+  extra = {position = position}
+end
+local event_id, event = emit(job, ev_job, ev_client, 'queued', now, ARGV[8], ARGV[9], ttl, extra)
 -- The queued event, the started watermark and the depth: the web tier answers the submit
 -- without reading anything else.
-local position = -1
-if lane ~= '' then position = fair_position(base, lane, ARGV[20], id) end
 return {'ok', id, event_id, event, redis.call('HGET', stats, 'started_seq') or '0', depth + 1,
   seq, position}

@@ -45,6 +45,7 @@ if ARGV[14] == '1' and ARGV[15] ~= '' and who and index < tonumber(ARGV[3])
     and audio_s - tonumber(values[6] or '0') >= tonumber(ARGV[15]) then
   local base = base_of(job)
   local others = redis.call('ZCARD', base .. ':lane:i') + redis.call('ZCARD', base .. ':lane:b')
+    + redis.call('ZCARD', base .. ':lane:s')
   if redis.call('ZSCORE', base .. ':lane:b', who) then others = others - 1 end
   if others > 0 then return 'yield' end
 end

@@ -54,6 +54,7 @@ else
   redis.call('HSET', job, 'entry', entry)
   wake(base)
 end
-local extra = nil
-if ARGV[7] == '' then extra = {yielded = true} end
+local extra = {}
+if ARGV[7] == '' then extra.yielded = true end
+if lane and lane ~= '' then extra.position = fair_position(base, lane, who, values[4]) end
 return {'ok', (emit(job, ev_job, ev_client, 'queued', ARGV[2], ARGV[3], ARGV[4], ttl, extra))}

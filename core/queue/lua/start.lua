@@ -40,7 +40,11 @@ if attempts > tonumber(ARGV[5]) then
   end
   redis.call('HINCRBY', job, 'attempts', -1)
   redis.call('HSET', job, 'state', 'dead', 'error', reason, 'finished_at', now, 'owner', '')
-  redis.call('XADD', dlq, 'MAXLEN', '~', 10000, '*', 'id', id, 'reason', detail, 'ts', now)
+  local letter = redis.call('XADD', dlq, 'MAXLEN', '~', 10000, '*', 'id', id, 'reason', detail,
+    'ts', now, 'worker', previous_owner or '')
+  redis.call('HSET', job, 'dlq_entry', letter)  -- what a requeue takes out (requeue.lua)
+  -- The worker that found it past its deliveries is in its record too (it never ran there).
+  record_run(job, id, {worker = worker, at = tonumber(now), dead = true}, ttl)
   redis.call('HINCRBY', stats, 'dead', 1)
   retire(jobs, job, active, entry, ttl)
   emit(job, ev_job, ev_client, 'dead', now, ARGV[6], ARGV[7], ttl)
@@ -60,6 +64,9 @@ else
   redis.call('DEL', KEYS[8], KEYS[9], KEYS[10])
 end
 redis.call('HINCRBY', stats, 'started', 1)
+-- Each start, for the operators' record of the job: which worker held it, and when.
+record_run(job, id, {start = starts, attempt = attempts, worker = worker, at = tonumber(now),
+  reclaimed_from = state == 'running' and previous_owner or nil}, ttl)
 local seq = tonumber(redis.call('HGET', job, 'seq') or '0')
 if seq > tonumber(redis.call('HGET', stats, 'started_seq') or '0') then
   redis.call('HSET', stats, 'started_seq', seq)

@@ -11,16 +11,21 @@
 -- estimated seconds of speech; a document's is one slice (it gives its worker back after about
 -- that much while others wait, progress.lua; what it ran past its charge is charged when it is
 -- given back, release.lua).
+-- Streams wait in their own lane and go first among interactive work (charged to its pass): a
+-- listener is waiting. A worker takes at most `stream_room` of them, the streams it can still
+-- carry in real time (workers/streams.py); the rest wait for a worker that can.
 -- A worker keeps room for interactive work: it takes at most `bulk_room` more bulk jobs (a long
 -- job that is not a document cannot give its worker back, so a hand full of them would make
 -- every interactive job wait for one to end).
 -- KEYS: jobs_high, jobs (the streams), fair, wake
--- ARGV: worker, count, slice_s, bulk_share, bulk_room
+-- ARGV: worker, count, slice_s, bulk_share, bulk_room, stream_room
 -- Returns {stream, entry, id, client, ...}, four per job
 local high, normal, fair, wake_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local worker, count = ARGV[1], tonumber(ARGV[2])
 local slice, bulk_share, bulk_room = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local stream_room = tonumber(ARGV[6] or ARGV[2])
 local share = {i = 1 - bulk_share, b = bulk_share}
+local class = {i = 'i', s = 'i', b = 'b'}  -- whose pass a lane's work is charged to
 local base = string.gsub(high, ':jobs:high$', '')
 local out, taken = {}, 0
 
@@ -44,29 +49,39 @@ for _, stream in ipairs({high, normal}) do
   if got then deliver(stream, got[1][2]) end
 end
 
+local function waiting(lane)
+  return redis.call('ZCARD', base .. ':lane:' .. lane) > 0
+end
+
 local function next_lane()
-  local waiting_i = redis.call('ZCARD', base .. ':lane:i') > 0
-  local waiting_b = redis.call('ZCARD', base .. ':lane:b') > 0
-  if not waiting_b then return waiting_i and 'i' or nil end
-  if not waiting_i then return 'b' end
+  local waiting_s = stream_room > 0 and waiting('s')
+  local interactive = waiting_s and 's' or (waiting('i') and 'i' or nil)
+  local waiting_b = waiting('b')
+  if not waiting_b then return interactive end
+  if not interactive then return 'b' end
   local passes = redis.call('HMGET', fair, 'p:i', 'p:b')
   if tonumber(passes[2] or '0') < tonumber(passes[1] or '0') then return 'b' end
-  return 'i'
+  return interactive
 end
 
 while taken < count do
   local lane = next_lane()
   if not lane then
-    redis.call('DEL', wake_key)  -- nothing waits: no worker should wake for nothing
+    if waiting('s') then  -- streams this worker cannot carry: another one may be waiting
+      if redis.call('LLEN', wake_key) == 0 then wake(base) end
+    else
+      redis.call('DEL', wake_key)  -- nothing waits: no worker should wake for nothing
+    end
     break
   end
   if lane == 'b' and bulk_room <= 0 then
-    if redis.call('ZCARD', base .. ':lane:i') == 0 then
-      -- The bulk work left is another worker's to take: one may be waiting for it.
+    local other = (stream_room > 0 and waiting('s')) and 's' or (waiting('i') and 'i' or nil)
+    if not other then
+      -- The work left is another worker's to take: one may be waiting for it.
       if redis.call('LLEN', wake_key) == 0 then wake(base) end
       break
     end
-    lane = 'i'
+    lane = other
   end
   local zlane = base .. ':lane:' .. lane
   local top = redis.call('ZRANGE', zlane, 0, 0, 'WITHSCORES')
@@ -101,8 +116,10 @@ while taken < count do
     end
     if runnable then
       if lane == 'b' then bulk_room = bulk_room - 1 end
-      local lane_pass = tonumber(redis.call('HGET', fair, 'p:' .. lane) or '0')
-      redis.call('HSET', fair, 'lv', lane_pass, 'p:' .. lane, lane_pass + charge / share[lane])
+      if lane == 's' then stream_room = stream_room - 1 end
+      local charged = class[lane]
+      local lane_pass = tonumber(redis.call('HGET', fair, 'p:' .. charged) or '0')
+      redis.call('HSET', fair, 'lv', lane_pass, 'p:' .. charged, lane_pass + charge / share[charged])
       local stream = v[7]
       local entry = redis.call('XADD', stream, '*', 'id', id, 'client', v[2])
       -- What it has made so far, against which its run is measured when it is given back (a

@@ -170,3 +170,26 @@ async def test_a_job_handed_back_waits_first_in_its_client_s_list(
     assert isinstance(again, Started) and again.token != started.token  # a token per start
     assert await queue.renew(first, started.token, "w", stream) == "lost"
     assert again.attempt == 1  # handing back gave the delivery back
+
+
+async def test_streams_go_first_while_a_worker_has_room_for_them(
+    settings: Settings, aredis: Redis
+) -> None:
+    """Streams wait in their own lane: taken before other interactive work while the worker
+    can carry one more, left for another worker when it cannot (other work goes on)."""
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    await submit(queue, "key-plain", 3)
+    streams = await submit(queue, "key-listener", 3, stream=True)
+    reading = await queue.readings.queue()
+    assert reading.waiting["stream"] == 3 and reading.waiting["interactive"] == 3
+    for ahead, job_id in enumerate(streams):  # where each stands, in its queued event too
+        events = await queue.events.after(queue.keys.job_events(job_id), None, 10)
+        assert events[0][1]["type"] == "queued" and events[0][1]["position"] == ahead
+    full = await queue.take("w", 2, stream_room=0)
+    assert [t[3] for t in full] == ["key-plain"] * 2  # no room for a stream: the rest goes on
+    one = await queue.take("w", 2, stream_room=1)
+    assert [t[2] for t in one][:1] == streams[:1] and one[1][3] == "key-plain"
+    rest = await queue.take("w", 5)
+    assert [t[2] for t in rest] == streams[1:]
+    assert (await queue.readings.queue()).waiting["stream"] == 0

@@ -55,7 +55,7 @@ async def test_default_voice_and_pending(client: Client) -> None:
     task_id = (await response.json())["task_id"]
     assert await (await client.get(f"/tts/query/{task_id}")).json() == {"status": "PENDING"}
     job = await (await client.get(f"/v1/tts/jobs/{task_id}")).json()
-    assert job["voice"] == "zh_female" and job["format"] == "wav"
+    assert job["voice"] == "en_female" and job["format"] == "wav"  # by the text's language
     await client.delete(f"/v1/tts/jobs/{task_id}")
     failed = await (await client.get(f"/tts/query/{task_id}")).json()
     assert failed["status"] == "FAILED" and "cancelled" in failed["error"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import time
 from typing import Any
 
@@ -14,6 +15,7 @@ import srt
 import webvtt
 from aiohttp.test_utils import TestClient
 
+from core.text.cues import shown
 from tests.conftest import WorkerProcess
 from tests.web.conftest import ClientFactory
 
@@ -78,17 +80,44 @@ async def test_subtitles_are_timed_on_the_audio_and_read_by_every_tool(
         await (await client.get(f"/v1/tts/jobs/{job_id}/subtitles?format=vtt")).text()
     )
     cues = (await (await client.get(f"/v1/tts/jobs/{job_id}/subtitles?format=json")).json())["cues"]
-    assert len(parsed) == len(vtt.captions) == len(cues) == len(SENTENCES)
-    for (start, end), subtitle, caption, cue, sentence in zip(
-        expected, parsed, vtt.captions, cues, SENTENCES, strict=True
-    ):
-        assert abs(subtitle.start.total_seconds() - start) < TOLERANCE_S
-        assert abs(subtitle.end.total_seconds() - end) < TOLERANCE_S
-        assert abs(vtt_seconds(caption.start) - start) < TOLERANCE_S
-        assert abs(vtt_seconds(caption.end) - end) < TOLERANCE_S
-        # JSON cues point into the text as sent (before normalization); tokens are not shown.
-        assert text[cue["from"] : cue["to"]] == sentence
-        assert "[uv_break]" not in cue["text"] and cue["text"] == subtitle.content
+    assert len(parsed) == len(vtt.captions) == len(cues) > len(SENTENCES)  # long ones are cut
+    for subtitle, caption, cue in zip(parsed, vtt.captions, cues, strict=True):
+        assert abs(subtitle.start.total_seconds() - cue["start"]) < 0.0015
+        assert abs(vtt_seconds(caption.end) - cue["end"]) < 0.0015
+        assert subtitle.content == cue["text"] and "[uv_break]" not in cue["text"]
+        # Subtitlers' conventions: two lines of 42 at most, 7 s at most.
+        lines = cue["text"].split("\n")
+        assert len(lines) <= 2 and all(len(line) <= 42 for line in lines), cue
+        assert 0 < cue["end"] - cue["start"] <= 7.0, cue
+        assert " ".join(lines) == " ".join(
+            text[cue["from"] : cue["to"]].replace("[uv_break]", "").split()
+        )
+    # Each segment's cues cover its audio, in order, none overlapping, none past the end.
+    for n, (start, end) in enumerate(expected, start=1):
+        mine = [c for c in cues if c["segment"] == n]
+        assert (
+            abs(mine[0]["start"] - start) < TOLERANCE_S and abs(mine[-1]["end"] - end) < TOLERANCE_S
+        )
+    assert all(a["end"] <= b["start"] for a, b in itertools.pairwise(cues))
+    assert cues[-1]["end"] <= seconds(audio) + 0.001
+    # Every character of the text (spaces aside) in exactly one cue, in order.
+    assert all(a["to"] <= b["from"] for a, b in itertools.pairwise(cues))
+    assert "".join(text[c["from"] : c["to"]] for c in cues).replace(" ", "") == text.replace(
+        " ", ""
+    )
+    # eSpeak NG says when each word starts: the cue after "[uv_break]" starts where the pause
+    # ends, the silence just before it in the audio.
+    after_pause = next(c for c in cues if text[c["from"] :].startswith("[uv_break]"))
+    samples, rate = sf.read(io.BytesIO(audio))
+    at = round(after_pause["start"] * rate)
+    assert float(abs(samples[at - rate // 10 : at - rate // 100]).max()) < 0.01
+    assert float(abs(samples[at : at + rate // 5]).max()) > 0.05  # and the word after it
+    timed = await (await client.get(f"{job['subtitles_url']}?format=json")).json()
+    words = timed["words"]
+    assert timed["words_estimated"] is False  # eSpeak NG said when each word starts
+    assert " ".join(w["word"] for w in words) == " ".join(shown(text).split())
+    assert all(w["start_time"] <= w["end_time"] for w in words)
+    assert next(w for w in words if w["word"] == "with")["start_time"] == after_pause["start"]
     # FFmpeg reads the SRT as subtitles and muxes it with the audio into one file.
     muxed = io.BytesIO()
     with (
@@ -113,8 +142,8 @@ async def test_subtitles_are_timed_on_the_audio_and_read_by_every_tool(
         starts = [
             float(p.pts * p.time_base) for p in back.demux(stream) if p.size and p.pts is not None
         ]
-    assert len(starts) == len(SENTENCES)
-    assert all(abs(s - e[0]) < TOLERANCE_S for s, e in zip(starts, expected, strict=True))
+    assert len(starts) == len(cues)
+    assert all(abs(s - c["start"]) < TOLERANCE_S for s, c in zip(starts, cues, strict=True))
 
 
 async def test_a_one_segment_job_has_one_cue_over_its_audio(

@@ -6,6 +6,7 @@ real ChatTTS worker is tested in tests/workers/engines/chattts/test_service.py.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import time
 from typing import Any
@@ -20,6 +21,7 @@ from aiohttp.test_utils import TestClient
 from core.queue.keys import Keys
 from core.voices.chattts import builtin_embeddings, validate_voice_data
 from tests.web.conftest import ClientFactory, submit
+from web.monitors.fleet import ENGINES_TTL_S
 
 Client = TestClient[Any, Any]
 EMBEDDING = builtin_embeddings()["en_male_2"]
@@ -182,3 +184,42 @@ async def test_text_chattts_cannot_speak_is_refused_when_only_chattts_runs(
     assert "ChatTTS" in body["error"]["message"]
     for speakable in ("你好", "Hello", "123", "Привет 42"):
         assert (await client.post("/v1/tts/jobs", json={"text": speakable})).status == 202
+
+
+async def test_a_registered_voice_is_refused_where_only_espeak_runs(
+    make_client: ClientFactory, aredis: Any, keys: Keys
+) -> None:
+    """eSpeak NG speaks the built-in voices only: a job with a registered (ChatTTS) voice is
+    refused while it is all that runs, never spoken in a stock voice; a chattts worker lifts it."""
+    client = await make_client()
+    voice = {"name": "narrator-x", "embedding": EMBEDDING}
+    assert (await client.post("/v1/voices", json=voice)).status == 201
+    await _fake_worker(aredis, keys, "espeak")
+    response = await client.post("/v1/tts/jobs", json={"text": "Hello.", "voice": "narrator-x"})
+    body = await response.json()
+    assert response.status == 422, body
+    assert body["error"]["code"] == "voice_needs_chattts" and body["error"]["param"] == "voice"
+    assert "built-in" in body["error"]["message"]
+    builtin = {"text": "Hello.", "voice": "en_male"}
+    assert (await client.post("/v1/tts/jobs", json=builtin)).status == 202
+    await _fake_worker(aredis, keys, "chattts")
+    await asyncio.sleep(ENGINES_TTL_S)  # the web tier's look at the live engines is that old
+    response = await client.post("/v1/tts/jobs", json={"text": "Hello.", "voice": "narrator-x"})
+    assert response.status == 202, await response.text()
+    listed = (await (await client.get("/v1/voices")).json())["voices"]
+    assert next(v for v in listed if v["name"] == "narrator-x")["engines"] == ["chattts"]
+
+
+async def test_a_job_without_a_voice_is_read_in_its_texts_language(client: Client) -> None:
+    """The same rule on every API (the OpenAI one maps its default "alloy" the same way)."""
+    listed = await (await client.get("/v1/voices")).json()
+    by_language = listed["default_by_language"]
+    assert by_language == {"zh": "zh_female", "en": "en_female"}
+    for text, language in (("Good morning, everyone.", "en"), ("大家早上好。", "zh")):
+        job = await submit(client, text=text)
+        assert job["job"]["voice"] == by_language[language], text
+        legacy = await (await client.post("/tts/submit", json={"text": text})).json()
+        snapshot = await (await client.get(f"/v1/tts/jobs/{legacy['task_id']}")).json()
+        assert snapshot["voice"] == by_language[language], text
+    named = await submit(client, text="Good morning.", voice="zh_male")  # a choice is kept
+    assert named["job"]["voice"] == "zh_male"

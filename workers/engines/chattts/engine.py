@@ -41,6 +41,7 @@ from workers.engines.chattts.library.params import speed_level
 from workers.engines.chattts.library.sampling import MAX_NEW_TOKEN, Row
 from workers.engines.chattts.loading import assembly, imports, loader
 from workers.engines.chattts.rows import RowDone, RuntimeRows, row_seed
+from workers.engines.chattts.runtime.admission import Clock
 from workers.engines.chattts.runtime.runtime import Runtime, RuntimeConfig
 from workers.engines.chattts.voices.speakers import Speakers
 
@@ -65,6 +66,7 @@ class ChatTTSEngine:
     name = "chattts"
     sample_rate = SAMPLE_RATE
     deterministic = False  # unseeded rows draw fresh randomness: no result cached for them
+    registered_voices = True
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -150,6 +152,8 @@ class ChatTTSEngine:
             first_chunk_tokens=s.first_chunk_tokens,
             lookahead_tokens=s.lookahead_tokens,
             dtype=s.dtype,
+            headroom=s.stream_headroom if s.stream_admission == "capacity" else 0.0,
+            stream_rows=s.stream_capacity,
         )
         try:
             return Runtime(model, self.max_new_token, config)
@@ -164,6 +168,8 @@ class ChatTTSEngine:
             self._infer([segment], [row_seed(segment, 0, 0)])
         finally:
             self.max_new_token = saved
+        if self.runtime is not None:  # its one round ran cold code: no measure of capacity
+            self.runtime.scheduler.step_times.forget()
 
     def inject_oom(self, above_batch: int | None) -> None:
         """Fault injection: make the GPT raise torch.OutOfMemoryError on batches above a size."""
@@ -357,13 +363,19 @@ class ChatTTSEngine:
         """Segments join the running batch between steps (`submit` while `serve` runs)."""
         return self.rows is not None
 
-    def submit(self, segment: Segment, on_chunk: ChunkSink | None, on_done: RowDone) -> None:
+    def submit(
+        self,
+        segment: Segment,
+        on_chunk: ChunkSink | None,
+        on_done: RowDone,
+        clock: Clock | None = None,
+    ) -> None:
         """Queue one segment for `serve` (from any thread); `on_done` gets its result."""
         if self.rows is None:
             raise EngineError("continuous batching needs CHATTTS_RUNTIME=ours", retryable=False)
         base = segment.request.seed
         seed = row_seed(segment, 0, base if base is not None else secrets.randbits(62))
-        self.rows.submit(segment, seed, self.max_new_token, on_chunk, on_done)
+        self.rows.submit(segment, seed, self.max_new_token, on_chunk, on_done, clock)
 
     def cancel(self, segment: Segment) -> None:
         if self.rows is not None:

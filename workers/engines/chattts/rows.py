@@ -24,6 +24,7 @@ from workers.engines.chattts.library.params import (
 )
 from workers.engines.chattts.library.sampling import Batch, Row
 from workers.engines.chattts.prompt import prompt_embeddings, spoken_text
+from workers.engines.chattts.runtime.admission import Clock
 from workers.engines.chattts.runtime.runtime import Runtime
 from workers.engines.chattts.runtime.scheduler import RowRequest, RowResult, Sampling
 from workers.engines.chattts.voices.speakers import Speakers
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.05
 
 RowDone = Callable[[Segment, RowResult], None]
+Submitted = tuple[Segment, int, int, ChunkSink | None, RowDone, Clock | None]
 
 
 def row_seed(segment: Segment, part: int, base: int) -> int:
@@ -62,7 +64,7 @@ class RuntimeRows:
         on first use, for refinement."""
         self.model, self.speakers, self.runtime, self.device = model, speakers, runtime, device
         self.whole_chat = whole_chat
-        self._inbox: deque[tuple[Segment, int, int, ChunkSink | None, RowDone]] = deque()
+        self._inbox: deque[Submitted] = deque()
         self._calls: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
         self._wakeup = threading.Event()
         self._lock = threading.Lock()
@@ -113,10 +115,11 @@ class RuntimeRows:
         max_new_token: int,
         on_chunk: ChunkSink | None,
         on_done: RowDone,
+        clock: Clock | None = None,
     ) -> None:
         """Queue a segment for the serving loop (from any thread)."""
         with self._lock:
-            self._inbox.append((segment, seed, max_new_token, on_chunk, on_done))
+            self._inbox.append((segment, seed, max_new_token, on_chunk, on_done, clock))
         self._wakeup.set()
 
     def call(self, fn: Callable[[], Any]) -> Future[Any]:
@@ -149,7 +152,7 @@ class RuntimeRows:
         with self._lock:
             waiting = list(self._inbox)
             self._inbox.clear()
-        for segment, *_, on_done in waiting:
+        for segment, *_, on_done, _ in waiting:
             on_done(segment, RowResult(np.zeros(0, np.float32), 0, False, "cancelled"))
         while scheduler.busy:
             scheduler.run_round()
@@ -173,7 +176,7 @@ class RuntimeRows:
             with self._lock:
                 if not self._inbox:
                     return
-                segment, seed, budget, sink, on_done = self._inbox.popleft()
+                segment, seed, budget, sink, on_done, clock = self._inbox.popleft()
             try:
                 prompt, sampling = self.row(segment, seed, budget)
             except EngineError as exc:
@@ -181,7 +184,8 @@ class RuntimeRows:
                 continue
             # The segment is the row's key: the runtime hands it back with each piece and the
             # result, straight to the worker's sinks.
-            self.runtime.scheduler.submit(RowRequest(segment, prompt, sampling, on_done, sink))
+            request = RowRequest(segment, prompt, sampling, on_done, sink, clock=clock)
+            self.runtime.scheduler.submit(request)
 
 
 def _row_sink(sink: ChunkSink, segments: list[Segment]) -> Callable[[int, np.ndarray, bool], None]:

@@ -47,6 +47,8 @@ class RuntimeConfig:
     sync_every: int = 4  # steps between the host's looks at which rows ended
     graphs: bool = True  # on CUDA: capture the step in CUDA graphs at start-up
     dtype: str = "auto"  # of the transformer's weights and cache: auto, float32, bfloat16, float16
+    headroom: float = 0.0  # while a stream runs, only rows this much faster than real time
+    stream_rows: int = 0  # streams carried at once, when pinned; 0: measured
 
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
@@ -89,6 +91,8 @@ class Runtime:
             first_chunk_tokens=config.first_chunk_tokens or FIRST_CHUNK_TOKENS,
             lookahead_tokens=min(lookahead, self.vocoder.exact_tokens),
             sync_every=config.sync_every,
+            headroom=config.headroom,
+            stream_rows=config.stream_rows,
         )
         if device.type == "cuda" and config.graphs:
             try:
@@ -125,4 +129,20 @@ class Runtime:
             "runtime_rows": c.admitted,
             "runtime_oom_shrinks": c.oom_shrinks,
             "runtime_max_rows": self.scheduler.max_rows,
+            "runtime_preempted": c.preempted,
+            **self.streams(),
+        }
+
+    def streams(self) -> dict[str, Any]:
+        """What the runtime carries in real time now: `stream_capacity` streams (with the
+        headroom asked for), each row's speed alone (`realtime_speed`, x real time; below 1 no
+        stream can be carried) and at the capacity."""
+        times = self.scheduler.step_times
+        alone = times.speed(1)
+        capacity = self.scheduler.stream_capacity
+        full = times.speed(capacity) if capacity else None
+        return {
+            "stream_capacity": capacity,
+            "realtime_speed": round(alone, 3) if alone is not None else None,
+            "realtime_speed_at_capacity": round(full, 3) if full is not None else None,
         }

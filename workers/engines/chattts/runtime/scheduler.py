@@ -10,64 +10,25 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 import torch
 
+from workers.engines.chattts.runtime.admission import Admission
+from workers.engines.chattts.runtime.capacity import StepTimes
 from workers.engines.chattts.runtime.decoder import StaticDecoder, zeros
 from workers.engines.chattts.runtime.graphs import GraphedSteps
+from workers.engines.chattts.runtime.requests import Counters, RowRequest, RowResult, Sampling
 from workers.engines.chattts.runtime.sampler import PENALTY_WINDOW, draw, process_logits
-from workers.engines.chattts.runtime.vocoder import Cursor, Vocoder
+from workers.engines.chattts.runtime.vocoder import SAMPLE_RATE, Vocoder
+
+__all__ = ["Counters", "RowRequest", "RowResult", "Sampling", "SlotScheduler"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Sampling:
-    temperature: float = 0.3
-    top_p: float = 0.7
-    top_k: int = 20
-    repetition_penalty: float = 1.05
-    seed: int = 0
-    max_new_token: int = 2048
-
-
-@dataclass
-class RowResult:
-    audio: np.ndarray
-    tokens: int
-    truncated: bool
-    error: str | None = None
-    codes: np.ndarray | None = None  # [tokens, num_vq]: the audio codes drawn
-
-
-@dataclass(eq=False)
-class RowRequest:
-    """One segment to speak, known by `key` (the caller's: its callbacks receive it, `cancel`
-    takes it). `on_chunk(key, audio, final)` receives its audio as it becomes ready, in order,
-    the last piece (maybe empty) with `final`; `on_done(key, result)` the whole result, once.
-    Both are called from the thread that runs the scheduler."""
-
-    key: Hashable
-    prompt: torch.Tensor  # [T, D] input embeddings, speaker embedding applied
-    sampling: Sampling
-    on_done: Callable[[Any, RowResult], None]
-    on_chunk: Callable[[Any, np.ndarray, bool], None] | None = None
-    cursor: Cursor = field(default_factory=Cursor)
-    chunks: list[np.ndarray] = field(default_factory=list)
-
-
-@dataclass
-class Counters:
-    steps: int = 0
-    shared_steps: int = 0  # steps that advanced two or more rows at once
-    admitted: int = 0
-    oom_shrinks: int = 0
-    peak_rows: int = 0
 
 
 class SlotScheduler:
@@ -80,13 +41,22 @@ class SlotScheduler:
         first_chunk_tokens: int = 24,
         lookahead_tokens: int | None = None,
         sync_every: int = 4,
+        headroom: float = 0.0,
+        stream_rows: int = 0,
     ) -> None:
+        """`headroom`: while a stream runs, at most the rows each stepped this many times faster
+        than real time (`stream_rows` of them, when set; else as measured); 0: no such limit."""
         self.decoder, self.vocoder = decoder, vocoder
         self.stream_tokens, self.first_chunk_tokens = stream_tokens, first_chunk_tokens
         self.lookahead = vocoder.exact_tokens if lookahead_tokens is None else lookahead_tokens
         self.sync_every = max(1, sync_every)
         self.max_rows = decoder.slots
         self.counters = Counters()
+        # A chunk decodes about its context each side with it (vocoder.py).
+        overhead = (2 * vocoder.exact_tokens + stream_tokens) / max(1, stream_tokens)
+        self.step_times = StepTimes(decoder.slots, vocoder.tokens_per_s, chunk_overhead=overhead)
+        self.admission = Admission(self.step_times, headroom, stream_rows)
+        self._decode_s = 0.0  # this round's vocoder time (left out of the step times)
         self.graphs: GraphedSteps | None = None  # CUDA: the step replayed from captured graphs
         self.eos = decoder.num_audio_tokens - 1
         slots, dev, q = decoder.slots, decoder.device, decoder.num_vq
@@ -151,28 +121,77 @@ class SlotScheduler:
             self.run_round()
 
     def run_round(self) -> None:
-        """Admit waiting rows into free slots, step `sync_every` times, then look."""
+        """Admit waiting rows into free slots, step `sync_every` times, then look. The round's
+        time, per step, is the measure of capacity (capacity.py)."""
+        started = time.perf_counter()
         self._admit()
         if not self.rows:
             return
+        rows, steps = len(self.rows), 0
         for _ in range(self.sync_every):
             if not self._iterate():
                 break
+            steps += 1
+        self._decode_s = 0.0
         self._sync()
+        # The vocoder's share is measured per second of audio (_emit), the steps' per step.
+        self.step_times.record(rows, steps, time.perf_counter() - started - self._decode_s)
+
+    @property
+    def stream_capacity(self) -> int:
+        """Streamed rows this runtime carries in real time with headroom now (0: not one)."""
+        return self.admission.capacity(self.max_rows)
 
     def _take_waiting(self) -> RowRequest | None:
+        """The next row to admit (admission.py's pick), if it fits: a stream fits while any
+        slot is free or a row that is not streamed can give its slot up; another row while the
+        rows stay within the limit that the streams running allow."""
         with self._lock:
             while self._waiting:
-                request = self._waiting.popleft()
+                index = self.admission.pick(self._waiting)
+                request = self._waiting[index]
                 if request.key in self._cancelled:
+                    del self._waiting[index]
                     self._cancelled.discard(request.key)
                     self._finish(request, RowResult(np.zeros(0, np.float32), 0, False, "cancelled"))
                     continue
+                limit = self.admission.room(self.rows, request, self.max_rows)
+                full = len(self.rows) >= min(limit, self.max_rows)
+                if full and not (request.clock and self.admission.on and self._preempt()):
+                    return None
+                self._waiting.remove(request)  # (by identity; a preempted row went in front)
                 return request
         return None
 
+    def _preempt(self) -> bool:
+        """The youngest row that sent nobody anything gives its slot up: it waits again, first
+        in line, and starts again from its prompt (its draws being counter-based, it mostly
+        retraces its codes). Called with the lock held. False: every row is streamed."""
+        young = [
+            (self.position_bound[slot] - row.prompt.size(0), slot)
+            for slot, row in enumerate(self.rows)
+            if row.clock is None and row.on_chunk is None
+        ]
+        if not young:
+            return False
+        _, slot = min(young)
+        row = self.rows[slot]
+        self._release(slot)
+        self._waiting.appendleft(row)
+        self.counters.preempted += 1
+        return True
+
+    def _make_way(self) -> None:
+        """Rows that are not streamed leave while there are more rows than the streams running
+        allow (the capacity fell, or streams joined rows that were already running)."""
+        with self._lock:
+            while len(self.rows) > self.admission.row_limit(self.rows, self.max_rows):
+                if not self._preempt():
+                    return
+
     def _admit(self) -> None:
-        while len(self.rows) < self.max_rows:
+        self._make_way()
+        while True:
             request = self._take_waiting()
             if request is None:
                 return
@@ -325,14 +344,24 @@ class SlotScheduler:
             self._release(slot)
 
     def _emit(self, slot: int, row: RowRequest, generated: int, finished: bool) -> None:
+        """Send what of the row's audio is ready; the vocoder's time is measured apart from the
+        steps' (capacity.py), per second of audio, chunked or whole."""
         if row.on_chunk is None and not finished:
             return  # nobody listens: decoded once, whole, when it ends (the one-shot decode)
         hiddens = self.hiddens[slot, :generated]
         while True:
-            size = self.first_chunk_tokens if row.cursor.emitted == 0 else self.stream_tokens
+            start = row.cursor.emitted
+            size = self.admission.chunk_tokens(
+                row.cursor.emitted, row.last_chunk, self.first_chunk_tokens, self.stream_tokens
+            )
+            began = time.perf_counter()
             audio = self.vocoder.chunk(hiddens, row.cursor, size, self.lookahead, finished)
             if audio is None:
                 return
+            spent = time.perf_counter() - began
+            self._decode_s += spent
+            self.step_times.decoded(row.on_chunk is not None, spent, audio.size / SAMPLE_RATE)
+            row.last_chunk = row.cursor.emitted - start
             row.chunks.append(audio)
             if row.on_chunk is not None and (audio.size or finished):
                 row.on_chunk(row.key, audio, finished)

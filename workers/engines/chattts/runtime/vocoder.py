@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 FRAMES_PER_TOKEN = 2  # the decoder turns each hidden state into two mel frames
+SAMPLE_RATE = 24_000  # Vocos's output
 
 
 def conv_reach(module: nn.Module) -> int:
@@ -48,6 +49,7 @@ class Vocoder:
         # Tokens of context each side for a chunk to equal the one-shot decode.
         self.exact_tokens = math.ceil(frames / FRAMES_PER_TOKEN) + 1
         self.device = next(decoder.parameters()).device
+        self.tokens_per_s = SAMPLE_RATE / self.samples_per_token  # of speech: 46.875
 
     @torch.inference_mode()
     def decode(self, hiddens: torch.Tensor) -> np.ndarray:

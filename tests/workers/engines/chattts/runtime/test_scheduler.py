@@ -3,7 +3,6 @@ join mid-run, cancels, refusals."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,54 +10,21 @@ import pytest
 import torch
 
 from tests.workers.engines.chattts.conftest import requires_chattts
-from tests.workers.engines.chattts.runtime.helpers import TEXTS, VOICES, mixed_prompts, prompt
-from workers.engines.chattts.loading.checkpoint import build_checkpoint
-from workers.engines.chattts.runtime.decoder import StaticDecoder
-from workers.engines.chattts.runtime.scheduler import RowRequest, RowResult, Sampling, SlotScheduler
-from workers.engines.chattts.runtime.vocoder import Vocoder
-from workers.engines.chattts.runtime.weights import Transformer
+from tests.workers.engines.chattts.runtime.helpers import (
+    TEXTS,
+    VOICES,
+    Rows,
+    mixed_prompts,
+    prompt,
+    scheduler,
+)
+from workers.engines.chattts.runtime.scheduler import Sampling
 
 pytestmark = [
     pytest.mark.chattts,
     requires_chattts,
     pytest.mark.filterwarnings("ignore:.*past_key_values.*:FutureWarning"),
 ]
-
-
-@pytest.fixture(scope="module")
-def endless_chat(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The tiny architecture with rows that never end by themselves: each runs its budget."""
-    from workers.engines.chattts.loading import loader
-
-    root = build_checkpoint(tmp_path_factory.mktemp("endless") / "model", shape_eos=False)
-    return loader.load_chat(loader.locate(str(root)), torch.device("cpu"))
-
-
-def scheduler(chat: Any, slots: int = 8, **options: Any) -> SlotScheduler:
-    transformer = Transformer.from_llama(chat.gpt.gpt)
-    decoder = StaticDecoder(transformer, chat.embed, slots=slots, context=512)
-    return SlotScheduler(decoder, Vocoder(chat.decoder, chat.vocos), 128, **options)
-
-
-class Rows:
-    """Results by key, and a way to run code when a row sends its n-th chunk."""
-
-    def __init__(self) -> None:
-        self.results: dict[Any, RowResult] = {}
-        self.chunks: dict[Any, list[np.ndarray]] = {}
-        self.triggers: dict[tuple[Any, int], Callable[[], None]] = {}
-
-    def request(self, key: Any, embeds: torch.Tensor, sampling: Sampling) -> RowRequest:
-        def on_chunk(_: Any, audio: np.ndarray, final: bool) -> None:
-            self.chunks.setdefault(key, []).append(audio)
-            trigger = self.triggers.pop((key, len(self.chunks[key])), None)
-            if trigger is not None:
-                trigger()
-
-        def on_done(_: Any, result: RowResult) -> None:
-            self.results[key] = result
-
-        return RowRequest(key, embeds, sampling, on_done, on_chunk)
 
 
 def test_greedy_rows_give_chatttss_own_tokens_and_audio(engine: Any) -> None:

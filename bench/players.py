@@ -1,0 +1,251 @@
+"""Streams that never gap: N simulated listeners on one ChatTTS worker (the tiny architecture, on
+this machine's CPU), with streams admitted by measured capacity and without (today's order), in
+one run; and the time to first audio of a new stream while a document runs on the same worker.
+
+Each listener sends an OpenAI streamed request (`stream_format: audio`, pcm), starts playing at
+its first byte, plays at 1x, and counts underruns: the seconds it had nothing to play before its
+stream ended. N goes from 1 to twice the capacity the worker measured (read from /readyz).
+Targets: every admitted stream under 100 ms of underrun in all, the streams beyond the capacity
+waiting (their first audio later) instead of every stream gapping; a new stream's first audio
+beside a document at most 1.5x its first audio alone.
+
+    python -m bench.players [--quick] [--tokens 256] [--slots 48] [--output PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import aiohttp
+
+from bench import harness
+from bench.batching import missing
+from bench.playback import underrun
+from bench.procs import Processes, bench_run
+from bench.servers import start_redis, wait_http
+from bench.stack import REPO_ROOT
+from bench.table import Row
+from core.infra.embedded_redis import free_port
+from core.infra.settings import LIMITS_OFF, Settings
+
+RATE = 24_000
+SECTION = "8. streams"
+GAP_FREE_S = 0.1  # the target: under 100 ms of underrun in all, per admitted stream
+MIXED_TARGET = 1.5
+TEXT = "今天天气很好，我们去公园散步吧。"  # one segment; the endless checkpoint speaks its budget
+DOCUMENT = "今天天气很好，我们去公园散步吧。" * 300  # past 4000 characters: a document
+
+
+def ensure_checkpoint(tokens: int) -> Path:
+    from workers.engines.chattts.loading.checkpoint import MANIFEST, build_checkpoint
+
+    root = Path(os.environ.get("TMPDIR", "/tmp")) / f"chattts-online-bench-players-{tokens}"
+    if not (root / MANIFEST).is_file():
+        build_checkpoint(root, "tiny", max_new_token=tokens, shape_eos=False)
+    return root
+
+
+async def listen(session: aiohttp.ClientSession, url: str, seed: int) -> dict[str, float]:
+    body = {
+        "model": "tts-1",
+        "input": TEXT,
+        "voice": "zh_female",
+        "response_format": "pcm",
+        "stream_format": "audio",
+        "seed": seed,
+        "cache": False,
+    }
+    started = time.perf_counter()
+    arrivals: list[tuple[float, float]] = []
+    async with session.post(f"{url}/v1/audio/speech", json=body) as response:
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {await response.text()}")
+        async for piece in response.content.iter_any():
+            if piece:
+                arrivals.append((time.perf_counter(), len(piece) / 2 / RATE))
+    if not arrivals:
+        raise RuntimeError("a stream brought no audio")
+    return {
+        "first_audio_s": arrivals[0][0] - started,
+        "underrun_s": underrun(arrivals),
+        "audio_s": sum(s for _, s in arrivals),
+    }
+
+
+async def readyz(url: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as session, session.get(f"{url}/readyz") as response:
+        return dict(await response.json())
+
+
+async def players(url: str, n: int, seed: int) -> dict[str, Any]:
+    timeout = aiohttp.ClientTimeout(total=None)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        heard = await asyncio.gather(*(listen(session, url, seed + i) for i in range(n)))
+    underruns = [h["underrun_s"] for h in heard]
+    firsts = sorted(h["first_audio_s"] for h in heard)
+    return {
+        "streams": n,
+        "gap_free": sum(u < GAP_FREE_S for u in underruns),
+        "underrun_total_s": round(sum(underruns), 3),
+        "underrun_max_s": round(max(underruns), 3),
+        "first_audio_p50_s": round(statistics.median(firsts), 3),
+        "first_audio_max_s": round(firsts[-1], 3),
+    }
+
+
+async def warm(url: str, slots: int) -> int:
+    """Run the worker at every slot (jobs nobody listens to), so that it has measured its
+    steps at full batch; its capacity then."""
+    async with aiohttp.ClientSession() as session:
+        ids = []
+        for i in range(slots):
+            body = {"text": TEXT, "voice": "zh_female", "seed": i, "cache": False}
+            async with session.post(f"{url}/v1/tts/jobs", json=body) as response:
+                ids.append((await response.json())["id"])
+        for job_id in ids:
+            while True:
+                async with session.get(f"{url}/v1/tts/jobs/{job_id}") as response:
+                    if (await response.json())["state"] in ("succeeded", "failed"):
+                        break
+                await asyncio.sleep(0.2)
+    await asyncio.sleep(2.5)  # a heartbeat with the capacity after the run
+    return int((await readyz(url))["streams"]["capacity"])
+
+
+async def mixed(url: str, repeats: int) -> dict[str, float]:
+    """First audio of a new stream alone, then while a document runs on the same worker."""
+    timeout = aiohttp.ClientTimeout(total=None)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        alone = [(await listen(session, url, 500 + i))["first_audio_s"] for i in range(repeats)]
+        body = {"text": DOCUMENT, "voice": "zh_male", "seed": 1, "cache": False}
+        async with session.post(f"{url}/v1/tts/jobs", json=body) as response:
+            if response.status != 202:
+                raise RuntimeError(f"document: HTTP {response.status}: {await response.text()}")
+            document = (await response.json())["id"]
+        while True:  # the document is running: its first parts are stored
+            async with session.get(f"{url}/v1/tts/jobs/{document}") as response:
+                if (await response.json()).get("segments_done", 0) >= 1:
+                    break
+            await asyncio.sleep(0.05)
+        beside = [(await listen(session, url, 600 + i))["first_audio_s"] for i in range(repeats)]
+        async with session.delete(f"{url}/v1/tts/jobs/{document}"):
+            pass
+    ratio = statistics.median(beside) / statistics.median(alone)
+    return {
+        "alone_p50_ms": round(1000 * statistics.median(alone), 1),
+        "beside_document_p50_ms": round(1000 * statistics.median(beside), 1),
+        "ratio": round(ratio, 2),
+    }
+
+
+def start_stack(procs: Processes, tmp: Path, tag: str, args: argparse.Namespace) -> str:
+    redis_url = start_redis(procs, tmp / tag)
+    settings = Settings(
+        redis_url=redis_url,
+        host="127.0.0.1",
+        port=free_port(),
+        data_dir=str(tmp / tag / "data"),
+        audio_store=f"file://{tmp / tag / 'audio'}",
+        engine="chattts",
+        device="cpu",
+        model_dir=str(args.model),
+        max_batch=args.slots,
+        log_level="WARNING",
+        heartbeat_s=1.0,  # the capacity read from /readyz is a second old at most
+        stream_admission=cast(Literal["capacity", "off"], tag),
+    ).replace(**LIMITS_OFF)
+    env = {**os.environ, **settings.to_env(), "CHATTTS_WORKER_METRICS_PORT": "0"}
+    procs.start(f"web-{tag}", [sys.executable, "-m", "cli", "web"], env, cwd=REPO_ROOT)
+    procs.start(f"worker-{tag}", [sys.executable, "-m", "cli", "worker"], env, cwd=REPO_ROOT)
+    url = f"http://127.0.0.1:{settings.port}"
+    wait_http(procs, f"{url}/readyz")
+    return url
+
+
+def rows(report: dict[str, Any]) -> list[Row]:
+    out = []
+    by_n = {r["streams"]: r for r in report["off"]}
+    for row in report["capacity"]:
+        n, cap = row["streams"], report["capacity_streams"]
+        admitted = min(n, cap)
+        out.append(
+            Row(
+                SECTION,
+                f"streams gap-free of {n} listeners (capacity {cap}), tiny ChatTTS on this CPU",
+                row["gap_free"],
+                "streams",
+                by_n.get(n, {}).get("gap_free"),
+                f">= {admitted} (the admitted ones)",
+                row["gap_free"] >= admitted,
+            )
+        )
+    if "mixed" in report:
+        m = report["mixed"]
+        out.append(
+            Row(
+                SECTION,
+                "first audio of a new stream beside a document / alone",
+                m["ratio"],
+                "ratio",
+                None,
+                f"<= {MIXED_TARGET}",
+                m["ratio"] <= MIXED_TARGET,
+            )
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.players", description=__doc__.split("\n\n")[0])
+    p.add_argument("--tokens", type=int, default=256, help="audio tokens a stream (256: 5.5 s)")
+    p.add_argument("--slots", type=int, default=48, help="the worker's rows (CHATTTS_MAX_BATCH)")
+    p.add_argument("--repeats", type=int, default=1, help="(the suite's; each N runs once)")
+    p.add_argument("--quick", action="store_true", help="shorter streams, fewer slots")
+    p.add_argument("--output", default=str(REPO_ROOT / "bench" / "results" / "players.json"))
+    p.add_argument("--keep-logs", action="store_true")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.tokens, args.slots = 128, 16
+    why = missing()
+    if why is not None:
+        harness.write(Path(args.output), [], {}, skipped=why)
+        print(f"players skipped: {why}")
+        return 0
+    args.model = ensure_checkpoint(args.tokens)
+    report: dict[str, Any] = {"where": f"{os.cpu_count()} CPUs, tiny random weights"}
+    with bench_run("chattts-players-", args.keep_logs) as (procs, tmp):
+        url = start_stack(procs, tmp, "capacity", args)
+        capacity = max(1, asyncio.run(warm(url, args.slots)))
+        report["capacity_streams"] = capacity
+        counts = sorted({1, max(1, capacity // 2), capacity, capacity * 3 // 2, 2 * capacity})
+        print(f"measured capacity: {capacity} streams; listeners: {counts}", flush=True)
+        for mode in ("capacity", "off"):
+            if mode == "off":
+                procs.stop_all()
+                url = start_stack(procs, tmp, mode, args)
+                asyncio.run(warm(url, args.slots))
+            report[mode] = []
+            for n in counts:
+                row = asyncio.run(players(url, n, seed=1000 * n))
+                report[mode].append(row)
+                print(f"{mode:>8} {json.dumps(row)}", flush=True)
+            if mode == "capacity":
+                report["mixed"] = asyncio.run(mixed(url, 5))
+                print(f"   mixed {json.dumps(report['mixed'])}", flush=True)
+    report["rows"] = [row.to_json() for row in rows(report)]
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(report, indent=2))
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

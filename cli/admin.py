@@ -1,0 +1,281 @@
+"""`chattts-online admin`: the operators' console from a shell, over its HTTP API (/admin/v1/...).
+
+Reads print a table (or the API's JSON with `--json`); actions print what they did. The admin
+key comes from --admin-key or CHATTTS_ADMIN_KEY; the audit stream records it (by its last
+characters) with the login name. Exit codes as the other client commands: 0 done, 2 usage,
+3 server unreachable or unavailable, 4 refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from cli.errors import OK, REJECTED, UNAVAILABLE, USAGE, CliError
+
+TIMEOUT_S = 15.0
+
+
+def add_parser(sub: Any, default_url: str) -> None:
+    admin = sub.add_parser(
+        "admin",
+        help="the operators' console: queues, jobs, dead letters, workers, usage",
+        epilog="exit codes: 0 done, 2 usage, 3 server unreachable or unavailable, 4 refused",
+    )
+    admin.add_argument("--url", help=f"the service (env CHATTTS_URL, default {default_url})")
+    admin.add_argument("--admin-key", help="one of CHATTTS_ADMIN_KEYS (env CHATTTS_ADMIN_KEY)")
+    admin.add_argument("--json", action="store_true", help="print the API's JSON")
+    what = admin.add_subparsers(dest="what", required=True)
+    what.add_parser("queues", help="the queue at a glance: counts, lanes, throughput, pause")
+    queue = what.add_parser("queue", help="pause or resume the queue's intake")
+    queue.add_argument("action", choices=("pause", "resume"))
+    queue.add_argument("--reason", default="", help="pause: shown to refused clients")
+    queue.add_argument("--retry-after", type=int, default=60, help="pause: Retry-After seconds")
+    jobs = what.add_parser("jobs", help="search jobs, newest first")
+    jobs.add_argument("--state", help="comma-separated states")
+    jobs.add_argument("--client", help="a client id, or the address or key it is fair to")
+    jobs.add_argument("--voice")
+    jobs.add_argument("--text", help="a fragment of the text, any case")
+    jobs.add_argument("--since", type=float, help="Unix seconds")
+    jobs.add_argument("--until", type=float, help="Unix seconds")
+    jobs.add_argument("--limit", type=int, default=50)
+    job = what.add_parser("job", help="one job's whole record")
+    job.add_argument("id")
+    dlq = what.add_parser("dlq", help="dead letters: list, requeue, purge")
+    dlq.add_argument("action", nargs="?", choices=("list", "requeue", "purge"), default="list")
+    dlq.add_argument("ids", nargs="*", help="job ids (requeue, purge)")
+    dlq.add_argument("--all", action="store_true", help="requeue or purge every dead letter")
+    what.add_parser("workers", help="every live worker")
+    worker = what.add_parser("worker", help="drain a worker: it finishes what it holds and exits")
+    worker.add_argument("action", choices=("drain",))
+    worker.add_argument("name")
+    usage = what.add_parser("usage", help="jobs, characters and audio per day and client")
+    usage.add_argument("--days", type=int, default=7)
+    usage.add_argument("--csv", action="store_true", help="print CSV")
+    audit = what.add_parser("audit", help="the operators' latest actions")
+    audit.add_argument("--limit", type=int, default=50)
+
+
+class Console:
+    """The console's API at `url`, as operator `key`."""
+
+    def __init__(self, url: str, key: str) -> None:
+        self.url, self.key = url.rstrip("/"), key
+
+    def call(self, method: str, path: str, body: Any = None, raw: bool = False) -> Any:
+        headers = {"Authorization": f"Bearer {self.key}", "X-Operator": _login()}
+        data = None
+        if body is not None:
+            data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
+        request = urllib.request.Request(self.url + path, data, headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+                text = response.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise CliError(_message(exc), UNAVAILABLE if exc.code >= 500 else REJECTED) from None
+        except OSError as exc:
+            raise CliError(f"cannot reach {self.url}: {exc}", UNAVAILABLE) from None
+        return text if raw else json.loads(text)
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()[:64]
+    except (KeyError, OSError):
+        return ""
+
+
+def _message(exc: urllib.error.HTTPError) -> str:
+    try:
+        return str(json.loads(exc.read())["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {exc.code}"
+
+
+def _when(seconds: Any) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(seconds))) if seconds else ""
+
+
+def _table(rows: list[list[Any]], header: list[str]) -> str:
+    cells = [header, *[["" if c is None else str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    )
+
+
+def _show(args: argparse.Namespace, console: Console) -> tuple[Any, str]:
+    """The API's answer to this command, and how a person reads it."""
+    what = args.what
+    if what == "queues":
+        view = console.call("GET", "/admin/v1/queue")
+        c, rate = view["counts"], view["throughput"]["1m"]
+        paused = view["paused"]
+        lines = [
+            f"queue {view['queue']}: "
+            + (
+                f"PAUSED by {paused['by']} ({paused['reason'] or 'no reason given'})"
+                if paused
+                else "accepting"
+            ),
+            f"queued {c['queued']}, running {c['running']}, dead letters {c['dead_letters']}, "
+            f"workers {view['workers_alive']}",
+            f"succeeded {c['succeeded']}, failed {c['failed']}, cancelled {c['cancelled']}, "
+            f"dead {c['dead']}",
+            f"last minute: {rate['jobs_per_s']} jobs/s, {rate['audio_s_per_s']} s of audio/s",
+            _table(
+                [[n, v["jobs"], v["clients"], v["oldest_age_s"]] for n, v in view["lanes"].items()],
+                ["lane", "jobs", "clients", "oldest (s)"],
+            ),
+        ]
+        return view, "\n".join(lines)
+    if what == "queue":
+        if args.action == "pause":
+            body = {"reason": args.reason, "retry_after_s": args.retry_after}
+            answer = console.call("POST", "/admin/v1/queue/pause", body)
+            return answer, f"intake paused: submissions get 503 with Retry-After {args.retry_after}"
+        answer = console.call("POST", "/admin/v1/queue/resume", {})
+        return answer, "intake resumed" if answer["was_paused"] else "intake was not paused"
+    if what == "jobs":
+        query = {
+            k: getattr(args, k)
+            for k in ("state", "client", "voice", "text", "since", "until", "limit")
+        }
+        path = "/admin/v1/jobs?" + urllib.parse.urlencode(
+            {k: v for k, v in query.items() if v is not None}
+        )
+        answer = console.call("GET", path)
+        rows = [
+            [
+                j["id"],
+                j["state"],
+                j.get("client"),
+                j.get("voice"),
+                _when(j.get("created_at")),
+                j.get("attempts"),
+                j.get("error", ""),
+            ]
+            for j in answer["jobs"]
+        ]
+        return answer, _table(
+            rows, ["id", "state", "client", "voice", "submitted", "attempts", "error"]
+        )
+    if what == "job":
+        answer = console.call("GET", f"/admin/v1/jobs/{urllib.parse.quote(args.id)}")
+        return answer, json.dumps(answer, indent=2, ensure_ascii=False)
+    if what == "dlq":
+        return _dlq(args, console)
+    if what == "workers":
+        answer = console.call("GET", "/admin/v1/workers")
+        rows = [
+            [
+                w["name"],
+                w["host"],
+                w["engine"],
+                w["device"],
+                w["state"],
+                w["in_hand"],
+                w["steps_per_s"],
+                f"{w['streams']['playing']}/{w['streams']['capacity']}",
+            ]
+            for w in answer["workers"]
+        ]
+        return answer, _table(
+            rows, ["name", "host", "engine", "device", "state", "in hand", "steps/s", "streams"]
+        )
+    if what == "worker":
+        answer = console.call(
+            "POST", f"/admin/v1/workers/{urllib.parse.quote(args.name, safe='')}/drain", {}
+        )
+        return answer, f"worker {args.name} drains within {answer['within_s']} s, then exits"
+    if what == "usage":
+        if args.csv:
+            text = console.call("GET", f"/admin/v1/usage?days={args.days}&format=csv", raw=True)
+            return None, text.rstrip("\n")
+        answer = console.call("GET", f"/admin/v1/usage?days={args.days}")
+        rows = [
+            [
+                u["day"],
+                u["client"],
+                u["label"],
+                u["jobs"],
+                u["succeeded"],
+                u["characters"],
+                u["audio_seconds"],
+            ]
+            for u in answer["usage"]
+        ]
+        return answer, _table(
+            rows, ["day", "client", "who", "jobs", "succeeded", "characters", "audio (s)"]
+        )
+    answer = console.call("GET", f"/admin/v1/audit?limit={args.limit}")
+    rows = [
+        [_when(a["ts"]), a["by"], a["action"], a["target"], a.get("detail", "")]
+        for a in answer["audit"]
+    ]
+    return answer, _table(rows, ["when", "who", "what", "target", "detail"])
+
+
+def _dlq(args: argparse.Namespace, console: Console) -> tuple[Any, str]:
+    if args.action == "list":
+        answer = console.call("GET", "/admin/v1/dlq?limit=100")
+        rows = [
+            [
+                d["id"],
+                d["reason"],
+                d["last_worker"],
+                _when(d["dead_at"]),
+                "yes" if d["requeueable"] else "no",
+            ]
+            for d in answer["dead_letters"]
+        ]
+        return answer, _table(rows, ["id", "reason", "last worker", "dead at", "requeueable"])
+    if bool(args.ids) == args.all:
+        raise CliError(f"dlq {args.action}: give job ids, or --all", USAGE)
+    body = {"all": True} if args.all else {"ids": args.ids}
+    if args.action == "purge":
+        answer = console.call("POST", "/admin/v1/dlq/purge", body)
+        return answer, f"{answer['removed']} dead letters removed"
+    answer = console.call("POST", "/admin/v1/dlq/requeue", body)
+    lines = [
+        f"{r['id']}: "
+        + (
+            "requeued"
+            if r["requeued"]
+            else f"not requeued ({r['error']}" + (f", {r['state']}" if "state" in r else "") + ")"
+        )
+        for r in answer["results"]
+    ]
+    return answer, "\n".join([*lines, f"{answer['requeued']} requeued"])
+
+
+def run(args: argparse.Namespace, default_url: str) -> int:
+    key = args.admin_key or os.environ.get("CHATTTS_ADMIN_KEY", "")
+    if not key:
+        print("chattts-online admin: give --admin-key or set CHATTTS_ADMIN_KEY", file=sys.stderr)
+        return USAGE
+    console = Console(args.url or os.environ.get("CHATTTS_URL") or default_url, key)
+    try:
+        answer, text = _show(args, console)
+    except CliError as exc:
+        print(f"chattts-online admin: {exc}", file=sys.stderr)
+        return exc.code
+    if args.json and answer is not None:
+        print(json.dumps(answer, indent=2, ensure_ascii=False))
+    else:
+        print(text)
+    if (
+        args.what == "dlq"
+        and args.action == "requeue"
+        and answer["requeued"] < len(answer["results"])
+    ):
+        return REJECTED  # some were not dead (or gone): a script should notice
+    return OK

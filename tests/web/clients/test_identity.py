@@ -1,0 +1,78 @@
+"""Who a request is: a script that keeps no cookies stays one client by sending back the token
+its first answer gave it (`X-Client-Token`), and a token it was not given makes nobody else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+from aiohttp.test_utils import TestClient
+
+from tests.conftest import WorkerProcess
+from tests.web.conftest import ClientFactory, wait_job
+from web.clients.identity import COOKIE, TOKEN_HEADER
+
+Client = TestClient[Any, Any]
+
+
+def cookieless() -> aiohttp.ClientSession:
+    """curl without -b/-c: nothing it is sent comes back."""
+    return aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar())
+
+
+async def test_a_script_without_cookies_uses_its_own_jobs(
+    make_client: ClientFactory, worker: WorkerProcess
+) -> None:
+    client = await make_client(callback_allow="127.0.0.1/32")
+    url = client.make_url
+    async with cookieless() as script:
+        text = {"text": "Kept by a script that keeps no cookies.", "voice": "en_male"}
+        async with script.post(url("/v1/tts/jobs"), json=text) as response:
+            first = await response.json()
+            assert response.status == 202
+            assert response.headers[TOKEN_HEADER] == first["client_token"]
+        mine = {TOKEN_HEADER: first["client_token"]}
+
+        # Its own: listed, answered from its own cache, cancelled, its callback's secret.
+        await wait_job(client, first["id"], ("succeeded",))
+        async with script.get(url("/v1/tts/jobs"), headers=mine) as response:
+            assert [j["id"] for j in (await response.json())["jobs"]] == [first["id"]]
+        async with script.post(url("/v1/tts/jobs"), json=text, headers=mine) as response:
+            repeat = await response.json()
+            assert "client_token" not in repeat and TOKEN_HEADER not in response.headers
+        assert (await wait_job(client, repeat["id"], ("succeeded",))).get("cached") == "1"
+        long_text = {"text": "A long one. " * 300, "voice": "en_male"}
+        async with script.post(url("/v1/tts/jobs"), json=long_text, headers=mine) as response:
+            long_job = (await response.json())["id"]
+        async with script.delete(url(f"/v1/tts/jobs/{long_job}"), headers=mine) as response:
+            assert response.status in (200, 202), await response.text()
+        hooked = {**text, "callback_url": "http://127.0.0.1:9/hook", "cache": False}
+        async with script.post(url("/v1/tts/jobs"), json=hooked, headers=mine) as response:
+            secret = (await response.json())["callback_secret"]
+        async with script.get(url("/v1/callbacks/secret"), headers=mine) as response:
+            assert (await response.json())["secret"] == secret
+
+        # Without its token, or with one the server did not sign, it is somebody new.
+        forged = {TOKEN_HEADER: first["client_token"][:-2] + "xx"}
+        for headers in ({}, forged):
+            async with script.get(url("/v1/tts/jobs"), headers=headers) as response:
+                assert (await response.json())["jobs"] == []
+            async with script.delete(url(f"/v1/tts/jobs/{first['id']}"), headers=headers) as r:
+                assert r.status == 403  # not its job
+            async with script.get(url("/v1/callbacks/secret"), headers=headers) as response:
+                assert (await response.json())["secret"] != secret
+            async with script.post(url("/v1/tts/jobs"), json=text, headers=headers) as response:
+                stranger = await response.json()
+            assert "cached" not in await wait_job(client, stranger["id"], ("succeeded",))
+
+
+async def test_a_browser_never_reads_its_cookie_back(client: Client) -> None:
+    """The page's identity is an HttpOnly cookie: no answer to a request that carries it hands
+    its value to the page's JavaScript."""
+    first = await client.get("/")
+    cookie = first.cookies[COOKIE].value
+    assert first.headers[TOKEN_HEADER] == cookie  # (its very first answer, before any script)
+    response = await client.post("/v1/tts/jobs", json={"text": "From the page."})
+    body = await response.json()
+    assert response.status == 202 and "client_token" not in body
+    assert TOKEN_HEADER not in response.headers and cookie not in await response.text()

@@ -1,0 +1,155 @@
+"""The console's jobs: search them, read one's whole record, and the dead letters (list, requeue
+one or many, purge)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from core.queue.console import DeadLetter
+from core.queue.store import Queue
+from web.appkeys import QUEUE
+from web.clients.identity import shown_client
+from web.clients.operators import require_operator
+from web.errors import ApiError, job_not_found, json_response
+from web.schemas import admin as params
+from web.schemas.jobs import job_urls, json_body, valid_job_id
+
+# A listed job's text: its start, as a client's own list shows it.
+LISTED_TEXT_CHARS = 200
+
+
+def _listed(record: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = dict(record)
+    out["text"] = out.pop("head", "")[:LISTED_TEXT_CHARS]
+    if "client" in out:
+        out["client"] = shown_client(out["client"])
+    for name in ("created_at", "finished_at", "duration_s"):
+        if out.get(name):
+            out[name] = float(out[name])
+    for name in ("attempts", "starts", "chars", "requeues"):
+        if out.get(name):
+            out[name] = int(out[name])
+    out["document"] = out.get("document") == "1"
+    return out
+
+
+async def search_jobs(request: web.Request) -> web.Response:
+    """GET /admin/v1/jobs: newest first, by state, client, voice, time and a text fragment."""
+    require_operator(request)
+    states = params.states(request)
+    client, voice = params.text(request, "client", 64), params.text(request, "voice", 64)
+    limit = params.integer(request, "limit", 50, 1, params.MAX_PAGE)
+    since = params.timestamp(request, "since")
+    until = params.timestamp(request, "until")
+    cursor = params.timestamp(request, "cursor")
+    fragment = params.text(request, "text")
+
+    def match(record: dict[str, str]) -> bool:
+        return (
+            (not states or record.get("state") in states)
+            and (client is None or client in _names(record))
+            and (voice is None or record.get("voice") == voice)
+        )
+
+    found, next_cursor = await request.app[QUEUE].console.search(
+        match, limit, since, cursor if cursor is not None else until, fragment
+    )
+    return json_response({"jobs": [_listed(r) for r in found], "next_cursor": next_cursor})
+
+
+def _names(record: dict[str, str]) -> tuple[str | None, ...]:
+    """What a search's `client` may name a job's client by: as shown, or whom it is fair to."""
+    return (shown_client(record.get("client", "")), record.get("who"))
+
+
+async def job_record(request: web.Request) -> web.Response:
+    """GET /admin/v1/jobs/{id}: every field, each start and its worker, the events, the
+    callback's deliveries, the dead letter and the links to its audio."""
+    require_operator(request)
+    job_id = valid_job_id(request.match_info["job_id"])
+    record = await request.app[QUEUE].console.record(job_id)
+    if record is None:
+        raise job_not_found(job_id)
+    record["job"]["client"] = shown_client(record["job"].get("client", ""))
+    if record["callback"]:
+        record["callback"]["client"] = shown_client(str(record["callback"].get("client", "")))
+    return json_response({**record, "links": job_urls(request.app, job_id)})
+
+
+def _letter(letter: DeadLetter) -> dict[str, Any]:
+    return {
+        "entry": letter.entry,
+        "id": letter.job_id,
+        "reason": letter.reason,
+        "dead_at": letter.at,
+        "last_worker": letter.worker or None,
+        "job": _listed(letter.job) if letter.job else None,
+        "requeueable": bool(letter.job and letter.job.get("state") == "dead"),
+    }
+
+
+async def dead_letter_page(queue: Queue, limit: int) -> list[dict[str, Any]]:
+    """The newest `limit` dead letters (the live view's)."""
+    letters, _ = await queue.console.dead_letters(limit)
+    return [_letter(letter) for letter in letters]
+
+
+async def dead_letters(request: web.Request) -> web.Response:
+    """GET /admin/v1/dlq: the newest first, with each one's reason and last worker."""
+    require_operator(request)
+    limit = params.integer(request, "limit", 50, 1, params.MAX_PAGE)
+    cursor = params.entry_cursor(request)
+    letters, next_cursor = await request.app[QUEUE].console.dead_letters(limit, cursor)
+    body = [_letter(letter) for letter in letters]
+    return json_response({"dead_letters": body, "next_cursor": next_cursor})
+
+
+async def _requeue(request: web.Request, job_id: str, by: str) -> dict[str, Any]:
+    verdict, detail = await request.app[QUEUE].requeue(job_id, by)
+    if verdict == "ok":
+        return {"id": job_id, "requeued": True, "state": "queued", "events_cursor": detail}
+    if verdict == "missing":
+        return {"id": job_id, "requeued": False, "error": "job_not_found"}
+    return {"id": job_id, "requeued": False, "error": "job_not_dead", "state": detail}
+
+
+async def requeue_one(request: web.Request) -> web.Response:
+    """POST /admin/v1/dlq/{id}/requeue: 200, or 404 / 409 when the job is gone or not dead."""
+    by = require_operator(request)
+    job_id = valid_job_id(request.match_info["job_id"])
+    result = await _requeue(request, job_id, by)
+    if result.get("error") == "job_not_found":
+        raise job_not_found(job_id)
+    if result.get("error") == "job_not_dead":
+        raise ApiError(
+            409,
+            f"job {job_id} is {result['state']}, not dead: only a dead job is requeued (a "
+            "second requeue finds the first one's job queued or running)",
+            code="job_not_dead",
+            extra={"state": result["state"]},
+        )
+    return json_response({**result, **job_urls(request.app, job_id)})
+
+
+async def requeue_many(request: web.Request) -> web.Response:
+    """POST /admin/v1/dlq/requeue {"ids": [...]} or {"all": true}: each one's outcome."""
+    by = require_operator(request)
+    ids = params.job_ids(await json_body(request))
+    more = False
+    if ids is None:  # the newest MAX_IDS at a time: `more` says whether to ask again
+        letters, cursor = await request.app[QUEUE].console.dead_letters(params.MAX_IDS)
+        ids, more = list(dict.fromkeys(letter.job_id for letter in letters)), cursor is not None
+    results = [await _requeue(request, job_id, by) for job_id in ids]
+    requeued = sum(1 for r in results if r["requeued"])
+    return json_response({"results": results, "requeued": requeued, "more": more})
+
+
+async def purge(request: web.Request) -> web.Response:
+    """POST /admin/v1/dlq/purge {"ids": [...]} or {"all": true}: the dead letters go (the
+    jobs' records expire as any ended job's)."""
+    by = require_operator(request)
+    ids = params.job_ids(await json_body(request))
+    removed = await request.app[QUEUE].console.purge(ids, by)
+    return json_response({"removed": removed})

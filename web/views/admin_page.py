@@ -1,0 +1,98 @@
+"""The console page at `/admin` (templates/admin.html, static/admin.js): signing in and out with an
+admin key, and the live view it follows over Server-Sent Events."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import aiohttp_jinja2
+from aiohttp import web
+from aiohttp_sse import EventSourceResponse
+from redis.exceptions import RedisError
+
+from web.appkeys import HUB, QUEUE, SETTINGS
+from web.clients.limits import stream_lease
+from web.clients.operators import (
+    admin_key_accepted,
+    ended_session_cookie,
+    operator,
+    require_operator,
+    session_cookie,
+)
+from web.errors import ApiError, dumps, json_response
+from web.schemas.jobs import json_body
+from web.views.admin import queue_view, workers_page
+from web.views.admin_jobs import dead_letter_page
+from web.views.events import send_timeout_s
+
+log = logging.getLogger("chattts_online.web.admin")
+
+# The live view's period: what an operator watching a queue drain expects, at one reading of the
+# queue a second per open console (a few round trips to Redis).
+LIVE_PERIOD_S = 1.0
+
+
+async def page(request: web.Request) -> web.StreamResponse:
+    """The console; its sign-in form when the request has no operator."""
+    context = {
+        "console_on": bool(request.app[SETTINGS].admin_key_set),
+        "operator": operator(request),
+        "queue": request.app[QUEUE].keys.queue,
+    }
+    return aiohttp_jinja2.render_template("admin.html", request, context)
+
+
+async def sign_in(request: web.Request) -> web.Response:
+    """POST /admin/session {"key": ...}: a console session for this admin key (a cookie)."""
+    body = await json_body(request)
+    key = body.get("key") if isinstance(body, dict) else None
+    if not isinstance(key, str) or not key or len(key) > 512:
+        raise ApiError(400, 'send {"key": "<an admin key>"}', code="invalid_body", param="key")
+    if not request.app[SETTINGS].admin_key_set:
+        require_operator(request)  # the console-off answer
+    if not admin_key_accepted(request, key):
+        raise ApiError(403, "that key is not one of CHATTTS_ADMIN_KEYS", code="not_an_admin")
+    response = json_response({"signed_in": True})
+    response.headers.add("Set-Cookie", session_cookie(request, key))
+    return response
+
+
+async def sign_out(request: web.Request) -> web.Response:
+    response = json_response({"signed_in": False})
+    response.headers.add("Set-Cookie", ended_session_cookie())
+    return response
+
+
+async def live(request: web.Request) -> web.StreamResponse:
+    """GET /admin/v1/live: a `console` event every LIVE_PERIOD_S with the queue, the workers and
+    the newest dead letters; it ends when the client goes or the server stops (with the event
+    hub's followers, at shutdown)."""
+    require_operator(request)
+    async with stream_lease(request):
+        ping_s = request.app[SETTINGS].sse_ping_s
+        response = EventSourceResponse(ping_interval=ping_s, send_timeout=send_timeout_s(ping_s))
+        await response.prepare(request)
+        pinging = asyncio.create_task(response.wait())
+        queue, hub = request.app[QUEUE], request.app[HUB]
+        try:
+            # The session is checked again each time: a lapsed or removed key ends the view.
+            while not pinging.done() and not hub.closing and operator(request) is not None:
+                try:
+                    view = {
+                        "queue": await queue_view(queue),
+                        "workers": await workers_page(queue),
+                        "dead_letters": await dead_letter_page(queue, 20),
+                    }
+                except (RedisError, OSError) as exc:
+                    view = {"error": f"Redis did not answer: {exc}"[:300]}
+                await response.send(dumps(view), event="console")
+                await asyncio.wait({pinging}, timeout=LIVE_PERIOD_S)
+        except (ConnectionResetError, RuntimeError, TimeoutError):
+            pass  # the console went away: nothing to tell it
+        finally:
+            pinging.cancel()
+            with contextlib.suppress(BaseException):
+                await pinging
+        return response

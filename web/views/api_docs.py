@@ -1,0 +1,357 @@
+"""`/openapi.json`: the OpenAPI 3.1 document of every route, built from the router, the request
+models and the validators' own constants (never a hand-kept copy); `/docs`: it as a page.
+
+Each route of `web/routes.py` has an entry in `OPERATIONS` (tests/web/test_openapi.py checks that
+none is missing): its summary, its parameters and its body's schema. A body's schema comes from
+the pydantic model that validates it (`SynthesisRequest`, `LegacyRequest`) or, where a view
+validates by hand (OpenAI's body, a voice), from the constants that view checks against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp_jinja2
+from aiohttp import web
+
+from core.infra.settings import Settings
+from core.queue.job import JobState, SynthesisRequest
+from core.queue.voices import DEFAULT_VOICES, OPENAI_VOICES
+from web.appkeys import SETTINGS
+from web.errors import json_response
+from web.schemas import openai as speech
+from web.views import captions, jobs, legacy, subtitles, voice_uploads
+
+Schema = dict[str, Any]
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Operation:
+    summary: str
+    tag: str
+    body: Callable[[Settings], Schema] | None = None  # the JSON request body's schema
+    query: tuple[tuple[str, Schema, str], ...] = ()  # (name, schema, description)
+    ok: tuple[int, str, str] = (200, JSON, "")  # (status, media type, description)
+    form: Callable[[Settings], Schema] | None = None  # a multipart/form-data body's schema
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def job_request(settings: Settings) -> Schema:
+    schema = SynthesisRequest.model_json_schema()
+    # What the web tier takes: a job's text, or a whole document's.
+    schema["properties"]["text"]["maxLength"] = max(
+        settings.max_text_chars, settings.max_document_chars
+    )
+    schema.pop("title", None)
+    voice = schema["properties"]["voice"]
+    voice.pop("default", None)  # the web tier picks by the text's language
+    voice["description"] = (
+        f"a voice of GET /v1/voices, or an OpenAI voice name ({', '.join(OPENAI_VOICES)}); "
+        f"left out: {DEFAULT_VOICES['zh']} for Mandarin text, {DEFAULT_VOICES['en']} otherwise"
+    )
+    schema["properties"]["callback_url"] = {
+        "type": "string",
+        "format": "uri",
+        "description": "POSTed (Standard Webhooks) when the job ends",
+    }
+    schema["description"] = "A synthesis job."
+    return schema
+
+
+def speech_request(settings: Settings) -> Schema:
+    number = {"type": "number"}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["model", "input"],
+        "properties": {
+            "model": {"type": "string", "minLength": 1, "maxLength": 256},
+            "input": {
+                "type": "string",
+                "maxLength": min(speech.MAX_INPUT_CHARS, settings.max_text_chars),
+            },
+            "voice": {
+                "anyOf": [
+                    {"type": "string", "minLength": 1},
+                    {"type": "object", "properties": {"id": {"type": "string"}}},
+                    {"type": "null"},
+                ],
+                "description": f"default {speech.DEFAULT_VOICE}, by the input's language",
+            },
+            "response_format": {"enum": [*speech.FORMATS, None], "default": "mp3"},
+            "speed": {
+                "anyOf": [
+                    {**number, "minimum": speech.SPEED_RANGE[0], "maximum": speech.SPEED_RANGE[1]},
+                    {"type": "null"},
+                ]
+            },
+            "instructions": {
+                "anyOf": [
+                    {"type": "string", "maxLength": speech.MAX_INSTRUCTIONS_CHARS},
+                    {"type": "null"},
+                ]
+            },
+            "stream_format": {"enum": [*speech.STREAM_FORMATS, None]},
+            "seed": job_request(settings)["properties"]["seed"],
+            "cache": {"type": "boolean"},
+        },
+    }
+
+
+def captioned_request(settings: Settings) -> Schema:
+    schema = speech_request(settings)
+    properties = schema["properties"]
+    properties.pop("stream_format")  # it comes whole
+    properties["return_timestamps"] = {"type": "boolean", "default": True}
+    properties["stream"] = {"const": False, "description": "it comes whole"}
+    properties["lang_code"] = {"type": "string", "description": "accepted; the text decides"}
+    assert set(properties) >= set(captions.EXTENSIONS)
+    return schema
+
+
+def legacy_request(settings: Settings) -> Schema:
+    schema = legacy.LegacyRequest.model_json_schema()
+    schema.pop("title", None)
+    return schema
+
+
+def _voice_fields() -> dict[str, Schema]:
+    limits = voice_uploads.FIELD_LIMITS  # the view's own limits
+    return {
+        "name": {"type": "string", "pattern": f"^{voice_uploads.NAME.pattern}$"},
+        "language": {"type": "string", "maxLength": limits["language"]},
+        "gender": {"type": "string", "maxLength": limits["gender"]},
+        "description": {"type": "string", "maxLength": limits["description"]},
+    }
+
+
+def voice_json(settings: Settings) -> Schema:
+    properties = {**_voice_fields(), "embedding": {"type": "string", "minLength": 1}}
+    assert set(properties) == set(voice_uploads.JSON_FIELDS)
+    return {
+        "type": "object",
+        "required": ["name", "embedding"],
+        "properties": properties,
+        "additionalProperties": False,
+    }
+
+
+def voice_form(settings: Settings) -> Schema:
+    properties = {
+        **_voice_fields(),
+        "transcript": {"type": "string"},
+        "audio": {
+            "type": "string",
+            "contentMediaType": "audio/*",
+            "description": f"1-20 s, WAV/FLAC/Ogg, up to {voice_uploads.MAX_RECORDING_BYTES} bytes",
+        },
+    }
+    assert set(properties) == set(voice_uploads.FORM_FIELDS)
+    return {"type": "object", "required": ["name", "transcript", "audio"], "properties": properties}
+
+
+CURSOR = ("last_event_id", {"type": "string"}, "resume after this event id (the SSE id)")
+DOWNLOAD = ("download", {"type": "string"}, "1: as an attachment")
+STATES = [state.value for state in JobState]
+
+OPERATIONS: dict[tuple[str, str], Operation] = {
+    ("GET", "index"): Operation("The demo page", "page", ok=(200, "text/html", "")),
+    ("GET", "api_docs"): Operation("This page", "page", ok=(200, "text/html", "")),
+    ("GET", "openapi"): Operation("This document", "page"),
+    ("POST", "jobs"): Operation(
+        "Submit a job", "jobs", body=job_request, ok=(202, JSON, "queued: the job's snapshot")
+    ),
+    ("GET", "jobs"): Operation(
+        "My jobs, newest first",
+        "jobs",
+        query=(
+            ("state", {"type": "string"}, f"comma-separated: {', '.join(STATES)}"),
+            ("limit", {"type": "integer", "minimum": 1, "maximum": jobs.MAX_LIST_LIMIT}, ""),
+            ("cursor", {"type": "string"}, "next_cursor of the page before"),
+        ),
+    ),
+    ("GET", "job"): Operation("A job's snapshot", "jobs"),
+    ("DELETE", "job"): Operation("Cancel a job", "jobs", ok=(202, JSON, "cancelling")),
+    ("GET", "job_audio"): Operation(
+        "A job's audio (Range, ETag)", "audio", query=(DOWNLOAD,), ok=(200, "audio/*", "")
+    ),
+    ("GET", "job_segment"): Operation(
+        "One segment's audio, as soon as it is made", "audio", ok=(200, "audio/*", "")
+    ),
+    ("GET", "job_subtitles"): Operation(
+        "Subtitles and word times",
+        "audio",
+        query=(("format", {"enum": list(subtitles.FORMATS)}, "srt by default"), DOWNLOAD),
+        ok=(200, "text/plain", "SRT, WebVTT or JSON"),
+    ),
+    ("GET", "job_stream"): Operation(
+        "PCM while it is made (resumable)",
+        "audio",
+        query=(("offset", {"type": "integer", "minimum": 0}, "bytes already read"),),
+        ok=(200, "audio/L16", ""),
+    ),
+    ("GET", "job_events"): Operation(
+        "A job's events (SSE)", "events", query=(CURSOR,), ok=(200, "text/event-stream", "")
+    ),
+    ("GET", "client_events"): Operation(
+        "All my jobs' events (SSE)", "events", query=(CURSOR,), ok=(200, "text/event-stream", "")
+    ),
+    ("GET", "ws"): Operation("Submit and follow over a WebSocket", "events", ok=(101, JSON, "")),
+    ("GET", "voices"): Operation("The voices", "voices"),
+    ("POST", "voices_register"): Operation(
+        "Register a voice", "voices", body=voice_json, form=voice_form, ok=(201, JSON, "")
+    ),
+    ("GET", "voice"): Operation("One voice", "voices"),
+    ("DELETE", "voice"): Operation("Delete a registered voice", "voices", ok=(204, JSON, "")),
+    ("POST", "openai_speech"): Operation(
+        "OpenAI-compatible speech", "openai", body=speech_request, ok=(200, "audio/*", "")
+    ),
+    ("POST", "captioned_speech"): Operation(
+        "Speech with word timestamps (Kokoro's captioned speech)",
+        "openai",
+        body=captioned_request,
+    ),
+    ("GET", "openai_models"): Operation("Models (OpenAI's shape)", "openai"),
+    ("GET", "openai_voices"): Operation("Voice names (Kokoro's shape)", "openai"),
+    ("GET", "callback_secret"): Operation("My callbacks' signing secret", "jobs"),
+    ("POST", "legacy_submit"): Operation(
+        "Submit (the previous API)", "legacy", body=legacy_request
+    ),
+    ("GET", "legacy_query"): Operation("Query (the previous API)", "legacy"),
+    ("GET", "healthz"): Operation("Alive", "operations"),
+    ("GET", "readyz"): Operation("Ready: Redis, workers, streams", "operations"),
+    ("GET", "metrics"): Operation("Prometheus metrics", "operations", ok=(200, "text/plain", "")),
+    # The operators' console: an admin key (CHATTTS_ADMIN_KEYS) as a bearer token, or a session.
+    ("GET", "admin"): Operation("The console page", "admin", ok=(200, "text/html", "")),
+    ("POST", "admin_session"): Operation("Sign in to the console with an admin key", "admin"),
+    ("DELETE", "admin_session"): Operation("Sign out of the console", "admin"),
+    ("GET", "admin_live"): Operation(
+        "The console's live view (SSE)", "admin", ok=(200, "text/event-stream", "")
+    ),
+    ("GET", "admin_queue"): Operation("The queue at a glance", "admin"),
+    ("POST", "admin_pause"): Operation("Pause intake (503 paused)", "admin"),
+    ("POST", "admin_resume"): Operation("Resume intake", "admin"),
+    ("GET", "admin_workers"): Operation("Live workers", "admin"),
+    ("POST", "admin_drain"): Operation("Drain a worker", "admin", ok=(202, JSON, "")),
+    ("GET", "admin_usage"): Operation(
+        "Usage per day and client",
+        "admin",
+        query=(
+            ("days", {"type": "integer", "minimum": 1}, ""),
+            ("format", {"enum": ["json", "csv"]}, ""),
+        ),
+    ),
+    ("GET", "admin_audit"): Operation("The operators' actions", "admin"),
+    ("GET", "admin_jobs"): Operation(
+        "Search jobs",
+        "admin",
+        query=(
+            ("state", {"type": "string"}, f"comma-separated: {', '.join(STATES)}"),
+            ("client", {"type": "string"}, "a client id, or the address or key it is fair to"),
+            ("voice", {"type": "string"}, ""),
+            ("since", {"type": "number"}, "Unix seconds"),
+            ("until", {"type": "number"}, "Unix seconds"),
+            ("text", {"type": "string"}, "a fragment of the text, any case"),
+            ("limit", {"type": "integer", "minimum": 1}, ""),
+            ("cursor", {"type": "number"}, "next_cursor of the page before"),
+        ),
+    ),
+    ("GET", "admin_job"): Operation("A job's whole record", "admin"),
+    ("GET", "admin_dlq"): Operation("Dead letters, newest first", "admin"),
+    ("POST", "admin_requeue"): Operation("Requeue dead jobs ({ids} or {all})", "admin"),
+    ("POST", "admin_requeue_one"): Operation("Requeue a dead job", "admin"),
+    ("POST", "admin_purge"): Operation("Purge dead letters ({ids} or {all})", "admin"),
+}
+
+ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "code"],
+            "properties": {
+                "message": {"type": "string", "description": "what to fix"},
+                "type": {"type": "string"},
+                "code": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+            },
+        }
+    },
+}
+
+
+def _operation(method: str, name: str, path: str, op: Operation, settings: Settings) -> Schema:
+    out: Schema = {"summary": op.summary, "tags": [op.tag], "operationId": f"{name}_{method}"}
+    params = [
+        {"name": part[1:-1], "in": "path", "required": True, "schema": {"type": "string"}}
+        for part in path.split("/")
+        if part.startswith("{")
+    ]
+    params += [
+        {"name": n, "in": "query", "schema": s, **({"description": d} if d else {})}
+        for n, s, d in op.query
+    ]
+    if params:
+        out["parameters"] = params
+    content: Schema = {}
+    if op.body is not None:
+        content[JSON] = {"schema": op.body(settings)}
+    if op.form is not None:
+        content["multipart/form-data"] = {"schema": op.form(settings)}
+    if content:
+        out["requestBody"] = {"required": True, "content": content}
+    status, media, description = op.ok
+    out["responses"] = {
+        str(status): {"description": description or op.summary, "content": {media: {}}},
+        "4XX": {"description": "what to fix", "content": {JSON: {"schema": ERROR}}},
+    }
+    return out
+
+
+def _path(resource: Any) -> str:
+    """The route's path as OpenAPI writes it: `{n:\\d{1,6}}` becomes `{n}`."""
+    info = resource.get_info()
+    if "formatter" in info:
+        return str(info["formatter"])
+    return str(info.get("path") or resource.canonical)
+
+
+def document(app: web.Application) -> Schema:
+    paths: dict[str, Schema] = {}
+    for route in app.router.routes():
+        resource = route.resource
+        if resource is None or route.method == "HEAD" or resource.name in (None, "static"):
+            continue
+        op = OPERATIONS[(route.method, resource.name)]  # KeyError: a route without its entry
+        path = _path(resource)
+        paths.setdefault(path, {})[route.method.lower()] = _operation(
+            route.method, resource.name, path, op, app[SETTINGS]
+        )
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "ChatTTS Online",
+            "version": "1",
+            "description": "Text to speech over HTTP: jobs, their audio, events and subtitles.",
+        },
+        "paths": paths,
+        "components": {"schemas": {"Error": ERROR}},
+    }
+
+
+async def openapi_json(request: web.Request) -> web.Response:
+    return json_response(document(request.app))
+
+
+async def api_docs(request: web.Request) -> web.StreamResponse:
+    doc = document(request.app)  # (milliseconds: it is read by people, rarely)
+    operations = [
+        {"method": method.upper(), "path": path, **op}
+        for path, methods in doc["paths"].items()
+        for method, op in methods.items()
+    ]
+    return aiohttp_jinja2.render_template("docs.html", request, {"operations": operations})

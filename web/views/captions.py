@@ -1,0 +1,76 @@
+"""`POST /dev/captioned_speech`: Kokoro-FastAPI's captioned speech (OpenAI's body; the whole audio
+as base64 beside its word timestamps), served by the same queue and the same subtitles as every
+job (web/views/subtitles.py)."""
+
+from __future__ import annotations
+
+import base64
+
+from aiohttp import web
+
+from web import job_service
+from web.appkeys import QUEUE
+from web.clients.identity import client_id
+from web.clients.limits import check_submit
+from web.errors import ApiError, json_response
+from web.monitors.memory import address
+from web.schemas.jobs import json_body
+from web.schemas.openai import parse
+from web.views.openai import succeeded
+from web.views.sending import holding
+from web.views.subtitles import words_of
+
+EXTENSIONS = ("return_timestamps", "stream", "lang_code")  # Kokoro's, beside OpenAI's body
+
+
+def _flag(payload: dict[str, object], name: str, default: bool) -> bool:
+    value = payload.pop(name, default)
+    if not isinstance(value, bool):
+        raise ApiError(400, f"'{name}' must be true or false", code="invalid_value", param=name)
+    return value
+
+
+async def captioned_speech(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    client = client_id(request)
+    payload = await json_body(request)
+    timestamps = True
+    if isinstance(payload, dict):
+        payload = dict(payload)
+        timestamps = _flag(payload, "return_timestamps", True)
+        lang_code = payload.pop("lang_code", None)  # ours follow the text's language
+        if lang_code is not None and not isinstance(lang_code, str):
+            raise ApiError(
+                400, "'lang_code' must be a string", code="invalid_value", param="lang_code"
+            )
+        if _flag(payload, "stream", False) or payload.get("stream_format") is not None:
+            raise ApiError(
+                400,
+                "captioned speech comes whole: leave 'stream' and 'stream_format' out (to "
+                "stream, use /v1/audio/speech and read its job's /subtitles afterwards)",
+                code="invalid_value",
+                param="stream",
+            )
+    params = await parse(app, payload, client)
+    await check_submit(request)
+    submitted = await job_service.enqueue(app, params.request, client, source=address(request))
+    job_id = submitted.job_id
+    finished = await succeeded(request, job_id, submitted.event_id)
+    if finished is None:  # nobody is listening any more
+        return web.Response(status=499, headers={"X-Job-Id": job_id})
+    size = int(finished.get("audio_size") or 0)
+    with holding(request, size * 2):  # the file, and its base64 in the body
+        queue = app[QUEUE]
+        data = await queue.stored.file(job_id)
+        if data is None:
+            raise ApiError(500, "the job's audio expired", code="audio_expired")
+        job = await job_service.get(app, job_id)
+        words, estimated = words_of(job, await queue.stored.cues(job_id))
+        body = {
+            "audio": base64.b64encode(data).decode(),
+            "audio_format": params.format,
+            "timestamps": words if timestamps else None,
+            "timestamps_estimated": estimated,
+            "job_id": job_id,
+        }
+        return json_response(body, headers={"X-Job-Id": job_id})

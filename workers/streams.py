@@ -1,0 +1,114 @@
+"""How many streams this worker carries in real time, and how many more it may take now.
+
+The ChatTTS runtime measures its own capacity step by step (its `stream_capacity`); for an engine
+that synthesizes whole batches (eSpeak NG), the streams share its speed: the seconds of speech it
+made per second it was busy. A worker that cannot carry even one stream in real time says so in
+its log and its metrics, and takes streams one at a time (each of them will pause).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from core.infra.settings import Settings
+from workers.chunks import ChunkPublisher
+from workers.engines import Engine
+from workers.metrics import WorkerMetrics
+
+log = logging.getLogger("chattts_online.worker")
+
+
+class StreamRoom:
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        engine: Engine,
+        chunks: ChunkPublisher,
+        metrics: WorkerMetrics,
+        hand: int,
+    ) -> None:
+        """`hand`: the most jobs the worker holds (no more streams than that, whatever the
+        engine's speed)."""
+        self.name, self.settings, self.engine = name, settings, engine
+        self.chunks, self.metrics = chunks, metrics
+        self.hand = hand
+        self._warned = False
+
+    @property
+    def on(self) -> bool:
+        return self.settings.stream_admission == "capacity"
+
+    def _measures(self) -> tuple[int | None, float | None]:
+        """From one look at the engine: the capacity it measures itself (None: it does not),
+        and one stream's speed alone, x real time (None: not measured yet)."""
+        stats: dict[str, Any] = self.engine.stats()
+        if "realtime_speed" in stats:
+            speed = stats["realtime_speed"]
+            measured = float(speed) if speed is not None else None
+            # Not measured yet (nothing ran since the warm-up): one stream, the first measure.
+            own = int(stats.get("stream_capacity") or 0) if measured is not None else 1
+            return own, measured
+        tally = self.metrics.tally
+        return None, tally.audio_seconds / tally.busy_s if tally.busy_s > 0 else None
+
+    def speed(self) -> float | None:
+        """One stream's speed alone, x real time (None: not measured yet)."""
+        return self._measures()[1]
+
+    def capacity(self) -> int:
+        """Streams carried at once, each `CHATTTS_STREAM_HEADROOM` times faster than real time."""
+        if self.settings.stream_capacity > 0:
+            return self.settings.stream_capacity
+        own, speed = self._measures()
+        if own is not None:
+            capacity = own
+        else:
+            headroom = max(self.settings.stream_headroom, 1.0)
+            capacity = self.hand if speed is None else math.floor(speed / headroom)
+        capacity = min(capacity, self.hand)
+        self._report(capacity, speed)
+        return capacity
+
+    def playing(self) -> int:
+        """Streamed jobs in hand whose last chunk is not out yet."""
+        return self.chunks.playing
+
+    def room(self) -> int:
+        """Streams the worker may take now: up to its capacity (one at a time when it has
+        none), or any number with CHATTTS_STREAM_ADMISSION=off."""
+        if not self.on:
+            return self.hand
+        return max(0, max(1, self.capacity()) - self.playing())
+
+    def reading(self) -> dict[str, Any]:
+        """For the heartbeat (and so /readyz and /metrics)."""
+        speed, capacity, playing = self.speed(), self.capacity(), self.playing()
+        self.metrics.streams_playing.set(playing)
+        if speed is not None:
+            self.metrics.stream_speed.set(speed)
+        return {
+            "capacity": capacity,
+            "playing": playing,
+            "speed": round(speed, 3) if speed is not None else None,
+            "admission": self.settings.stream_admission,
+        }
+
+    def _report(self, capacity: int, speed: float | None) -> None:
+        if capacity == 0 and not self._warned:
+            if speed is None:
+                return
+            self._warned = True
+            log.warning(
+                "worker %s: this device makes %.2fx real time for one stream, below the "
+                "%.2fx of CHATTTS_STREAM_HEADROOM: streams will pause while they play "
+                "(taken one at a time); add a faster device or lower the model's size",
+                self.name,
+                speed,
+                self.settings.stream_headroom,
+            )
+        elif capacity > 0:
+            self._warned = False
+        self.metrics.stream_capacity.set(capacity)
