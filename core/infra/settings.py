@@ -166,8 +166,10 @@ class Settings:
     # audio later, and no running stream is slowed down); "off": as many as it has room for.
     stream_admission: Literal["capacity", "off"] = "capacity"
     # How much faster than real time a stream must be made to count as carried: the margin
-    # that keeps its listener ahead through a slow step, a prefill, a segment's start.
-    stream_headroom: float = 1.25
+    # that keeps its listener ahead through a slow step, a prefill, a segment's start, and
+    # the listeners' own sending (on a small CPU, bench.players: 1.25 let one run in three
+    # gap at capacity; 1.5 kept every run gap-free there).
+    stream_headroom: float = 1.5
     # Streams one worker carries, when the operator knows it; 0: measured as it runs.
     stream_capacity: int = 0
 
