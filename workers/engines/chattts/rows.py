@@ -153,7 +153,7 @@ class RuntimeRows:
             waiting = list(self._inbox)
             self._inbox.clear()
         for segment, *_, on_done, _ in waiting:
-            on_done(segment, RowResult(np.zeros(0, np.float32), 0, False, "cancelled"))
+            on_done(segment, RowResult.failed("cancelled"))
         while scheduler.busy:
             scheduler.run_round()
         self._run_calls()
@@ -180,7 +180,7 @@ class RuntimeRows:
             try:
                 prompt, sampling = self.row(segment, seed, budget)
             except EngineError as exc:
-                on_done(segment, RowResult(np.zeros(0, np.float32), 0, False, str(exc)))
+                on_done(segment, RowResult.failed(str(exc)))
                 continue
             # The segment is the row's key: the runtime hands it back with each piece and the
             # result, straight to the worker's sinks.

@@ -32,6 +32,11 @@ class RowResult:
     error: str | None = None
     codes: np.ndarray | None = None  # [tokens, num_vq]: the audio codes drawn
 
+    @classmethod
+    def failed(cls, error: str, tokens: int = 0) -> RowResult:
+        """A row that ended without audio, and why ("cancelled", or what went wrong)."""
+        return cls(np.zeros(0, np.float32), tokens, False, error)
+
 
 @dataclass(eq=False)
 class RowRequest:
@@ -50,6 +55,20 @@ class RowRequest:
     last_chunk: int = 0  # tokens of its last chunk out
     cursor: Cursor = field(default_factory=Cursor)
     chunks: list[np.ndarray] = field(default_factory=list)
+
+    def problem(self, context: int) -> str | None:
+        """Why this row cannot run in a decoder of `context` positions; None when it can."""
+        length, budget = self.prompt.size(0), self.sampling.max_new_token
+        if length + budget > context:
+            return (
+                f"a prompt of {length} tokens plus a budget of {budget} audio tokens exceeds the "
+                f"context of {context}: shorten the text"
+            )
+        if budget < 1:
+            return f"an audio-token budget of {budget} is not positive"
+        if not bool(torch.isfinite(self.prompt).all()):
+            return "the prompt embedding holds NaN or infinite values (a broken voice?)"
+        return None
 
 
 @dataclass

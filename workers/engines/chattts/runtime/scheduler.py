@@ -83,20 +83,10 @@ class SlotScheduler:
         self._waiting: deque[RowRequest] = deque()
         self._cancelled: set[Hashable] = set()
         self._lock = threading.Lock()
-        self._per_row = [
-            self.seed,
-            self.temperature,
-            self.penalty,
-            self.top_p,
-            self.top_k,
-            self.budget,
-            self.prompt_len,
-            self.generated,
-            self.finished,
-            self.truncated,
-            self.history,
-            self.history_len,
-            self.pending,
+        self._per_row = [  # what moves with a row when it changes slot (_release)
+            *(self.seed, self.temperature, self.penalty, self.top_p, self.top_k, self.budget),
+            *(self.prompt_len, self.generated, self.finished, self.truncated, self.history),
+            *(self.history_len, self.pending),
         ]
 
     # -- from any thread -------------------------------------------------------------------------
@@ -153,7 +143,7 @@ class SlotScheduler:
                 if request.key in self._cancelled:
                     del self._waiting[index]
                     self._cancelled.discard(request.key)
-                    self._finish(request, RowResult(np.zeros(0, np.float32), 0, False, "cancelled"))
+                    self._finish(request, RowResult.failed("cancelled"))
                     continue
                 limit = self.admission.room(self.rows, request, self.max_rows)
                 full = len(self.rows) >= min(limit, self.max_rows)
@@ -195,41 +185,32 @@ class SlotScheduler:
             request = self._take_waiting()
             if request is None:
                 return
-            problem = self._refuse(request)
+            problem = request.problem(self.decoder.context)
             if problem is not None:
-                self._finish(request, RowResult(np.zeros(0, np.float32), 0, False, problem))
+                self._finish(request, RowResult.failed(problem))
                 continue
+            self._fit(request.sampling.max_new_token)
             slot = len(self.rows)
             try:
                 hidden = self.decoder.prefill(slot, request.prompt)
             except torch.OutOfMemoryError as exc:
                 if not self.rows:  # alone and still too big: this row cannot run here
                     error = f"out of memory on a single row: {str(exc).splitlines()[0]}"
-                    self._finish(request, RowResult(np.zeros(0, np.float32), 0, False, error))
+                    self._finish(request, RowResult.failed(error))
                     continue
                 self._out_of_memory(requeue=request)
                 return
             self._start_row(slot, request, hidden)
 
-    def _refuse(self, request: RowRequest) -> str | None:
-        length, budget = request.prompt.size(0), request.sampling.max_new_token
-        if length + budget > self.decoder.context:
-            return (
-                f"a prompt of {length} tokens plus a budget of {budget} audio tokens exceeds the "
-                f"context of {self.decoder.context}: shorten the text"
-            )
-        if budget < 1:
-            return f"an audio-token budget of {budget} is not positive"
-        if budget > self.hiddens.size(1):  # a larger budget than any before: room for it
+    def _fit(self, budget: int) -> None:
+        """Room for `budget` audio tokens a row, when it is larger than any before."""
+        if budget > self.hiddens.size(1):
             shape = (self.decoder.slots, budget, self.decoder.hidden)
             grown = zeros(shape, torch.float32, self.decoder.device)
             grown[:, : self.hiddens.size(1)] = self.hiddens
             codes = self.codes.new_zeros((self.decoder.slots, budget, self.decoder.num_vq))
             codes[:, : self.codes.size(1)] = self.codes
             self.hiddens, self.codes = grown, codes
-        if not bool(torch.isfinite(request.prompt).all()):
-            return "the prompt embedding holds NaN or infinite values (a broken voice?)"
-        return None
 
     def _start_row(self, slot: int, request: RowRequest, hidden: torch.Tensor) -> None:
         s = request.sampling
@@ -331,7 +312,7 @@ class SlotScheduler:
         for slot, row in enumerate(self.rows):
             generated, finished, truncated = (int(v) for v in state[:, slot])
             if row.key in cancelled:
-                self._finish(row, RowResult(np.zeros(0, np.float32), generated, False, "cancelled"))
+                self._finish(row, RowResult.failed("cancelled", generated))
                 leaving.append(slot)
                 continue
             self._emit(slot, row, generated, bool(finished))
