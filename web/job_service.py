@@ -231,25 +231,33 @@ async def my_jobs(
         events = await queue.events.before(stream, at, LIST_SCAN_EVENTS)
         if not events:
             return found, None
+        submissions: list[tuple[str, str]] = []  # (event id, job id), newest first
         for event_id, event in events:
             scanned += 1
             job = event.get("job") or {}
+            # A job's first `queued` (a retry or a requeue queues it again).
             submitted = event.get("type") == "queued" and not job.get("attempts")
             job_id = job.get("id")
-            if not submitted or not isinstance(job_id, str) or job_id in seen:
+            requeued = bool(event.get("requeued"))
+            if not submitted or requeued or not isinstance(job_id, str) or job_id in seen:
                 continue
             seen.add(job_id)
-            record = await queue.get(job_id)
-            if record is None or (states and record.state.value not in states):
-                continue  # expired, or not asked for
-            text = record.request.text
-            preview = {
-                "text": text[:LIST_TEXT_CHARS],
-                "text_truncated": len(text) > LIST_TEXT_CHARS,
-            }
-            found.append({**record.public(), **preview, **job_urls(app, job_id)})
-            if len(found) == limit:
-                return found, event_id
+            submissions.append((event_id, job_id))
+        while submissions:  # the records, what the page still lacks at a time, a read each
+            lacking = limit - len(found)
+            batch, submissions = submissions[:lacking], submissions[lacking:]
+            records = await queue.get_many([job_id for _, job_id in batch])
+            for (event_id, job_id), record in zip(batch, records, strict=True):
+                if record is None or (states and record.state.value not in states):
+                    continue  # expired, or not asked for
+                text = record.request.text
+                preview = {
+                    "text": text[:LIST_TEXT_CHARS],
+                    "text_truncated": len(text) > LIST_TEXT_CHARS,
+                }
+                found.append({**record.public(), **preview, **job_urls(app, job_id)})
+                if len(found) == limit:
+                    return found, event_id
         at = events[-1][0]
     return found, at if len(found) == limit else None
 

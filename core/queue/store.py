@@ -195,6 +195,14 @@ class Queue(WorkerSteps):
         fields: dict[bytes, bytes] = await self._redis.hgetall(self.keys.job(job_id))  # type: ignore[assignment]
         return Job.from_hash(fields) if fields else None
 
+    async def get_many(self, job_ids: list[str]) -> list[Job | None]:
+        """Each job of `job_ids` (None: unknown or expired), in one round trip."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.hgetall(self.keys.job(job_id))
+            found: list[dict[bytes, bytes]] = await pipe.execute()
+        return [Job.from_hash(fields) if fields else None for fields in found]
+
     async def state(self, job_id: str) -> str | None:
         """The job's state alone (None: unknown or expired)."""
         raw = await self._redis.hget(self.keys.job(job_id), "state")

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from core.queue.job import JobState, is_job_id
 from web.errors import ApiError
+from web.schemas.jobs import valid_cursor
 
 # A page of the console's lists; a bulk action's ids at once.
 MAX_PAGE = 500
@@ -50,21 +51,7 @@ def timestamp(request: web.Request, name: str) -> float | None:
 
 def entry_cursor(request: web.Request) -> str | None:
     """A page's cursor: the `next_cursor` of the page before (a stream entry id)."""
-    raw = request.query.get("cursor", "")
-    if not raw:
-        return None
-    ms, sep, seq = raw.partition("-")
-    if (
-        not (sep and ms.isascii() and ms.isdigit() and seq.isascii() and seq.isdigit())
-        or len(raw) > 40
-    ):
-        raise ApiError(
-            400,
-            "'cursor' is the next_cursor of the previous page",
-            code="invalid_cursor",
-            param="cursor",
-        )
-    return raw
+    return valid_cursor(request.query.get("cursor"), "cursor")
 
 
 def states(request: web.Request) -> frozenset[str]:

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import re
-
 from aiohttp import web
 
 from core.queue.job import JobState
@@ -14,11 +12,10 @@ from web.clients.identity import client_id, is_admin, new_client_token
 from web.clients.limits import check_submit
 from web.errors import ApiError, json_response
 from web.monitors.memory import address
-from web.schemas.jobs import idempotency_key, job_urls, json_body
+from web.schemas.jobs import idempotency_key, job_urls, json_body, valid_cursor
 
 DEFAULT_LIST_LIMIT = 20
 MAX_LIST_LIMIT = 100  # jobs a page: each is one read of its record
-STREAM_ID = re.compile(r"\d{1,20}-\d{1,20}")  # a cursor is an event's stream id
 
 
 async def create_job(request: web.Request) -> web.Response:
@@ -47,21 +44,17 @@ async def list_jobs(request: web.Request) -> web.Response:
             param="state",
         )
     raw_limit = query.get("limit", str(DEFAULT_LIST_LIMIT))
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_LIST_LIMIT:
+    if (
+        not (raw_limit.isascii() and raw_limit.isdigit())
+        or not 1 <= int(raw_limit) <= MAX_LIST_LIMIT
+    ):
         raise ApiError(
             400,
             f"'limit' must be a whole number from 1 to {MAX_LIST_LIMIT}",
             code="invalid_limit",
             param="limit",
         )
-    cursor = query.get("cursor") or None
-    if cursor is not None and not STREAM_ID.fullmatch(cursor):
-        raise ApiError(
-            400,
-            "'cursor' is the next_cursor of the previous page",
-            code="invalid_cursor",
-            param="cursor",
-        )
+    cursor = valid_cursor(query.get("cursor"), "cursor")  # the next_cursor of the page before
     found, next_cursor = await job_service.my_jobs(
         request.app, client_id(request), states, int(raw_limit), cursor
     )

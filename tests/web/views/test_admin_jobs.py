@@ -69,6 +69,13 @@ async def test_a_dead_job_requeued_succeeds_for_its_own_client(
     assert record["job"]["requeued_by"] == "admin …1234" and record["job"]["state"] == "succeeded"
     assert [e["type"] for e in record["events"]].count("queued") == 2
     assert record["job"]["request"]["text"] == "Give me another chance."
+    listed, cursor = [], ""  # a page a job: the requeue is no second submission on a later page
+    for _ in range(3):
+        page = await (await client.get(f"/v1/tts/jobs?limit=1&cursor={cursor}")).json()
+        listed += [j["id"] for j in page["jobs"]]
+        if (cursor := page["next_cursor"]) is None:
+            break
+    assert listed == [job_id]
     assert record["links"]["audio_url"].endswith(f"/v1/tts/jobs/{job_id}/audio")
     assert "token" not in record["job"]
     # Operators see a cookie client by a digest: its id is its cookie, a credential.
@@ -146,8 +153,9 @@ async def test_many_requeued_and_the_rest_purged(
         await wait_job(client, job_id, ("succeeded",))
     # The purged ones stay dead, readable by their id until they expire.
     assert (await (await client.get(f"/v1/tts/jobs/{ids[3]}")).json())["state"] == "dead"
-    bad = await client.get("/admin/v1/dlq?cursor=;drop", headers=ADMIN)
-    assert bad.status == 400
+    for cursor in (";drop", "99999999999999999999-0", "١-١"):  # Redis would refuse the last two
+        bad = await client.get(f"/admin/v1/dlq?cursor={cursor}", headers=ADMIN)
+        assert bad.status == 400, cursor
 
 
 async def test_jobs_are_searched_by_state_client_voice_time_and_text(

@@ -58,6 +58,10 @@ async def test_what_the_list_does_not_take_is_a_clear_400(client: Client) -> Non
         ("limit=101", "invalid_limit"),
         ("limit=ten", "invalid_limit"),
         ("cursor=yesterday", "invalid_cursor"),
+        # What Python's digits take and Redis's ids do not: other scripts' digits, past 64 bits.
+        ("limit=²", "invalid_limit"),
+        ("cursor=١-١", "invalid_cursor"),
+        ("cursor=99999999999999999999-0", "invalid_cursor"),
     ):
         response = await client.get(f"/v1/tts/jobs?{query}")
         body = await response.json()
