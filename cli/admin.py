@@ -19,7 +19,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from cli.errors import OK, REJECTED, UNAVAILABLE, USAGE, CliError
+from cli.errors import OK, REJECTED, UNAVAILABLE, USAGE, CliError, exit_code
 
 TIMEOUT_S = 15.0
 
@@ -80,7 +80,8 @@ class Console:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
                 text = response.read().decode()
         except urllib.error.HTTPError as exc:
-            raise CliError(_message(exc), UNAVAILABLE if exc.code >= 500 else REJECTED) from None
+            message, code = _error_of(exc)
+            raise CliError(message, exit_code(exc.code, code)) from None
         except OSError as exc:
             raise CliError(f"cannot reach {self.url}: {exc}", UNAVAILABLE) from None
         return text if raw else json.loads(text)
@@ -93,11 +94,13 @@ def _login() -> str:
         return ""
 
 
-def _message(exc: urllib.error.HTTPError) -> str:
+def _error_of(exc: urllib.error.HTTPError) -> tuple[str, str | None]:
+    """An error answer's message and code."""
     try:
-        return str(json.loads(exc.read())["error"]["message"])
-    except (ValueError, KeyError, TypeError):
-        return f"HTTP {exc.code}"
+        error = json.loads(exc.read())["error"]
+        return str(error["message"]), error.get("code")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return f"HTTP {exc.code}", None
 
 
 def _when(seconds: Any) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from cli.errors import FAILED, INTERRUPTED, OK, REJECTED, UNAVAILABLE, USAGE, CliError
+from cli.errors import FAILED, INTERRUPTED, OK, UNAVAILABLE, USAGE, CliError, exit_code
 from cli.interrupts import CANCEL_TIMEOUT_S, until_interrupted
 from cli.output import PcmWriter, Progress, opened
 from cli.sse import sse_events
@@ -86,14 +86,6 @@ def default_output(fmt: str, source: str | None = None) -> str:
 # -- HTTP ---------------------------------------------------------------------------------------
 
 
-def _exit_code(status: int, code: str | None) -> int:
-    if code in ("job_failed", "job_dead", "job_cancelled"):
-        return FAILED
-    if status == 429 or status >= 500:
-        return UNAVAILABLE
-    return REJECTED
-
-
 class Api:
     """An aiohttp session on the service: auth header, cookie identity, errors as CliError."""
 
@@ -140,7 +132,7 @@ async def _error(response: aiohttp.ClientResponse) -> CliError:
         message, code = error["message"], error.get("code")
     except (orjson.JSONDecodeError, KeyError, TypeError):
         message = raw.decode(errors="replace").strip()[:300] or response.reason or "no message"
-    return CliError(f"{message} (HTTP {response.status})", _exit_code(response.status, code))
+    return CliError(f"{message} (HTTP {response.status})", exit_code(response.status, code))
 
 
 # -- commands -----------------------------------------------------------------------------------

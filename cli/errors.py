@@ -12,3 +12,12 @@ class CliError(Exception):
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
         self.code = code
+
+
+def exit_code(status: int, code: str | None) -> int:
+    """The exit code of an HTTP error answer: its status and its error code."""
+    if code in ("job_failed", "job_dead", "job_cancelled"):
+        return FAILED
+    if status == 429 or status >= 500:  # busy or down: worth trying again later
+        return UNAVAILABLE
+    return REJECTED

@@ -54,15 +54,13 @@ class StreamRoom:
         tally = self.metrics.tally
         return None, tally.audio_seconds / tally.busy_s if tally.busy_s > 0 else None
 
-    def speed(self) -> float | None:
-        """One stream's speed alone, x real time (None: not measured yet)."""
-        return self._measures()[1]
-
     def capacity(self) -> int:
         """Streams carried at once, each `CHATTTS_STREAM_HEADROOM` times faster than real time."""
+        return self._capacity(*self._measures())
+
+    def _capacity(self, own: int | None, speed: float | None) -> int:
         if self.settings.stream_capacity > 0:
             return self.settings.stream_capacity
-        own, speed = self._measures()
         if own is not None:
             capacity = own
         else:
@@ -85,7 +83,8 @@ class StreamRoom:
 
     def reading(self) -> dict[str, Any]:
         """For the heartbeat (and so /readyz and /metrics)."""
-        speed, capacity, playing = self.speed(), self.capacity(), self.playing()
+        own, speed = self._measures()  # one look at the engine for both
+        capacity, playing = self._capacity(own, speed), self.playing()
         self.metrics.streams_playing.set(playing)
         if speed is not None:
             self.metrics.stream_speed.set(speed)

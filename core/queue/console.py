@@ -14,10 +14,9 @@ from typing import Any
 import orjson
 
 from core.infra.redis_client import RedisClient
-from core.queue.keys import Keys
+from core.queue.keys import AUDIT_MAXLEN, Keys
 
 # Entries of the audit stream kept (about a year of a busy operator's actions).
-AUDIT_MAXLEN = 10_000
 # A drain request outlives a worker that never comes back to read it, but not by long.
 DRAIN_TTL_S = 3_600
 # Index entries looked at per search (a page of matches comes from at most this many jobs):

@@ -16,6 +16,8 @@ THROUGHPUT_MINUTES_KEPT = 60
 # Clients tallied apart per day; the rest share `other`: fresh cookies cannot grow Redis
 # without bound (API keys are few, and an operator's; cookie clients are anyone's).
 USAGE_CLIENTS_PER_DAY = 2_000
+# Operators' actions the audit stream keeps (about the newest; trimmed approximately).
+AUDIT_MAXLEN = 10_000
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Every Lua script of the queue, loaded one way: a generated header, the shared prelude, the body.
 
 The header is where Python's names reach Lua: the doorbell command (`PUBLISH`, or `SPUBLISH` on a
-Redis Cluster), the terminal states (job.py) and the tallies' lifetimes (keys.py), so that none is
-spelled twice.
+Redis Cluster), the terminal states (job.py), the tallies' lifetimes and the audit's length
+(keys.py), so that none is spelled twice.
 """
 
 from __future__ import annotations
@@ -14,7 +14,12 @@ from redis.commands.core import AsyncScript
 
 from core.infra.redis_client import RedisClient
 from core.queue.job import TERMINAL_NAMES
-from core.queue.keys import THROUGHPUT_MINUTES_KEPT, USAGE_CLIENTS_PER_DAY, USAGE_DAYS_KEPT
+from core.queue.keys import (
+    AUDIT_MAXLEN,
+    THROUGHPUT_MINUTES_KEPT,
+    USAGE_CLIENTS_PER_DAY,
+    USAGE_DAYS_KEPT,
+)
 
 _FOLDER = resources.files("core.queue") / "lua"
 
@@ -27,6 +32,7 @@ def _header(sharded: bool) -> str:
         f"local USAGE_KEEP_S = {(USAGE_DAYS_KEPT + 1) * 86_400}\n"
         f"local USAGE_CLIENTS = {USAGE_CLIENTS_PER_DAY}\n"
         f"local MINUTES_KEEP_S = {(THROUGHPUT_MINUTES_KEPT + 1) * 60}\n"
+        f"local AUDIT_MAXLEN = {AUDIT_MAXLEN}\n"
     )
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from core.text.control_tokens import TOKEN_SHAPE
+from core.text.sentences import is_cjk
 
 MAX_LINE_CHARS = 42  # the common style guides' line (BBC, Netflix, EBU) for Latin scripts
 MAX_LINE_CHARS_CJK = 16  # Netflix's for Simplified Chinese: a character is about a word
@@ -49,10 +50,6 @@ class Cue:
     begin: int  # the cue's characters: text[begin:end_char]
     end_char: int
     text: str  # as shown: control tokens out, spaces squeezed, cut into lines
-
-
-def is_cjk(ch: str) -> bool:
-    return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\u3000" <= ch <= "\u303f"
 
 
 def shown(text: str) -> str:

@@ -52,7 +52,7 @@ def split_sentences(text: str, max_chars: int = 200) -> list[str]:
     segments: list[str] = []
     for piece in pieces:
         if segments and len(segments[-1]) + 1 + len(piece) <= max_chars:
-            joiner = "" if _is_cjk(segments[-1][-1]) or _is_cjk(piece[0]) else " "
+            joiner = "" if is_cjk(segments[-1][-1]) or is_cjk(piece[0]) else " "
             segments[-1] = segments[-1] + joiner + piece
         else:
             segments.append(piece)
@@ -77,7 +77,7 @@ def _attach_tokens(segments: list[str]) -> list[str]:
 
 
 def _join(left: str, right: str) -> str:
-    return left + ("" if _is_cjk(left[-1]) or _is_cjk(right[0]) else " ") + right
+    return left + ("" if is_cjk(left[-1]) or is_cjk(right[0]) else " ") + right
 
 
 def _cut_long(sentence: str, max_chars: int) -> list[str]:
@@ -88,7 +88,7 @@ def _cut_long(sentence: str, max_chars: int) -> list[str]:
         if not clause:
             continue
         if out and len(out[-1]) + len(clause) + 1 <= max_chars:
-            out[-1] = f"{out[-1]} {clause}" if not _is_cjk(clause[0]) else out[-1] + clause
+            out[-1] = f"{out[-1]} {clause}" if not is_cjk(clause[0]) else out[-1] + clause
         elif len(clause) <= max_chars:
             out.append(clause)
         else:
@@ -113,7 +113,8 @@ def _cut_words(clause: str, max_chars: int) -> list[str]:
     return out
 
 
-def _is_cjk(ch: str) -> bool:
+def is_cjk(ch: str) -> bool:
+    """Chinese, Japanese and Korean characters and their punctuation: no spaces around them."""
     return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\u3000" <= ch <= "\u303f"
 
 

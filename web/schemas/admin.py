@@ -8,13 +8,14 @@ from typing import Any
 from aiohttp import web
 
 from core.queue.job import JobState, is_job_id
+from core.queue.keys import USAGE_DAYS_KEPT
 from web.errors import ApiError
 from web.schemas.jobs import valid_cursor
 
 # A page of the console's lists; a bulk action's ids at once.
 MAX_PAGE = 500
 MAX_IDS = 1_000
-MAX_USAGE_DAYS = 32  # what the tallies keep (core/queue/keys.py)
+MAX_USAGE_DAYS = USAGE_DAYS_KEPT  # what the tallies keep
 MAX_REASON_CHARS = 200
 # What Retry-After a paused queue answers by default, and at most (a day: a client backs off,
 # it does not give up).

@@ -22,8 +22,7 @@ from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.voices import BUILTIN_VOICES, Voice
 from core.text.control_tokens import PAUSE_MS, TOKEN_SHAPE
-from core.text.cues import is_cjk
-from core.text.sentences import locate, split_sentences
+from core.text.sentences import is_cjk, locate, split_sentences
 from workers.engines.base import SAMPLE_RATE, ChunkSink, EngineError, Pieces, Segment
 
 _AUDIO_OUTPUT_SYNCHRONOUS = 2

@@ -45,6 +45,6 @@ else
   wake(base)
 end
 redis.call('HINCRBY', stats, 'requeued', 1)
-redis.call('XADD', audit, 'MAXLEN', '~', 10000, '*', 'by', ARGV[6], 'action', 'dlq.requeue',
-  'target', id, 'ts', now)
+redis.call('XADD', audit, 'MAXLEN', '~', AUDIT_MAXLEN, '*', 'by', ARGV[6],
+  'action', 'dlq.requeue', 'target', id, 'ts', now)
 return {'ok', (emit(job, ev_job, ev_client, 'queued', now, ARGV[3], ARGV[4], ttl, extra))}
