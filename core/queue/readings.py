@@ -147,7 +147,9 @@ class Readings:
     def __init__(self, redis: RedisClient, keys: Keys, fleet: Fleet) -> None:
         self._redis, self._keys, self._fleet = redis, keys, fleet
 
-    async def queue(self) -> QueueReading:
+    async def queue(self, usage: bool = True) -> QueueReading:
+        """The queue at a glance; `usage`: today's tally too (up to thousands of fields: the
+        metrics' scrape wants it, the console's live view does not)."""
         now = time.time()
         reading = QueueReading()
         for stream in self._keys.streams:
@@ -171,10 +173,12 @@ class Readings:
             reading.oldest_waiting_age_s[name] = max(0.0, now - oldest[0][1]) if oldest else 0.0
         reading.streams_fleet = StreamsReading.of(beats, reading.waiting["stream"])
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hgetall(self._keys.tally(int(now // 86_400)))
             pipe.exists(self._keys.paused)
-            tally, paused = await pipe.execute()
+            if usage:
+                pipe.hgetall(self._keys.tally(int(now // 86_400)))
+            paused, *tallied = await pipe.execute()
         reading.paused = bool(paused)
+        tally = tallied[0] if tallied else {}
         for name, value in tally.items():
             client, sep, measure = (_text(name) or "").rpartition("|")
             if sep:

@@ -94,8 +94,13 @@ def _valid_cookie(secret: bytes, value: str | None) -> bool:
 
 def is_admin(request: web.Request) -> bool:
     """The request carries one of the admin keys (CHATTTS_ADMIN_KEYS)."""
+    return is_admin_key(request, bearer_key(request))
+
+
+def is_admin_key(request: web.Request, key: str | None) -> bool:
+    """`key` is one of the admin keys (CHATTTS_ADMIN_KEYS)."""
     admins = request.app[SETTINGS].admin_key_set
-    return bool(admins) and key_accepted(bearer_key(request), admins)
+    return bool(admins) and key_accepted(key, admins)
 
 
 def key_client(secret: bytes, key: str) -> str:

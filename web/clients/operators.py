@@ -93,11 +93,6 @@ def operator(request: web.Request) -> str | None:
     return f"{label} ({person})" if _OPERATOR_NAME.fullmatch(person) else label
 
 
-def admin_key_accepted(request: web.Request, key: str) -> bool:
-    admins = request.app[SETTINGS].admin_key_set
-    return bool(admins) and key_accepted(key, admins)
-
-
 def require_operator(request: web.Request) -> str:
     """The operator behind this request, or the answer that says what is missing."""
     who = operator(request)

@@ -39,7 +39,7 @@ def _rates(minutes: list[dict[str, float]], now: float) -> dict[str, dict[str, f
 
 async def queue_view(queue: Queue) -> dict[str, Any]:
     """The queue at a glance (the console's first view, also sent live)."""
-    reading: QueueReading = await queue.readings.queue()
+    reading: QueueReading = await queue.readings.queue(usage=False)  # (usage has its own view)
     pause = await queue.console.paused()
     now = time.time()
     minutes = await queue.console.throughput(max(WINDOWS_MIN), now)

@@ -13,9 +13,9 @@ from aiohttp_sse import EventSourceResponse
 from redis.exceptions import RedisError
 
 from web.appkeys import HUB, QUEUE, SETTINGS
+from web.clients.identity import is_admin_key
 from web.clients.limits import stream_lease
 from web.clients.operators import (
-    admin_key_accepted,
     ended_session_cookie,
     operator,
     require_operator,
@@ -52,7 +52,7 @@ async def sign_in(request: web.Request) -> web.Response:
         raise ApiError(400, 'send {"key": "<an admin key>"}', code="invalid_body", param="key")
     if not request.app[SETTINGS].admin_key_set:
         require_operator(request)  # the console-off answer
-    if not admin_key_accepted(request, key):
+    if not is_admin_key(request, key):
         raise ApiError(403, "that key is not one of CHATTTS_ADMIN_KEYS", code="not_an_admin")
     response = json_response({"signed_in": True})
     response.headers.add("Set-Cookie", session_cookie(request, key))

@@ -18,7 +18,7 @@ from web.schemas.jobs import json_body
 from web.schemas.openai import parse
 from web.views.openai import succeeded
 from web.views.sending import holding
-from web.views.subtitles import words_of
+from web.views.subtitles import placed_segments, words_of
 
 EXTENSIONS = ("return_timestamps", "stream", "lang_code")  # Kokoro's, beside OpenAI's body
 
@@ -65,7 +65,8 @@ async def captioned_speech(request: web.Request) -> web.StreamResponse:
         if data is None:
             raise ApiError(500, "the job's audio expired", code="audio_expired")
         job = await job_service.get(app, job_id)
-        words, estimated = words_of(job, await queue.stored.cues(job_id))
+        segments = placed_segments(job, await queue.stored.cues(job_id))
+        words, estimated = words_of(job.request.text, segments)
         body = {
             "audio": base64.b64encode(data).decode(),
             "audio_format": params.format,

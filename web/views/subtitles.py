@@ -46,11 +46,11 @@ def placed_segments(job: Job, raw: list[bytes]) -> list[PlacedSegment]:
     ]
 
 
-def cues_of(job: Job, raw: list[bytes]) -> list[dict[str, Any]]:
-    """The job's cues in seconds, with their text, their characters and their segment."""
+def cues_of(text: str, segments: list[PlacedSegment]) -> list[dict[str, Any]]:
+    """A job's cues in seconds, with their text, their characters and their segment."""
     out: list[dict[str, Any]] = []
-    for number, segment in enumerate(placed_segments(job, raw), start=1):
-        for cue in segment_cues(job.request.text, segment):
+    for number, segment in enumerate(segments, start=1):
+        for cue in segment_cues(text, segment):
             out.append(
                 {
                     "index": len(out) + 1,
@@ -65,15 +65,15 @@ def cues_of(job: Job, raw: list[bytes]) -> list[dict[str, Any]]:
     return out
 
 
-def words_of(job: Job, raw: list[bytes]) -> tuple[list[dict[str, Any]], bool]:
+def words_of(text: str, segments: list[PlacedSegment]) -> tuple[list[dict[str, Any]], bool]:
     """Word timestamps in Kokoro's captioned-speech shape (`{"word", "start_time", "end_time"}`
     in seconds), and whether any is estimated: eSpeak NG reports its words' times, ChatTTS
     does not (core/text/cues.py estimates them as it does the cues)."""
     out: list[dict[str, Any]] = []
     estimated = False
-    for segment in placed_segments(job, raw):
+    for segment in segments:
         estimated = estimated or not segment.words
-        for word in word_times(job.request.text, segment):
+        for word in word_times(text, segment):
             out.append({"word": word.word, "start_time": word.start, "end_time": word.end})
     return out, estimated
 
@@ -101,9 +101,10 @@ async def job_subtitles(request: web.Request) -> web.StreamResponse:
     raw = await queue.stored.cues(job_id)
     if not raw:
         raise not_found(f"job {job_id} has no subtitles (expired, or made before them)", "no_cues")
-    cues = cues_of(job, raw)
+    segments = placed_segments(job, raw)  # once, for the cues and the words
+    cues = cues_of(job.request.text, segments)
     if fmt == "json":
-        words, estimated = words_of(job, raw)
+        words, estimated = words_of(job.request.text, segments)
         timed = {"job_id": job_id, "cues": cues, "words": words, "words_estimated": estimated}
         return json_response(timed)
     return web.Response(
