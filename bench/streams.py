@@ -2,10 +2,12 @@
 worker on the full-size random-weight architecture. N OpenAI streamed requests (`stream_format:
 audio`, pcm) with N different voices are sent at once, for N = 1, 2, 4, 8: audio-seconds per
 second of wall time, and time from request to first audio byte (p50, p99), ChatTTS's own loop
-(`CHATTTS_RUNTIME=library`, today's engine) against our runtime, in one run. Writes the figures
-as JSON and a PNG of both curves against N.
+(`CHATTTS_RUNTIME=library`) against our runtime with each stream admission (`capacity`, the
+default, and `off`), in one run. Writes the figures as JSON and a PNG of the curves against N;
+the closing lines compare N at once through our runtime with one request through the library.
 
-    python -m bench.streams [--streams 1,2,4,8] [--tokens 48] [--repeats 2] [--png PATH]
+    python -m bench.streams [--streams 1,2,4,8] [--tokens 48] [--repeats 2]
+        [--admissions capacity,off]
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import aiohttp
 
@@ -116,8 +118,11 @@ async def wait_ready(url: str, procs: Processes) -> None:
     raise RuntimeError("the service did not become ready")
 
 
-def run_path(runtime: str, model: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
-    with bench_run(f"chattts-streams-{runtime}-", args.keep_logs) as (procs, tmp):
+def run_path(
+    runtime: str, admission: str, model: Path, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """The figures of one runtime with one stream admission (the library path has none)."""
+    with bench_run(f"chattts-streams-{runtime}-{admission}-", args.keep_logs) as (procs, tmp):
         redis = EmbeddedRedis(tmp / "redis")
         redis.data_dir.mkdir(parents=True, exist_ok=True)
         redis.process = procs.start("redis", redis.command(), tier=0).popen
@@ -133,9 +138,7 @@ def run_path(runtime: str, model: Path, args: argparse.Namespace) -> list[dict[s
             port=port,
             data_dir=str(tmp / "data"),
             log_level="WARNING",
-            # Every stream at once, as ChatTTS's loop takes them: this measures the runtimes'
-            # throughput, not admission by capacity (bench/players.py measures that).
-            stream_admission="off",
+            stream_admission=cast(Literal["capacity", "off"], admission),
         )
         env = {**os.environ, **settings.to_env()}
         for name in ("web", "worker"):
@@ -145,15 +148,19 @@ def run_path(runtime: str, model: Path, args: argparse.Namespace) -> list[dict[s
         rows = []
         for streams in args.streams:
             row = asyncio.run(measure(url, streams, args.repeats, seed=streams * 1000))
-            row["runtime"] = runtime
+            row["runtime"], row["admission"] = runtime, admission
             rows.append(row)
             print(
-                f"{runtime:>8} {streams:>2} streams: {row['audio_s_per_s']:.2f} audio-s/s, "
+                f"{path_name(row):>16} {streams:>2} streams: {row['audio_s_per_s']:.2f} audio-s/s, "
                 f"first byte p50 {row['first_byte_p50_s']:.2f} s, "
                 f"p99 {row['first_byte_p99_s']:.2f} s",
                 flush=True,
             )
         return rows
+
+
+def path_name(row: dict[str, Any]) -> str:
+    return "library" if row["runtime"] == "library" else f"ours ({row['admission']})"
 
 
 def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
@@ -163,9 +170,13 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    paths = (("library", "ChatTTS's loop", "tab:blue"), ("ours", "our runtime", "tab:orange"))
-    for runtime, label, color in paths:
-        mine = [r for r in rows if r["runtime"] == runtime]
+    paths = (
+        ("library", "ChatTTS's loop", "tab:blue"),
+        ("ours (capacity)", "our runtime", "tab:orange"),
+        ("ours (off)", "our runtime, admission off", "tab:green"),
+    )
+    for name, label, color in paths:
+        mine = [r for r in rows if path_name(r) == name]
         if not mine:
             continue
         n = [r["streams"] for r in mine]
@@ -186,6 +197,23 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def comparisons(rows: list[dict[str, Any]]) -> list[str]:
+    """N streams at once through our runtime against one request through the library: audio per
+    second (the library's one at a time), and first audio against one library request's."""
+    by = {(path_name(r), r["streams"]): r for r in rows}
+    alone = by.get(("library", 1))
+    lines = []
+    for (name, n), row in sorted(by.items()):
+        if alone is None or name == "library":
+            continue
+        lines.append(
+            f"{name}, {n} at once: {row['audio_s_per_s'] / alone['audio_s_per_s']:.2f}x the "
+            f"library one at a time; first audio p50 "
+            f"{row['first_byte_p50_s'] / alone['first_byte_p50_s']:.2f} of one library request"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.streams", description=__doc__.split("\n\n")[0])
     p.add_argument("--streams", default="1,2,4,8", type=lambda s: [int(x) for x in s.split(",")])
@@ -193,12 +221,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=2, help="rounds per concurrency (2)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--runtimes", default="library,ours", type=lambda s: s.split(","))
+    p.add_argument(
+        "--admissions",
+        default="capacity,off",
+        type=lambda s: s.split(","),
+        help="stream admissions of our runtime, each in its own service (capacity,off)",
+    )
     p.add_argument("--json", default=str(REPO_ROOT / "bench" / "results" / "streams.json"))
     p.add_argument("--png", default=str(REPO_ROOT / "bench" / "results" / "streams.png"))
     p.add_argument("--keep-logs", action="store_true")
     args = p.parse_args(argv)
     model = ensure_checkpoint(args.tokens)
-    rows = [row for runtime in args.runtimes for row in run_path(runtime, model, args)]
+    paths = [
+        (runtime, admission)
+        for runtime in args.runtimes
+        for admission in (["off"] if runtime == "library" else args.admissions)
+    ]
+    rows = [row for path in paths for row in run_path(*path, model, args)]
     where = (
         f"{args.device}, {os.cpu_count()} CPUs, full-size random weights, "
         f"{args.tokens} tokens per request"
@@ -206,16 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({"where": where, "rows": rows}, indent=2))
     plot(rows, Path(args.png), f"Streamed speech, one chattts worker ({where})")
-    by = {(r["runtime"], r["streams"]): r for r in rows}
-    for n in args.streams:
-        ours, lib = by.get(("ours", n)), by.get(("library", n))
-        if ours and lib:
-            speedup = ours["audio_s_per_s"] / lib["audio_s_per_s"]
-            sooner = lib["first_byte_p50_s"] / ours["first_byte_p50_s"]
-            print(
-                f"{n} streams: ours / library audio-s/s {speedup:.2f}x, "
-                f"first byte p50 {sooner:.1f}x shorter"
-            )
+    for line in comparisons(rows):
+        print(line)
     print(f"wrote {args.json} and {args.png}")
     return 0
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from redis.exceptions import RedisError
 
 from core.audio import formats as audio
+from core.audio import sizes
 from core.infra.logs import job_log
 from core.queue.store import Queue
 from workers.batch import ActiveJob
@@ -42,8 +44,11 @@ class _Stream:
 
 
 class ChunkPublisher:
-    def __init__(self, queue: Queue, sample_rate: int) -> None:
-        self.queue = queue
+    def __init__(
+        self, queue: Queue, sample_rate: int, on_gap: Callable[[float], None] | None = None
+    ) -> None:
+        """`on_gap(seconds)`: a listener who started ran dry that long before a chunk."""
+        self.queue, self.on_gap = queue, on_gap
         self.rate = sample_rate
         self.gap = np.zeros(int(sample_rate * audio.SEGMENT_GAP_S), np.float32)
         self.streams: dict[str, _Stream] = {}
@@ -64,7 +69,11 @@ class ChunkPublisher:
     def open(self, job: ActiveJob) -> None:
         """Stream this job's audio (it asked to) from now on."""
         if job.started.request.stream and job.job_id not in self.streams:
-            self.streams[job.job_id] = _Stream(job)
+            # What each segment should make, erring long: the engine holds a stream's first
+            # audio until the rest can follow without a gap (runtime/admission.py).
+            expected = [sizes.speech_seconds(text) for text in job.segments]
+            eager = job.started.request.stream_start == "now"
+            self.streams[job.job_id] = _Stream(job, clock=PlaybackClock(expected, eager))
 
     def streaming(self, job_id: str) -> bool:
         return job_id in self.streams
@@ -184,4 +193,6 @@ class ChunkPublisher:
         if verdict == "cancel":
             job.cancel = True
         stream.published += 1
-        stream.clock.sent(piece.size / self.rate)
+        gap = stream.clock.sent(piece.size / self.rate)
+        if gap > 0 and self.on_gap is not None:
+            self.on_gap(gap)

@@ -96,6 +96,8 @@ class Continuous:
                     continue
                 segment = job.segment(job.submitted)
                 job.submitted += 1
+                if clock is not None:
+                    clock.segment = segment.index  # what it expects comes from this segment
                 if not self.in_flight:
                     self._tick = time.perf_counter()  # the engine was idle until now
                 self.in_flight[(job.job_id, segment.index)] = segment

@@ -161,7 +161,14 @@ class WorkerMetrics:
         )
         self.stream_speed = Gauge(
             "chattts_worker_stream_speed",
-            "One stream's synthesis speed alone, x real time (below 1: every stream pauses)",
+            "One stream's synthesis speed alone, x real time (below 1: a stream's first audio "
+            "waits until the rest can follow without a gap)",
+            registry=r,
+        )
+        self.stream_gaps = Counter(
+            "chattts_worker_stream_gaps_seconds_total",
+            "Seconds listeners who had started hearing a stream waited for its next chunk "
+            "(a listener playing in real time from the first chunk, pausing when it runs dry)",
             registry=r,
         )
         self.info = Info("chattts_worker", "The worker's name, engine and model", registry=r)

@@ -132,7 +132,8 @@ class Worker:
             time.perf_counter() - loaded,
         )
         self.reclaimer = Reclaimer(self.redis, self.queue.keys, self.name, self.settings.lease_ms)
-        self.chunks = ChunkPublisher(self.queue, self.engine.sample_rate)
+        gaps = self.metrics.stream_gaps.inc
+        self.chunks = ChunkPublisher(self.queue, self.engine.sample_rate, on_gap=gaps)
         self.chunks.start()
         ctx = WorkerContext(
             self.name, self.settings, self.queue, self.engine, self.in_hand, self.metrics

@@ -2,8 +2,9 @@
 
 The ChatTTS runtime measures its own capacity step by step (its `stream_capacity`); for an engine
 that synthesizes whole batches (eSpeak NG), the streams share its speed: the seconds of speech it
-made per second it was busy. A worker that cannot carry even one stream in real time says so in
-its log and its metrics, and takes streams one at a time (each of them will pause).
+made per second it was busy. The runtime takes streams beyond its capacity too, into free rows:
+it holds their first audio until the rest can follow without a gap, so that a device below real
+time batches streams like any other work (and says so, once, in its log and metrics).
 """
 
 from __future__ import annotations
@@ -76,10 +77,15 @@ class StreamRoom:
 
     def room(self) -> int:
         """Streams the worker may take now: up to its capacity (one at a time when it has
-        none), or any number with CHATTTS_STREAM_ADMISSION=off."""
+        none), and up to the engine's rows when the engine holds streams until they can play
+        without a gap (ours does); any number with CHATTTS_STREAM_ADMISSION=off."""
         if not self.on:
             return self.hand
-        return max(0, max(1, self.capacity()) - self.playing())
+        own, speed = self._measures()
+        capacity = self._capacity(own, speed)
+        if own is not None:
+            capacity = max(capacity, min(self.hand, int(self.engine.max_batch)))
+        return max(0, max(1, capacity) - self.playing())
 
     def reading(self) -> dict[str, Any]:
         """For the heartbeat (and so /readyz and /metrics)."""
@@ -102,8 +108,9 @@ class StreamRoom:
             self._warned = True
             log.warning(
                 "worker %s: this device makes %.2fx real time for one stream, below the "
-                "%.2fx of CHATTTS_STREAM_HEADROOM: streams will pause while they play "
-                "(taken one at a time); add a faster device or lower the model's size",
+                "%.2fx of CHATTTS_STREAM_HEADROOM: streams are batched like other work, and "
+                "each one's first audio waits until the rest can follow without a gap; add a "
+                "faster device for streams that start at once",
                 self.name,
                 speed,
                 self.settings.stream_headroom,

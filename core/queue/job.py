@@ -56,6 +56,10 @@ class SynthesisRequest(BaseModel):
     # Deliver the audio in chunks of about half a second while it is synthesized (an `audio`
     # event on the job's event stream per chunk; see core/queue/lua/chunk.lua).
     stream: bool = False
+    # When a stream's first audio goes out: "gapless", once the rest can follow without a gap at
+    # the worker's measured speed (at once on a device fast enough); "now", at its first chunk,
+    # gaps or not (a client that buffers, or reads as fast as it can).
+    stream_start: Literal["gapless", "now"] = "gapless"
     # "bulk": the job waits in the bulk lane, behind interactive work (core/queue/lanes.py);
     # "high" (API keys): interactive, and under CHATTTS_SCHEDULER=fifo read from its own stream
     # before the others (the OpenAI-compatible endpoint's jobs are "high").

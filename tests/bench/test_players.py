@@ -39,7 +39,9 @@ def test_quick_players_run(tmp_path: Path) -> None:
         for row in report[mode]:
             assert 0 <= row["gap_free"] <= row["streams"]
             assert 0 < row["first_audio_p50_s"] <= row["first_audio_max_s"]
+            assert row["audio_s_per_s"] > 0
     assert report["mixed"]["alone_p50_ms"] > 0 and report["mixed"]["ratio"] > 0
     rows = report["rows"]
     assert {row["section"] for row in rows} == {"8. streams"}
-    assert len(rows) == len(report["capacity"]) + 1
+    assert len(rows) == len(report["capacity"]) + 2  # and the audio per second, and the mixed
+    assert any(row["metric"].startswith("audio per second") for row in rows)

@@ -23,7 +23,9 @@ SPEED_RANGE = (0.25, 4.0)  # what OpenAI accepts
 OUR_SPEED = (0.5, 2.0)  # what our engines do: OpenAI's speeds are clamped into it
 DEFAULT_VOICE = "alloy"  # when `voice` is left out (OpenAI requires it; we are lenient)
 PARAMS = ("model", "input", "voice", "response_format", "speed", "instructions", "stream_format")
-EXTENSIONS = ("seed", "cache")  # ours: a reproducible sample, and opting out of the result cache
+# Ours: a reproducible sample, opting out of the result cache, a stream's audio from its first
+# chunk (gaps or not) instead of once it can play without a gap.
+EXTENSIONS = ("seed", "cache", "stream_start")
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,7 @@ def speech_request(settings: Settings) -> Schema:
             "stream_format": {"enum": [*speech.STREAM_FORMATS, None]},
             "seed": job_request(settings)["properties"]["seed"],
             "cache": {"type": "boolean"},
+            "stream_start": job_request(settings)["properties"]["stream_start"],
         },
     }
 

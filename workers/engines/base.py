@@ -4,9 +4,11 @@ by one while its thread serves them, results handed back one by one)."""
 
 from __future__ import annotations
 
+import itertools
+import math
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
@@ -62,17 +64,42 @@ ChunkSink = Callable[["Segment", np.ndarray, bool], None]
 
 class PlaybackClock:
     """A streamed job's listener, as the worker sees it: seconds of audio sent since its first
-    chunk, against the wall time since. Written by the event loop, read by the engine thread
-    (two floats: a stale read is a step late, never wrong)."""
+    chunk, against the wall time since; and the seconds each of the job's segments is expected
+    to make (the runtime holds a stream's first audio until the rest can follow without a gap).
+    Written by the event loop, read by the engine thread (floats: a stale read is a step late,
+    never wrong)."""
 
-    def __init__(self) -> None:
+    def __init__(self, expected_s: Sequence[float] = (), eager: bool = False) -> None:
         self.first_at: float | None = None  # time.monotonic() of the first chunk out
         self.sent_s = 0.0
+        self.eager = eager  # first audio at once, gaps or not
+        self._expected = list(expected_s)
+        # Seconds after each segment: the sums of the tails, last first.
+        tails = itertools.accumulate(reversed([*self._expected[1:], 0.0]))
+        self._after = list(reversed(list(tails)))
+        self.segment = 0  # the segment in the engine now (Continuous.feed sets it)
+        self.gaps_s = 0.0  # what a listener who plays from the first chunk waited, all told
 
-    def sent(self, seconds: float) -> None:
+    @property
+    def segment_s(self) -> float:
+        """Expected seconds of the segment in the engine now (inf: not known)."""
+        return self._expected[self.segment] if self.segment < len(self._expected) else math.inf
+
+    @property
+    def later_s(self) -> float:
+        """Expected seconds of the job's segments after it."""
+        return self._after[self.segment] if self.segment < len(self._after) else 0.0
+
+    def sent(self, seconds: float) -> float:
+        """`seconds` of audio went out; the gap it ends (seconds a listener who pauses when
+        it runs dry waited for it, 0 when it was in time)."""
+        now = time.monotonic()
         if self.first_at is None:
-            self.first_at = time.monotonic()
+            self.first_at = now
+        gap = max(0.0, now - self.first_at - self.sent_s - self.gaps_s)
+        self.gaps_s += gap
         self.sent_s += seconds
+        return gap
 
     def margin(self, now: float) -> float | None:
         """Seconds of audio the listener has in hand (negative: it has been waiting that long);

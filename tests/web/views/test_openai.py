@@ -176,6 +176,7 @@ async def test_repeat_is_a_cache_hit_with_identical_bytes(
         ({"model": "tts-1", "input": "hi", "stream_format": "ws"}, "stream_format", None),
         ({"model": "tts-1", "input": "hi", "stream": True}, "stream", "unknown_parameter"),
         ({"model": "tts-1", "input": "hi", "seed": -1}, "seed", None),
+        ({"model": "tts-1", "input": "hi", "stream_start": "soon"}, "stream_start", None),
     ],
 )
 async def test_bad_requests_in_openai_shape(

@@ -67,12 +67,15 @@ async def collect(client: Client, url: str) -> list[Any]:
     return out
 
 
+@pytest.mark.parametrize("start", ["gapless", "now"])
 async def test_openai_streamed_speech_arrives_in_chunks_that_join_into_the_file(
-    client: Client, service: Service
+    client: Client, service: Service, start: str
 ) -> None:
     """Through the whole service: `stream_format: audio` answers with PCM as the runtime
-    decodes it, sub-segment chunks included, and the bytes are the job's final file."""
+    decodes it (held until it can play without a gap, or at once), sub-segment chunks
+    included, and the bytes are the job's final file."""
     body = {
+        "stream_start": start,
         "model": "tts-1",
         "input": SENTENCE * 4,
         "voice": "en_male",

@@ -1,11 +1,20 @@
-"""Which waiting row goes into a free slot next, and how many rows may step while a listener is
-playing: streamed rows first (the one whose listener has the least audio in hand leads), and no
-more rows than the runtime steps in real time with headroom (capacity.py), so that a row that is
-not streamed never slows a stream down; it waits, or gives its slot up, instead.
+"""Which waiting row goes into a free slot next, how many rows may step, and when a stream's first
+audio goes out: the device is never left idle, and a listener who has started never hears a gap.
+
+A listener with `m` seconds of audio in hand while `R` more are made at the row's speed `s` (x
+real time) never runs dry when `s >= R / (m + R)`; the runtime asks that times the headroom `h`.
+A *playing* stream (its audio goes out as it is made) gets that speed: rows join only while
+every playing stream keeps it (capacity.py measures the speed at each row count), and rows that
+are not streamed, then held streams, give their slot up when it is lost. A new stream is
+*held* when it cannot play at once: it takes a free row and makes its audio, unsent, until what
+it has made (its `m` once it plays) carries it. On a device faster than `h`, a stream plays from
+its first chunk; on one below real time, streams batch like any other rows and each starts once
+the rest of it can follow.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +24,21 @@ from workers.engines.chattts.runtime.capacity import StepTimes
 
 
 class Clock(Protocol):
-    """A listener's playback clock: audio sent against wall time since its first audio."""
+    """A listener's playback clock: audio sent against wall time since its first audio, and
+    what the job still expects to make."""
+
+    @property
+    def segment_s(self) -> float:
+        """Expected seconds of the segment in the runtime now (an estimate that errs long;
+        inf: unknown, the row's token budget bounds it)."""
+
+    @property
+    def later_s(self) -> float:
+        """Expected seconds of the job's segments after it."""
+
+    @property
+    def eager(self) -> bool:
+        """Its first audio goes out at once, gaps or not (the client asked for it)."""
 
     def margin(self, now: float) -> float | None:
         """Seconds of audio the listener has in hand at `now` (time.monotonic()); None before
@@ -24,6 +47,8 @@ class Clock(Protocol):
 
 class Streamed(Protocol):
     clock: Clock | None
+    playing: bool  # its audio goes out as it is made (False: held, or not streamed)
+    sent_s: float  # seconds of its audio handed out
 
 
 # How long a computed capacity is used before it is computed again: it moves with averages of
@@ -43,7 +68,8 @@ class Admission:
         return self.headroom > 0
 
     def capacity(self, max_rows: int) -> int:
-        """Rows the runtime steps in real time with headroom now (0: not even one)."""
+        """Rows the runtime steps in real time with headroom now (0: not even one): the streams
+        that can start at their first chunk together."""
         if self.pinned_rows:
             return min(self.pinned_rows, max_rows)
         now, seen = time.monotonic(), len(self.step_times.seconds)
@@ -53,28 +79,46 @@ class Admission:
             self._cached = (now, seen, rows)
         return min(rows, max_rows)
 
-    def row_limit(self, rows: Sequence[Streamed], max_rows: int) -> int:
-        """How many rows may step while these run: the capacity while a stream is among them
-        (at least the streams themselves, at least one), else every slot."""
-        if not self.on:
-            return max_rows
-        streams = sum(row.clock is not None for row in rows)
-        if not streams:
-            return max_rows
-        return max(1, streams, self.capacity(max_rows))
+    def fast_enough(self, rows: int, need: float) -> bool:
+        """Does every row step at `need` x real time or faster at `rows` rows? A pinned
+        capacity stands for the headroom's speed up to it, falling in proportion beyond it
+        (capacity.py's pessimistic guess); nothing measured yet: no need above 0."""
+        if need <= 0:
+            return True
+        if self.pinned_rows:
+            return max(self.headroom, 1.0) * min(1.0, self.pinned_rows / max(1, rows)) >= need
+        measured = self.step_times.speed(rows)
+        return measured is not None and measured >= need
 
-    def room(self, rows: Sequence[Streamed], joining: Streamed, max_rows: int) -> int:
-        """How many rows may step once `joining` joins these: every slot for a stream whose
-        listener is listening already (it must go on) and while no stream is involved, else the
-        capacity (a new stream waits for it: it is not admitted at the others' cost)."""
-        if not self.on:
-            return max_rows
-        if joining.clock is not None and joining.clock.margin(time.monotonic()) is not None:
-            return max_rows
-        streams = sum(row.clock is not None for row in rows)
-        if joining.clock is None and not streams:
-            return max_rows
-        return max(1, streams, self.capacity(max_rows))
+    def need(self, in_hand: float, rest_s: float) -> float:
+        """The speed (x real time) a stream needs so that its listener, with `in_hand` seconds
+        to play while `rest_s` more are made, never runs dry: with `s` the row's speed the rest
+        takes `rest/s` and the listener plays `in_hand + rest` in that time, so `s >= rest /
+        (in_hand + rest)`, times the headroom (0 with nothing left to make)."""
+        if rest_s <= 0:
+            return 0.0
+        headroom = max(self.headroom, 1.0)
+        if math.isinf(rest_s):
+            return headroom
+        return headroom * rest_s / (max(0.0, in_hand) + rest_s)
+
+    def playing_need(self, rows: Sequence[Streamed], rest: Sequence[float]) -> float:
+        """The most speed a playing stream among `rows` needs (`rest[i]`: row i's seconds still
+        to make); 0 while none plays. A stream whose first audio has not reached its listener
+        yet has what was handed out for it in hand; an eager one asks for nothing."""
+        now, most = time.monotonic(), 0.0
+        for row, rest_s in zip(rows, rest, strict=True):
+            clock = row.clock
+            if clock is None or not row.playing or clock.eager:
+                continue
+            margin = clock.margin(now)
+            most = max(most, self.need(margin if margin is not None else row.sent_s, rest_s))
+        return most
+
+    def releases(self, rows: int, made_s: float, rest_s: float) -> bool:
+        """May a held stream with `made_s` made and `rest_s` still to make start playing now,
+        at `rows` rows? Its lead is then what its listener has in hand."""
+        return made_s > 0 and self.fast_enough(rows, self.need(made_s, rest_s))
 
     def chunk_tokens(self, emitted: int, last: int, first: int, most: int) -> int:
         """A row's next chunk, in tokens (`emitted` so far, the `last` chunk's size). With

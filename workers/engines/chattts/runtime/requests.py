@@ -44,7 +44,8 @@ class RowRequest:
     takes it). `on_chunk(key, audio, final)` receives its audio as it becomes ready, in order,
     the last piece (maybe empty) with `final`; `on_done(key, result)` the whole result, once.
     Both are called from the thread that runs the scheduler. `clock`: a listener plays the row
-    as it comes (admission.py puts it first and keeps the batch small enough for it)."""
+    as it comes (admission.py puts it first, holds its audio until it can play without a gap,
+    and keeps the batch small enough for it)."""
 
     key: Hashable
     prompt: torch.Tensor  # [T, D] input embeddings, speaker embedding applied
@@ -55,6 +56,9 @@ class RowRequest:
     last_chunk: int = 0  # tokens of its last chunk out
     cursor: Cursor = field(default_factory=Cursor)
     chunks: list[np.ndarray] = field(default_factory=list)
+    playing: bool = False  # its chunks go out as they are made (a streamed row may be held)
+    sent_chunks: int = 0  # of `chunks`, those handed to `on_chunk`
+    sent_s: float = 0.0  # their seconds
 
     def problem(self, context: int) -> str | None:
         """Why this row cannot run in a decoder of `context` positions; None when it can."""
@@ -79,3 +83,4 @@ class Counters:
     oom_shrinks: int = 0
     peak_rows: int = 0
     preempted: int = 0  # rows that gave their slot up to a stream (they start again later)
+    held: int = 0  # streams whose first audio waited for a lead that lets them play gap-free

@@ -133,9 +133,8 @@ class SlotScheduler:
         return self.admission.capacity(self.max_rows)
 
     def _take_waiting(self) -> RowRequest | None:
-        """The next row to admit (admission.py's pick), if it fits: a stream fits while any
-        slot is free or a row that is not streamed can give its slot up; another row while the
-        rows stay within the limit that the streams running allow."""
+        """The next row to admit (admission.py's pick), if it fits (`_fits`); a stream that
+        does not takes the slot of a row that is not streamed, when there is one."""
         with self._lock:
             while self._waiting:
                 index = self.admission.pick(self._waiting)
@@ -145,23 +144,67 @@ class SlotScheduler:
                     self._cancelled.discard(request.key)
                     self._finish(request, RowResult.failed("cancelled"))
                     continue
-                limit = self.admission.room(self.rows, request, self.max_rows)
-                full = len(self.rows) >= min(limit, self.max_rows)
-                if full and not (request.clock and self.admission.on and self._preempt()):
+                if self._fits(request):
+                    self._waiting.remove(request)  # (by identity; a preempted row went in front)
+                    if request.clock is not None and not (request.playing or request.chunks):
+                        self.counters.held += 1
+                    return request
+                if not (request.clock and self.admission.on and self._preempt()):
                     return None
-                self._waiting.remove(request)  # (by identity; a preempted row went in front)
-                return request
         return None
 
-    def _preempt(self) -> bool:
-        """The youngest row that sent nobody anything gives its slot up: it waits again, first
-        in line, and starts again from its prompt (its draws being counter-based, it mostly
-        retraces its codes). Called with the lock held. False: every row is streamed."""
+    def _fits(self, request: RowRequest) -> bool:
+        """May `request` join the rows now, and does its audio go out as it is made? A row
+        joins while every playing stream keeps the speed it needs (admission.py); a stream
+        already heard (its job's next segment) joins regardless. A new stream plays from its
+        first chunk when it can at once, else it is held (eagerly: played from its first
+        chunk, gaps or not). Called with the lock held."""
+        clock, rows = request.clock, len(self.rows)
+        if rows >= self.max_rows:
+            return False
+        request.playing = request.on_chunk is not None  # unless held, below
+        if not self.admission.on:
+            return True
+        if clock is not None and clock.margin(time.monotonic()) is not None:
+            return True  # its listener is listening: it must go on
+        need = self.admission.playing_need(self.rows, [self._rest_s(i) for i in range(rows)])
+        if clock is not None:
+            own = self.admission.need(0.0, self._rest_s_of(request, 0))
+            request.playing = clock.eager or self.admission.fast_enough(rows + 1, max(need, own))
+        return self.admission.fast_enough(rows + 1, need)
+
+    def _rest_s(self, slot: int) -> float:
+        """Seconds of audio the row in `slot` (and its job after it) still has to make."""
+        row = self.rows[slot]
+        return self._rest_s_of(row, self.position_bound[slot] - row.prompt.size(0) + 1)
+
+    def _rest_s_of(self, row: RowRequest, generated: int) -> float:
+        """Seconds still to make after `generated` tokens: at most the row's token budget, and
+        its clock's estimate of the segment when that is shorter (never less than a chunk
+        while the row runs), plus the segments after it."""
+        per_s = self.vocoder.tokens_per_s
+        left = max(0, row.sampling.max_new_token - generated) / per_s
+        if row.clock is None:
+            return left
+        estimate = max(row.clock.segment_s - generated / per_s, self.stream_tokens / per_s)
+        return min(left, estimate) + row.clock.later_s
+
+    def _preempt(self, held: bool = False) -> bool:
+        """The youngest row that sent nobody anything gives its slot up (`held`: or, when there
+        is none, the youngest held stream): it waits again, first in line, and starts again
+        from its prompt (its draws being counter-based, it mostly retraces its codes; what a
+        held stream made is kept). Called with the lock held. False: no such row."""
         young = [
             (self.position_bound[slot] - row.prompt.size(0), slot)
             for slot, row in enumerate(self.rows)
             if row.clock is None and row.on_chunk is None
         ]
+        if not young and held:
+            young = [
+                (self.position_bound[slot] - row.prompt.size(0), slot)
+                for slot, row in enumerate(self.rows)
+                if row.clock is not None and not row.playing
+            ]
         if not young:
             return False
         _, slot = min(young)
@@ -172,11 +215,20 @@ class SlotScheduler:
         return True
 
     def _make_way(self) -> None:
-        """Rows that are not streamed leave while there are more rows than the streams running
-        allow (the capacity fell, or streams joined rows that were already running)."""
+        """Rows give their slot up while a playing stream lacks the speed it needs (the speed
+        fell, or its lead ran down): rows that are not streamed at once, held streams only
+        when the stream would run dry (without the headroom: they lose what they computed)."""
+        if not self.admission.on:
+            return
         with self._lock:
-            while len(self.rows) > self.admission.row_limit(self.rows, self.max_rows):
-                if not self._preempt():
+            while True:
+                rows = len(self.rows)
+                rest = [self._rest_s(i) for i in range(rows)]
+                need = self.admission.playing_need(self.rows, rest)
+                if self.admission.fast_enough(rows, need):
+                    return
+                dry = not self.admission.fast_enough(rows, need / self.admission.headroom)
+                if not self._preempt(held=dry):
                     return
 
     def _admit(self) -> None:
@@ -316,6 +368,8 @@ class SlotScheduler:
                 leaving.append(slot)
                 continue
             self._emit(slot, row, generated, bool(finished))
+            if row.on_chunk is not None and not row.playing:
+                self._release_held(row, generated, bool(finished))
             if finished:
                 audio = np.concatenate(row.chunks) if row.chunks else np.zeros(0, np.float32)
                 codes = self.codes[slot, :generated].cpu().numpy().copy()  # the slot is reused
@@ -344,10 +398,29 @@ class SlotScheduler:
             self.step_times.decoded(row.on_chunk is not None, spent, audio.size / SAMPLE_RATE)
             row.last_chunk = row.cursor.emitted - start
             row.chunks.append(audio)
-            if row.on_chunk is not None and (audio.size or finished):
-                row.on_chunk(row.key, audio, finished)
+            if row.playing:
+                self._send(row, finished)
             if finished:
                 return
+
+    def _release_held(self, row: RowRequest, generated: int, finished: bool) -> None:
+        """A held stream starts playing once what it made carries it to its end (admission.py),
+        or when it ends: what it made goes out at once, and the rest as it is made."""
+        made_s = sum(chunk.size for chunk in row.chunks) / SAMPLE_RATE
+        rest_s = 0.0 if finished else self._rest_s_of(row, generated)
+        if finished or self.admission.releases(len(self.rows), made_s, rest_s):
+            row.playing = True
+            self._send(row, finished)
+
+    def _send(self, row: RowRequest, finished: bool) -> None:
+        """Hand the row's chunks not sent yet to its listener, the last with `finished`."""
+        assert row.on_chunk is not None
+        pending, row.sent_chunks = row.chunks[row.sent_chunks :], len(row.chunks)
+        row.sent_s += sum(audio.size for audio in pending) / SAMPLE_RATE
+        for i, audio in enumerate(pending):
+            final = finished and i == len(pending) - 1
+            if audio.size or final:
+                row.on_chunk(row.key, audio, final)
 
     def _release(self, slot: int) -> None:
         """Free a slot: the last row moves into it, so active rows stay in slots 0..n-1."""
