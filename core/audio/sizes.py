@@ -4,6 +4,7 @@ storage admission charges a client at submit (web/job_service.py)."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from core.audio.formats import SAMPLE_RATE
 from core.text.control_tokens import PAUSE_MS, TOKEN_SHAPE
@@ -26,6 +27,7 @@ BYTES_PER_S = {
 }
 
 
+@lru_cache(maxsize=4)  # asked twice per submission (its storage, its lane's cost); texts are long
 def speech_seconds(text: str) -> float:
     """Seconds of speech `text` should make: its characters at a slow rate, and its pause
     tokens at their lengths."""

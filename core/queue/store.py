@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 import orjson
+from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import ResponseError
 
@@ -22,6 +23,7 @@ from core.queue.job import Job, SynthesisRequest, new_job_id, queue_position
 from core.queue.keys import CONSUMER_GROUP, Keys
 from core.queue.lanes import KeyShare, place
 from core.queue.limits import Limits
+from core.queue.pipelined import Pipelined
 from core.queue.readings import Readings
 from core.queue.results import (
     BacklogFull,
@@ -93,6 +95,10 @@ class Queue(WorkerSteps):
             name: scripts.register(redis, name, sharded) for name in SCRIPT_NAMES
         }
         self.console = Console(redis, self.keys)
+        # One server's client: the submissions of one turn of the loop share a write.
+        self._pipelined: Pipelined | None = None
+        if isinstance(redis, Redis) and not redis.single_connection_client:
+            self._pipelined = Pipelined(redis)
 
     async def _run_acknowledged(
         self, name: str, keys: list[str], args: list[Any], *changed: str
@@ -100,6 +106,9 @@ class Queue(WorkerSteps):
         """A change that a client is told has happened (a submission, a cancel): confirmed by
         CHATTTS_REDIS_MIN_REPLICAS replicas first (NotReplicated otherwise) when the script's
         verdict is one of `changed`."""
+        replicas = self.settings.redis_min_replicas
+        if replicas <= 0 and self._pipelined is not None:
+            return await self._pipelined.run(self._scripts[name], keys, args)
         return await run_replicated(
             self._redis,
             self._scripts[name],

@@ -85,6 +85,7 @@ def _signature(secret: bytes, token: str) -> str:
     return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
 
+@lru_cache(maxsize=4096)  # an HMAC per request otherwise; the process's secret does not change
 def _valid_cookie(secret: bytes, value: str | None) -> bool:
     if value is None or not _TOKEN.fullmatch(value):
         return False

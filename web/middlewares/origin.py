@@ -49,6 +49,7 @@ def origin_allowed(request: web.Request) -> bool:
     return bool(sep) and authority == request.host.lower()
 
 
+@lru_cache(maxsize=256)  # every request's Host; a client sends the same few
 def is_loopback_name(host: str) -> bool:
     """localhost, *.localhost, 127.0.0.0/8 or ::1 (a Host header's name, port stripped)."""
     host = host.strip("[]").lower().rstrip(".")

@@ -8,6 +8,7 @@ import contextlib
 import ipaddress
 import time
 from collections.abc import Iterator
+from functools import lru_cache
 
 from aiohttp import web
 
@@ -24,6 +25,7 @@ def address(request: web.Request) -> str:
     return source_of(request.remote)
 
 
+@lru_cache(maxsize=4096)  # a few per request, on the submit path; an address's string is short
 def source_of(remote: str | None) -> str:
     try:
         ip = ipaddress.ip_address(remote or "")

@@ -154,7 +154,8 @@ local function wake(base)
 end
 
 -- Job `id` of client `who` waits in `lane` from `now`: at the back of its client's list, or at
--- the front (`front`: a job given back goes before its client's later ones).
+-- the front (`front`: a job given back goes before its client's later ones). Returns its index
+-- in that list (what fair_position would otherwise look up).
 local function fair_enter(base, lane, who, id, front, now)
   local list = base .. ':wait:' .. lane .. ':' .. who
   local zlane, fair = base .. ':lane:' .. lane, base .. ':fair'
@@ -182,6 +183,8 @@ local function fair_enter(base, lane, who, id, front, now)
   redis.call('HINCRBY', fair, 'n:' .. lane, 1)
   redis.call('ZADD', base .. ':since:' .. lane, now, id)  -- the oldest waiting, for operators
   wake(base)
+  if front then return 0 end
+  return n - 1
 end
 
 -- A waiting job leaves the room (cancelled before it was taken).
@@ -201,10 +204,12 @@ end
 
 -- About how many jobs go before waiting job `id`: a round of the lane serves each of its
 -- clients once (its turn in its client's list, times the clients), the clients due before it
--- in this round, and, for bulk work, the interactive and streaming clients waiting.
-local function fair_position(base, lane, who, id)
+-- in this round, and, for bulk work, the interactive and streaming clients waiting. `index`:
+-- its place in its client's list when known (fair_enter's), else looked up (a walk of the
+-- list: its client's backlog).
+local function fair_position(base, lane, who, id, index)
   local zlane = base .. ':lane:' .. lane
-  local index = redis.call('LPOS', base .. ':wait:' .. lane .. ':' .. who, id)
+  index = index or redis.call('LPOS', base .. ':wait:' .. lane .. ':' .. who, id)
   local rank = redis.call('ZRANK', zlane, who)  -- the clients served before it this round
   if not index or not rank then return 0 end
   local ahead = index * redis.call('ZCARD', zlane) + rank

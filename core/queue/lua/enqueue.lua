@@ -88,9 +88,10 @@ redis.call('ZADD', base .. ':index', now, id)
 if seq % 256 == 0 then
   redis.call('ZREMRANGEBYSCORE', base .. ':index', '-inf', tonumber(now) - ttl)
 end
+local index = nil
 if lane ~= '' then
   redis.call('HSET', job, 'lane', lane, 'who', ARGV[20], 'weight', ARGV[21], 'cost', ARGV[22])
-  fair_enter(base, lane, ARGV[20], id, false, now)
+  index = fair_enter(base, lane, ARGV[20], id, false, now)
 end
 if ARGV[13] ~= '' then redis.call('HSET', job, 'callback_url', ARGV[13]) end
 if ARGV[14] == '1' then redis.call('HSET', job, 'document', '1') end
@@ -103,7 +104,7 @@ end
 -- Where it stands (the jobs before it) goes in its queued event too.
 local position, extra = -1, nil
 if lane ~= '' then
-  position = fair_position(base, lane, ARGV[20], id)
+  position = fair_position(base, lane, ARGV[20], id, index)
   extra = {position = position}
 end
 local event_id, event = emit(job, ev_job, ev_client, 'queued', now, ARGV[8], ARGV[9], ttl, extra)

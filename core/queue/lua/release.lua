@@ -33,6 +33,7 @@ redis.call('HSET', job, 'state', 'queued', 'owner', '', 'error', ARGV[7], 'queue
 if redis.call('HGET', job, 'document') ~= '1' then redis.call('HSET', job, 'segments_done', 0) end
 redis.call('HDEL', job, 'token')
 redis.call('HINCRBY', stats, 'released', 1)
+local index = nil  -- its place in its client's waiting list, when it waits there
 if lane and lane ~= '' then
   redis.call('HSET', job, 'entry', '')
   local f = redis.call('HMGET', job, 'audio_s', 'taken_audio_s', 'charged', 'weight')
@@ -48,7 +49,7 @@ if lane and lane ~= '' then
       redis.call('ZADD', gone, pass + due, who)
     end
   end
-  fair_enter(base, lane, who, values[4], true, ARGV[2])
+  index = fair_enter(base, lane, who, values[4], true, ARGV[2])
 else
   local entry = redis.call('XADD', jobs, '*', 'id', values[4], 'client', values[5])
   redis.call('HSET', job, 'entry', entry)
@@ -56,5 +57,5 @@ else
 end
 local extra = {}
 if ARGV[7] == '' then extra.yielded = true end
-if lane and lane ~= '' then extra.position = fair_position(base, lane, who, values[4]) end
+if lane and lane ~= '' then extra.position = fair_position(base, lane, who, values[4], index) end
 return {'ok', (emit(job, ev_job, ev_client, 'queued', ARGV[2], ARGV[3], ARGV[4], ttl, extra))}

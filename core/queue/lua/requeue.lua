@@ -37,8 +37,8 @@ if v[6] and v[6] ~= '' then redis.call('XDEL', dlq, v[6]) end
 local extra = {requeued = true}
 if v[2] and v[2] ~= '' then
   redis.call('HSET', job, 'entry', '')
-  fair_enter(base, v[2], v[3], id, false, now)
-  extra.position = fair_position(base, v[2], v[3], id)
+  local index = fair_enter(base, v[2], v[3], id, false, now)
+  extra.position = fair_position(base, v[2], v[3], id, index)
 else
   local stream = v[4] or (base .. ':jobs')
   redis.call('HSET', job, 'entry', redis.call('XADD', stream, '*', 'id', id, 'client', v[5]))
