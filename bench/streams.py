@@ -38,15 +38,17 @@ TEXT = "今天天气很好，我们去公园散步吧。"  # one segment; random
 READY_TIMEOUT_S = 600.0  # the library path loads, warms up and steps a 1 GB model on a CPU
 
 
-def ensure_checkpoint(tokens: int) -> Path:
-    """A full-size random checkpoint whose rows never end: each runs exactly `tokens`."""
+def ensure_checkpoint(tokens: int, size: str = "full") -> Path:
+    """A random checkpoint (`full`: the real architecture; `tiny`) whose rows never end: each
+    runs exactly `tokens`."""
     sys.path.insert(0, str(REPO_ROOT))
     from workers.engines.chattts.loading.checkpoint import MANIFEST, build_checkpoint
 
-    root = Path(os.environ.get("TMPDIR", "/tmp")) / f"chattts-online-bench-streams-{tokens}"
+    suffix = "" if size == "full" else f"-{size}"
+    root = Path(os.environ.get("TMPDIR", "/tmp")) / f"chattts-online-bench-streams-{tokens}{suffix}"
     if not (root / MANIFEST).is_file():
-        print(f"building the full-size random checkpoint in {root} ...", flush=True)
-        build_checkpoint(root, "full", max_new_token=tokens, shape_eos=False)
+        print(f"building the {size} random checkpoint in {root} ...", flush=True)
+        build_checkpoint(root, size, max_new_token=tokens, shape_eos=False)
     return root
 
 
@@ -139,6 +141,7 @@ def run_path(
             data_dir=str(tmp / "data"),
             log_level="WARNING",
             stream_admission=cast(Literal["capacity", "off"], admission),
+            **({"stream_headroom": args.headroom} if args.headroom else {}),
         )
         env = {**os.environ, **settings.to_env()}
         for name in ("web", "worker"):
@@ -229,9 +232,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", default=str(REPO_ROOT / "bench" / "results" / "streams.json"))
     p.add_argument("--png", default=str(REPO_ROOT / "bench" / "results" / "streams.png"))
+    p.add_argument("--size", choices=["full", "tiny"], default="full", help="the architecture")
+    p.add_argument(
+        "--headroom",
+        type=float,
+        help="CHATTTS_STREAM_HEADROOM (a large one makes any device one below real time)",
+    )
+    p.add_argument("--no-png", action="store_true", help="write the figures as JSON only")
     p.add_argument("--keep-logs", action="store_true")
     args = p.parse_args(argv)
-    model = ensure_checkpoint(args.tokens)
+    model = ensure_checkpoint(args.tokens, args.size)
     paths = [
         (runtime, admission)
         for runtime in args.runtimes
@@ -239,15 +249,16 @@ def main(argv: list[str] | None = None) -> int:
     ]
     rows = [row for path in paths for row in run_path(*path, model, args)]
     where = (
-        f"{args.device}, {os.cpu_count()} CPUs, full-size random weights, "
+        f"{args.device}, {os.cpu_count()} CPUs, {args.size} random weights, "
         f"{args.tokens} tokens per request"
     )
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({"where": where, "rows": rows}, indent=2))
-    plot(rows, Path(args.png), f"Streamed speech, one chattts worker ({where})")
+    if not args.no_png:
+        plot(rows, Path(args.png), f"Streamed speech, one chattts worker ({where})")
     for line in comparisons(rows):
         print(line)
-    print(f"wrote {args.json} and {args.png}")
+    print(f"wrote {args.json}" + ("" if args.no_png else f" and {args.png}"))
     return 0
 
 

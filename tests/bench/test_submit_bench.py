@@ -73,7 +73,7 @@ def test_quick_run_against_the_baseline_judges_the_targets(tmp_path: Path) -> No
     rps = rows["requests/s (2xx), 16 connections, POST /v1/tts/jobs"]
     p99 = rows["p99 latency, 16 connections, POST /tts/submit"]
     assert rps.baseline is not None and rps.baseline > 0
-    assert rps.met is (rps.ours >= 3 * rps.baseline)
+    assert rps.met is (rps.ours >= rps.baseline)
     assert p99.baseline is not None
-    assert p99.met is (p99.ours <= p99.baseline / 3)
+    assert p99.met is (p99.ours <= p99.baseline)
     assert "non-2xx answers, 16 connections, POST /tts/submit" in rows
