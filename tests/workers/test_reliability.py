@@ -92,12 +92,12 @@ async def test_long_job_with_healthy_lease_is_never_stolen(
     queue = Queue(aredis, settings)
     start_worker("holder", CHATTTS_LEASE_MS="1000")
     start_worker("thief", CHATTTS_LEASE_MS="1000")
-    text = " ".join([LONG_TEXT] * 8)
+    text = " ".join([LONG_TEXT] * 3)
     submitted = await queue.enqueue(SynthesisRequest(text=text, voice="en_male"), "c1")
     events = await wait_terminal(queue, submitted.job_id, timeout=60)
     job = await queue.get(submitted.job_id)
     assert job is not None and job.started_at and job.finished_at
-    assert job.finished_at - job.started_at > 2.5  # it outlived the lease several times
+    assert job.finished_at - job.started_at > 2.0  # it outlived the lease twice at least
     assert events[-1]["type"] == "succeeded" and job.attempts == 1
     assert [e["type"] for e in events].count("running") == 1
     assert "reclaimed" not in await queue.stats()

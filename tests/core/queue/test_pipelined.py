@@ -61,7 +61,7 @@ async def test_a_forgotten_script_is_loaded_again(aredis: Redis) -> None:
 async def test_a_broken_connection_loses_no_submission(settings: Settings, aredis: Redis) -> None:
     """The connections of the queue's client are killed while submissions are in flight: every
     submission is answered, and each one's job exists exactly once."""
-    client = Redis.from_url(settings.redis_url or "")
+    client = Redis.from_url(settings.redis_url or "", client_name="pipelined-broken")
     queue = Queue(client, settings)
     try:
         await queue.enqueue(SynthesisRequest(text="warm"), "c-broken")
@@ -70,9 +70,11 @@ async def test_a_broken_connection_loses_no_submission(settings: Settings, aredi
             for i in range(30)
         ]
 
-        async def kill_soon() -> None:
+        async def kill_soon() -> None:  # the queue's connections, no one else's
             await asyncio.sleep(0)
-            await aredis.client_kill_filter(_type="normal", skipme=True)
+            for connection in await aredis.client_list():
+                if connection.get("name") == "pipelined-broken":
+                    await aredis.client_kill_filter(_id=connection["id"])
 
         done = await asyncio.gather(*submissions, kill_soon())
         ids = {submitted.job_id for submitted in done[:30]}
