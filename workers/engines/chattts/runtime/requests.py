@@ -57,6 +57,7 @@ class RowRequest:
     cursor: Cursor = field(default_factory=Cursor)
     chunks: list[np.ndarray] = field(default_factory=list)
     playing: bool = False  # its chunks go out as they are made (a streamed row may be held)
+    made_s: float = 0.0  # seconds of `chunks`
     sent_chunks: int = 0  # of `chunks`, those handed to `on_chunk`
     sent_s: float = 0.0  # their seconds
 

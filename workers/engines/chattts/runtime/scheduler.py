@@ -4,6 +4,7 @@ Each row is one segment with its own prompt (voice included) and sampling parame
 of requests shares a step. Between steps, waiting rows are prefilled into free slots; every
 `sync_every` steps the host reads which rows ended (the device tracks ends and budgets itself),
 sends out the audio chunks that became ready, and frees the slots of ended or cancelled rows.
+Which waiting rows take the free slots, and which rows give theirs up, is slots.py's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from workers.engines.chattts.runtime.decoder import StaticDecoder, zeros
 from workers.engines.chattts.runtime.graphs import GraphedSteps
 from workers.engines.chattts.runtime.requests import Counters, RowRequest, RowResult, Sampling
 from workers.engines.chattts.runtime.sampler import PENALTY_WINDOW, draw, process_logits
+from workers.engines.chattts.runtime.slots import SlotAdmission
 from workers.engines.chattts.runtime.vocoder import SAMPLE_RATE, Vocoder
 
 __all__ = ["Counters", "RowRequest", "RowResult", "Sampling", "SlotScheduler"]
@@ -31,7 +33,7 @@ __all__ = ["Counters", "RowRequest", "RowResult", "Sampling", "SlotScheduler"]
 log = logging.getLogger(__name__)
 
 
-class SlotScheduler:
+class SlotScheduler(SlotAdmission):
     def __init__(
         self,
         decoder: StaticDecoder,
@@ -131,105 +133,6 @@ class SlotScheduler:
     def stream_capacity(self) -> int:
         """Streamed rows this runtime carries in real time with headroom now (0: not one)."""
         return self.admission.capacity(self.max_rows)
-
-    def _take_waiting(self) -> RowRequest | None:
-        """The next row to admit (admission.py's pick), if it fits (`_fits`); a stream that
-        does not takes the slot of a row that is not streamed, when there is one."""
-        with self._lock:
-            while self._waiting:
-                index = self.admission.pick(self._waiting)
-                request = self._waiting[index]
-                if request.key in self._cancelled:
-                    del self._waiting[index]
-                    self._cancelled.discard(request.key)
-                    self._finish(request, RowResult.failed("cancelled"))
-                    continue
-                if self._fits(request):
-                    self._waiting.remove(request)  # (by identity; a preempted row went in front)
-                    if request.clock is not None and not (request.playing or request.chunks):
-                        self.counters.held += 1
-                    return request
-                if not (request.clock and self.admission.on and self._preempt()):
-                    return None
-        return None
-
-    def _fits(self, request: RowRequest) -> bool:
-        """May `request` join the rows now, and does its audio go out as it is made? A row
-        joins while every playing stream keeps the speed it needs (admission.py); a stream
-        already heard (its job's next segment) joins regardless. A new stream plays from its
-        first chunk when it can at once, else it is held (eagerly: played from its first
-        chunk, gaps or not). Called with the lock held."""
-        clock, rows = request.clock, len(self.rows)
-        if rows >= self.max_rows:
-            return False
-        request.playing = request.on_chunk is not None  # unless held, below
-        if not self.admission.on:
-            return True
-        if clock is not None and clock.margin(time.monotonic()) is not None:
-            return True  # its listener is listening: it must go on
-        need = self.admission.playing_need(self.rows, [self._rest_s(i) for i in range(rows)])
-        if clock is not None:
-            own = self.admission.need(0.0, self._rest_s_of(request, 0))
-            request.playing = clock.eager or self.admission.fast_enough(rows + 1, max(need, own))
-        return self.admission.fast_enough(rows + 1, need)
-
-    def _rest_s(self, slot: int) -> float:
-        """Seconds of audio the row in `slot` (and its job after it) still has to make."""
-        row = self.rows[slot]
-        return self._rest_s_of(row, self.position_bound[slot] - row.prompt.size(0) + 1)
-
-    def _rest_s_of(self, row: RowRequest, generated: int) -> float:
-        """Seconds still to make after `generated` tokens: at most the row's token budget, and
-        its clock's estimate of the segment when that is shorter (never less than a chunk
-        while the row runs), plus the segments after it."""
-        per_s = self.vocoder.tokens_per_s
-        left = max(0, row.sampling.max_new_token - generated) / per_s
-        if row.clock is None:
-            return left
-        estimate = max(row.clock.segment_s - generated / per_s, self.stream_tokens / per_s)
-        return min(left, estimate) + row.clock.later_s
-
-    def _preempt(self, held: bool = False) -> bool:
-        """The youngest row that sent nobody anything gives its slot up (`held`: or, when there
-        is none, the youngest held stream): it waits again, first in line, and starts again
-        from its prompt (its draws being counter-based, it mostly retraces its codes; what a
-        held stream made is kept). Called with the lock held. False: no such row."""
-        young = [
-            (self.position_bound[slot] - row.prompt.size(0), slot)
-            for slot, row in enumerate(self.rows)
-            if row.clock is None and row.on_chunk is None
-        ]
-        if not young and held:
-            young = [
-                (self.position_bound[slot] - row.prompt.size(0), slot)
-                for slot, row in enumerate(self.rows)
-                if row.clock is not None and not row.playing
-            ]
-        if not young:
-            return False
-        _, slot = min(young)
-        row = self.rows[slot]
-        self._release(slot)
-        self._waiting.appendleft(row)
-        self.counters.preempted += 1
-        return True
-
-    def _make_way(self) -> None:
-        """Rows give their slot up while a playing stream lacks the speed it needs (the speed
-        fell, or its lead ran down): rows that are not streamed at once, held streams only
-        when the stream would run dry (without the headroom: they lose what they computed)."""
-        if not self.admission.on:
-            return
-        with self._lock:
-            while True:
-                rows = len(self.rows)
-                rest = [self._rest_s(i) for i in range(rows)]
-                need = self.admission.playing_need(self.rows, rest)
-                if self.admission.fast_enough(rows, need):
-                    return
-                dry = not self.admission.fast_enough(rows, need / self.admission.headroom)
-                if not self._preempt(held=dry):
-                    return
 
     def _admit(self) -> None:
         self._make_way()
@@ -398,6 +301,7 @@ class SlotScheduler:
             self.step_times.decoded(row.on_chunk is not None, spent, audio.size / SAMPLE_RATE)
             row.last_chunk = row.cursor.emitted - start
             row.chunks.append(audio)
+            row.made_s += audio.size / SAMPLE_RATE
             if row.playing:
                 self._send(row, finished)
             if finished:
@@ -406,9 +310,8 @@ class SlotScheduler:
     def _release_held(self, row: RowRequest, generated: int, finished: bool) -> None:
         """A held stream starts playing once what it made carries it to its end (admission.py),
         or when it ends: what it made goes out at once, and the rest as it is made."""
-        made_s = sum(chunk.size for chunk in row.chunks) / SAMPLE_RATE
         rest_s = 0.0 if finished else self._rest_s_of(row, generated)
-        if finished or self.admission.releases(len(self.rows), made_s, rest_s):
+        if finished or self.admission.releases(len(self.rows), row.made_s, rest_s):
             row.playing = True
             self._send(row, finished)
 
