@@ -12,7 +12,7 @@ from aiohttp import web
 from core.audio.documents import DOCUMENT_FORMATS
 from core.audio.sizes import expected_bytes
 from core.queue.job import Job, SynthesisRequest
-from core.queue.store import QueueError, Submitted
+from core.queue.store import QueueError, Room, Submitted
 from web.appkeys import CALLBACK_SECRET, HUB, KEY_SHARES, METRICS, QUEUE, SETTINGS, THROUGHPUT
 from web.callbacks.signing import client_secret
 from web.errors import ApiError, job_not_found
@@ -70,6 +70,7 @@ async def enqueue(
             expected_bytes=expected_bytes,
             source=source,
             share=app[KEY_SHARES].get(client),
+            room=room(app),
         )
     except QueueError as exc:
         raise refusal(app, exc) from None
@@ -117,9 +118,9 @@ async def submit(
 
 def admit_storage(app: web.Application, request: SynthesisRequest, document: bool) -> int:
     """The bytes a job's audio is expected to keep (core/audio/sizes.py), refused here when no
-    client could ever keep them (413) or the store has no room for them now (503); the client's
-    own quota is charged atomically with the job (enqueue.lua)."""
-    expected = expected_bytes(request.text, request.format, document)
+    client could ever keep them (413); the client's quota and the store's room are charged
+    atomically with the job (enqueue.lua)."""
+    expected = expected_bytes(request.text, request.format, document, request.speed)
     quota = app[SETTINGS].storage_per_client_bytes
     if quota and expected > quota:
         raise ApiError(
@@ -130,18 +131,21 @@ def admit_storage(app: web.Application, request: SynthesisRequest, document: boo
             code="job_too_large",
             param="text",
         )
-    meter = app.get(THROUGHPUT)
-    free = meter.free_bytes if meter is not None else None
-    if free is not None and expected > free:
-        where = "the audio store" if app[QUEUE].stored.store else "Redis, below its maxmemory,"
-        raise ApiError(
-            503,
-            f"{where} has about {max(0, free) / 1e6:.1f} MB free, and this job needs about "
-            f"{expected / 1e6:.1f} MB; retry later or send a shorter job",
-            code="store_full",
-            headers={"Retry-After": "30"},
-        )
     return expected
+
+
+def room(app: web.Application) -> Room:
+    """What a new job may take (the queue checks it against what accepted jobs will still
+    write, lua/enqueue.lua): the store's free bytes at the last sample, and the bytes streams
+    may keep in Redis, a quarter of its maxmemory at most."""
+    settings, meter = app[SETTINGS], app.get(THROUGHPUT)
+    where = "the audio store" if app[QUEUE].stored.store else "Redis, below its maxmemory,"
+    budget = settings.stream_chunk_bytes
+    if meter is None:
+        return Room(None, budget, where)
+    if budget and meter.maxmemory:
+        budget = min(budget, meter.maxmemory // 4)
+    return Room(meter.free_bytes, budget, where)
 
 
 def check_document(request: SynthesisRequest, max_text_chars: int) -> None:

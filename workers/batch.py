@@ -26,6 +26,7 @@ class ActiveJob:
     audio: list[np.ndarray] = field(default_factory=list)
     cancel: bool = False
     lost: bool = False
+    failure: str = ""  # why it stops, failed, at its next boundary (with `cancel` set)
     # A document's slice ended while another client's work waits: it goes back to the queue
     # and resumes after its stored parts (lua/progress.lua).
     yielding: bool = False

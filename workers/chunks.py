@@ -190,6 +190,15 @@ class ChunkPublisher:
             stream.drained.set()
             stream.advanced.set()
             return
+        if verdict == "full":  # it outgrew the bytes streams may keep in Redis: it stops
+            job.cancel = True
+            job.failure = (
+                "the stream's audio outgrew the room streams have in Redis "
+                "(CHATTTS_STREAM_CHUNK_BYTES, shared by every client's streams)"
+            )
+            stream.drained.set()
+            stream.advanced.set()
+            return
         if verdict == "cancel":
             job.cancel = True
         stream.published += 1

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import orjson
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from core.audio import formats as audio
 from core.audio.documents import document_size
@@ -231,7 +231,11 @@ class Outcomes:
                 return await self.queue.progress(
                     job.job_id, job.started.client, job.started.token, done
                 )
-            except REDIS_UNAVAILABLE:
+            except REDIS_UNAVAILABLE as exc:
+                if delay > PROGRESS_RETRY_MAX_S and isinstance(exc, ResponseError):
+                    # Redis stays at its maxmemory: this job stops, not the worker.
+                    await self.give_up(job, f"Redis refused the job's audio: {exc}")
+                    return "lost"
                 if delay > PROGRESS_RETRY_MAX_S:
                     raise
                 await asyncio.sleep(delay)
@@ -308,13 +312,14 @@ class Outcomes:
                 job.job_id,
                 job.started.client,
                 job.started.token,
-                "cancelled",
-                "cancelled by the client",
+                "failed" if job.failure else "cancelled",
+                job.failure or "cancelled by the client",
                 stream=job.started.stream,
             )
         # Counted once Redis took it: a failed finish leaves the job to be reclaimed, and the
         # worker that finishes it counts it.
-        self.metrics.outcome("lost" if job.lost else "cancelled")
+        outcome = "failed" if job.failure else "cancelled"
+        self.metrics.outcome("lost" if job.lost else outcome)
 
     async def hand_back(self, job: ActiveJob) -> None:
         """A document whose slice ended goes back to the queue (the attempt not counted) and

@@ -1,5 +1,5 @@
 """How many bytes a job's audio will take, estimated from its request before it runs: what
-storage admission charges a client at submit (web/job_service.py)."""
+storage admission charges a client at submit (web/job_service.py), corrected when it ends."""
 
 from __future__ import annotations
 
@@ -14,6 +14,13 @@ from core.text.control_tokens import PAUSE_MS, TOKEN_SHAPE
 CJK_CHARS_PER_S = 4.0
 OTHER_CHARS_PER_S = 12.0
 _CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+# Characters read out as words: a digit is up to a second of speech ("$999,999,999" is nine
+# hundred and ninety-nine million...: about half a second a digit in English and Mandarin), a
+# symbol a word or two ("%", "&", "€", an emoji's name). Letters, spaces and punctuation are not.
+DIGIT_S = 0.6
+SYMBOL_S = 0.8
+_DIGITS = re.compile(r"\d")
+_SYMBOLS = re.compile(r"[^\w\s.,;:!?'\"()\[\]\-–—…，。、；：！？“”‘’（）《》]")
 # Bytes per second of speech in each format: 16-bit PCM at 24 kHz, and the encoders' rates with
 # room to spare (FLAC about two thirds of PCM; the lossy ones at most 128 kbit/s).
 BYTES_PER_S = {
@@ -34,12 +41,20 @@ def speech_seconds(text: str) -> float:
     pauses = sum(PAUSE_MS.get(token, 0) for token in TOKEN_SHAPE.findall(text)) / 1000
     spoken = TOKEN_SHAPE.sub("", text)
     cjk = len(_CJK.findall(spoken))
-    others = len(spoken) - cjk
-    return cjk / CJK_CHARS_PER_S + others / OTHER_CHARS_PER_S + pauses
+    digits = len(_DIGITS.findall(spoken))
+    symbols = len(_SYMBOLS.findall(spoken))
+    others = len(spoken) - cjk - digits - symbols
+    words = digits * DIGIT_S + symbols * SYMBOL_S
+    return cjk / CJK_CHARS_PER_S + others / OTHER_CHARS_PER_S + words + pauses
 
 
-def expected_bytes(text: str, fmt: str, document: bool) -> int:
+def expected_bytes(text: str, fmt: str, document: bool, speed: float = 1.0) -> int:
     """Bytes the job keeps: its file, and (but for a document, whose parts are its file) its
-    segments, one copy more."""
-    size = speech_seconds(text) * BYTES_PER_S.get(fmt, 2 * SAMPLE_RATE)
+    segments, one copy more; `speed` 0.5 reads it in twice the time."""
+    size = speech_seconds(text) / speed * BYTES_PER_S.get(fmt, 2 * SAMPLE_RATE)
     return int(size if document else 2 * size)
+
+
+def stream_bytes(text: str, speed: float = 1.0) -> int:
+    """Bytes a streamed job's chunks keep in Redis: its speech as 16-bit PCM."""
+    return int(speech_seconds(text) / speed * BYTES_PER_S["pcm"])

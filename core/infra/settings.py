@@ -106,6 +106,11 @@ class Settings:
     # The same for every client of one source address together (a fresh cookie is a fresh
     # client): four clients' worth.
     storage_per_address_bytes: int = 16 * 1024**3
+    # Bytes streamed jobs keep in Redis at once as chunks (their PCM, until a while after each
+    # ends; 0: no limit), at most half of it per client and per address. The web tier admits a
+    # stream against it, and against a quarter of Redis's maxmemory where that is smaller.
+    # 256 MiB is about 90 minutes of streamed speech.
+    stream_chunk_bytes: int = 256 * 1024**2
     # Rate limits and caps, per client (cookie or key) and per source address (0: off). A person
     # clicking is far below; a script pacing itself too; a flood is refused with 429.
     submit_rate_per_client: float = 5.0  # submissions per second, on average...

@@ -16,6 +16,9 @@ THROUGHPUT_MINUTES_KEPT = 60
 # Clients tallied apart per day; the rest share `other`: fresh cookies cannot grow Redis
 # without bound (API keys are few, and an operator's; cookie clients are anyone's).
 USAGE_CLIENTS_PER_DAY = 2_000
+# How long a streamed job's chunks stay in Redis after its last one: a listener that dropped
+# may resume; their charge on the chunk budget lapses then (lua/_prelude.lua: retire).
+CHUNKS_LINGER_S = 600
 # Operators' actions the audit stream keeps (about the newest; trimmed approximately).
 AUDIT_MAXLEN = 10_000
 
@@ -164,6 +167,19 @@ class Keys:
     def usage_expiry(self, client: str) -> str:
         """Sorted set of the same job ids, by when their charge lapses (the job's expiry)."""
         return f"{self.base}:usage_exp:{client}"
+
+    @property
+    def pending(self) -> str:
+        """Hash of the storage charges of jobs whose audio is not written yet (job id -> bytes,
+        and `total`), with `pending_exp` by lapse: the store's sampled room, less these, is
+        what a new job may take (lua/enqueue.lua)."""
+        return f"{self.base}:pending"
+
+    def chunk_usage(self, owner: str | None = None) -> str:
+        """Hash of the chunk bytes streams keep in Redis (job id -> bytes, and `total`): the
+        queue's (`owner` None) or one client's or address's, with `chunks_exp[:owner]` by when
+        each lapses (CHUNKS_LINGER_S after its job ended)."""
+        return f"{self.base}:chunks" + (f":{owner}" if owner else "")
 
     def active(self, client: str) -> str:
         """Set of a client's unfinished job ids (the per-client cap)."""

@@ -8,6 +8,9 @@ from typing import Any
 
 from core.queue.durable import NotReplicated
 from core.queue.job import SynthesisRequest
+from core.queue.keys import CHUNKS_LINGER_S
+
+CHUNKS_LINGER_MIN = CHUNKS_LINGER_S // 60
 
 
 class QueueError(Exception):
@@ -55,6 +58,39 @@ class StorageQuotaReached(QueueError):
         self.per = per
 
 
+class StoreFull(QueueError):
+    """The store's room, less what accepted jobs will still write, cannot take this job."""
+
+    status = 503
+    code = "store_full"
+
+    def __init__(self, room: int, reserved: int, needed: int, where: str) -> None:
+        super().__init__(
+            f"{where} has about {_mb(max(0, room - reserved))} free once the jobs accepted "
+            f"before are written, and this job needs about {_mb(needed)}: retry later "
+            "(Retry-After) or send a shorter job"
+        )
+        self.room, self.reserved, self.needed = room, reserved, needed
+
+
+class StreamsFull(QueueError):
+    """Streamed jobs' chunks would pass their budget in Redis (CHATTTS_STREAM_CHUNK_BYTES)."""
+
+    status = 503
+    code = "streams_full"
+
+    def __init__(self, used: int, needed: int, budget: int, wait_s: int, per: str) -> None:
+        whose = {"client": "your streams", "address": "the streams of your address"}
+        super().__init__(
+            f"this stream's audio (about {_mb(needed)}) would take {whose.get(per, 'streams')} "
+            f"past {_mb(budget)} kept in Redis ({_mb(used)} in use, kept until about "
+            f"{CHUNKS_LINGER_MIN} minutes after each stream ends): retry after Retry-After, or "
+            "leave 'stream' out and download the file when it is ready"
+        )
+        self.used, self.needed, self.budget, self.wait_s = used, needed, budget, wait_s
+        self.per = per
+
+
 class QueuePaused(QueueError):
     """An operator paused the queue's intake (core/queue/console.py)."""
 
@@ -88,6 +124,17 @@ class Unreplicated(QueueError):
             "of adding another)"
         )
         self.job_id = job_id
+
+
+@dataclass(frozen=True)
+class Room:
+    """What a submission may take, as the web tier last sampled it: `store`, the bytes free
+    where audio is kept (None: unknown or unbounded; `where` names it), and `chunk_budget`,
+    the bytes streams may keep in Redis (0: no limit)."""
+
+    store: int | None = None
+    chunk_budget: int = 0
+    where: str = "the audio store"
 
 
 @dataclass(frozen=True)

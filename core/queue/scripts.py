@@ -1,8 +1,8 @@
 """Every Lua script of the queue, loaded one way: a generated header, the shared prelude, the body.
 
 The header is where Python's names reach Lua: the doorbell command (`PUBLISH`, or `SPUBLISH` on a
-Redis Cluster), the terminal states (job.py), the tallies' lifetimes and the audit's length
-(keys.py), so that none is spelled twice.
+Redis Cluster), the terminal states (job.py), the tallies' lifetimes, the audit's length and the
+chunks' linger (keys.py), so that none is spelled twice.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from core.infra.redis_client import RedisClient
 from core.queue.job import TERMINAL_NAMES
 from core.queue.keys import (
     AUDIT_MAXLEN,
+    CHUNKS_LINGER_S,
     THROUGHPUT_MINUTES_KEPT,
     USAGE_CLIENTS_PER_DAY,
     USAGE_DAYS_KEPT,
@@ -33,6 +34,7 @@ def _header(sharded: bool) -> str:
         f"local USAGE_CLIENTS = {USAGE_CLIENTS_PER_DAY}\n"
         f"local MINUTES_KEEP_S = {(THROUGHPUT_MINUTES_KEPT + 1) * 60}\n"
         f"local AUDIT_MAXLEN = {AUDIT_MAXLEN}\n"
+        f"local CHUNKS_LINGER_S = {CHUNKS_LINGER_S}\n"
     )
 
 

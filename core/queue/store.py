@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import ResponseError
 
+from core.audio.sizes import stream_bytes
 from core.audio_store.urls import open_store
 from core.infra.redis_client import RedisClient, parse_url
 from core.infra.settings import Settings
@@ -30,9 +31,12 @@ from core.queue.results import (
     ClientCapReached,
     QueueError,
     QueuePaused,
+    Room,
     SegmentDone,
     Started,
     StorageQuotaReached,
+    StoreFull,
+    StreamsFull,
     Submitted,
     Unreplicated,
 )
@@ -46,9 +50,12 @@ __all__ = [
     "Queue",
     "QueueError",
     "QueuePaused",
+    "Room",
     "SegmentDone",
     "Started",
     "StorageQuotaReached",
+    "StoreFull",
+    "StreamsFull",
     "Submitted",
     "Unreplicated",
 ]
@@ -147,11 +154,13 @@ class Queue(WorkerSteps):
         expected_bytes: int = 0,
         source: str | None = None,
         share: KeyShare | None = None,
+        room: Room | None = None,
     ) -> Submitted:
         """Queue a job (`callback_url`: POSTed when it ends, see callbacks.py; `document`: its
         audio is kept in parts and a reclaimed attempt resumes after the last one; `source`: the
         address it came from, whose storage account it is charged to as well; `share`: its API
-        key's weight under the fair scheduler, lanes.py)."""
+        key's weight under the fair scheduler, lanes.py; `room`: what the store and Redis can
+        still take, as last sampled)."""
         job_id = job_id or new_job_id()
         k = self.keys
         idem = k.idem(client, idempotency_key) if idempotency_key else k.job(job_id)
@@ -172,6 +181,9 @@ class Queue(WorkerSteps):
         else:
             args += ["", "", 1, 0]
         args += [len(request.text), request.text[:SEARCHED_CHARS]]
+        room = room or Room()
+        chunk_bytes = stream_bytes(request.text, request.speed) if request.stream else 0
+        args += ["" if room.store is None else room.store, chunk_bytes, room.chunk_budget]
         try:
             result = await self._run_acknowledged("enqueue", keys, args, "ok", "dup")
         except NotReplicated as exc:
@@ -198,6 +210,11 @@ class Queue(WorkerSteps):
             per = _s(result[3])
             quota = getattr(self.settings, f"storage_per_{per}_bytes")
             raise StorageQuotaReached(int(result[1]), expected_bytes, quota, int(result[2]), per)
+        if status == "store_full":
+            raise StoreFull(int(result[1]), int(result[2]), expected_bytes, room.where)
+        if status == "streams_full":
+            used, wait, per, budget = int(result[1]), int(result[2]), _s(result[3]), int(result[4])
+            raise StreamsFull(used, chunk_bytes, budget, wait, per)
         raise ClientCapReached(int(result[1]))
 
     async def get(self, job_id: str) -> Job | None:

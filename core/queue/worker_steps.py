@@ -12,11 +12,10 @@ from redis.commands.core import AsyncScript
 from core.infra.redis_client import RedisClient
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
-from core.queue.keys import Keys
+from core.queue.keys import CHUNKS_LINGER_S, Keys
 from core.queue.results import SegmentDone, Started
 
 # How long a streaming job's chunk list outlives its last chunk: listeners read it live.
-CHUNKS_LINGER_S = 600
 # Neither lane's share may be nothing: a weight of zero would stop its clock (take.lua).
 MIN_SHARE = 0.01
 
@@ -159,7 +158,8 @@ class WorkerSteps:
         pcm: bytes,
         duration_s: float,
     ) -> str:
-        """Append chunk `index` (1-based) of a streaming job: 'ok', 'cancel' or 'lost'."""
+        """Append chunk `index` (1-based) of a streaming job: 'ok', 'cancel', 'lost' or 'full'
+        (its chunks outgrew the chunk budget: not stored)."""
         k = self.keys
         return _s(
             await self._run(
@@ -174,6 +174,7 @@ class WorkerSteps:
                     time.time(),
                     self.settings.job_events_maxlen,
                     CHUNKS_LINGER_S,
+                    self.settings.stream_chunk_bytes,
                 ],
             )
         )

@@ -23,6 +23,8 @@ from core.queue.store import (
     QueueError,
     QueuePaused,
     StorageQuotaReached,
+    StoreFull,
+    StreamsFull,
 )
 from web.appkeys import METRICS, SETTINGS, THROUGHPUT
 from web.errors import LEGACY_PREFIX, ApiError, dumps, redis_unavailable
@@ -130,6 +132,7 @@ def _missing_static(request: web.Request) -> bool:
 # A storage charge lapses when its job expires, hours away perhaps: past an hour a client is
 # better told to come back in an hour than left to wait a day on one answer.
 STORAGE_RETRY_MAX_S = 3600
+STORE_FULL_RETRY_S = 30
 
 
 def retry_after_s(exc: QueueError, app: web.Application) -> int:
@@ -137,6 +140,10 @@ def retry_after_s(exc: QueueError, app: web.Application) -> int:
     (web/monitors/store.py); a fixed guess before the meter runs."""
     if isinstance(exc, StorageQuotaReached):  # until the client's oldest charge lapses
         return max(1, min(exc.wait_s, STORAGE_RETRY_MAX_S))
+    if isinstance(exc, StreamsFull):  # until the oldest stream's chunks lapse
+        return max(1, min(exc.wait_s, STORAGE_RETRY_MAX_S))
+    if isinstance(exc, StoreFull):  # until running jobs are written and the store sampled again
+        return STORE_FULL_RETRY_S
     if isinstance(exc, QueuePaused):  # as its operators said
         return max(1, exc.retry_after_s)
     meter = app.get(THROUGHPUT)

@@ -83,6 +83,7 @@ class ThroughputMeter:
         # Room for new audio: the audio store's, or Redis's below its maxmemory where audio is
         # kept there (None: unknown or unbounded). Sampled, so that a submit costs no I/O.
         self.free_bytes: int | None = None
+        self.maxmemory = 0  # Redis's maxmemory at the last sample (0: none)
         self.replication: dict[str, object] = {}  # the queue's primary's INFO replication
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -136,6 +137,7 @@ class ThroughputMeter:
         # Redis refuses plain writes past maxmemory but lets scripts without flags write on:
         # the web tier admits no new jobs or voices meanwhile (work in flight still finishes).
         limit = int(sample.memory.get("maxmemory") or 0)
+        self.maxmemory = limit
         full = bool(limit) and int(sample.memory.get("used_memory") or 0) >= limit
         if full != self.store_full:
             log.warning("Redis is %s its maxmemory", "at" if full else "below")

@@ -62,6 +62,70 @@ local function base_of(job_key)
   return (string.gsub(job_key, ':job:[^:]*$', ''))
 end
 
+-- Byte accounts: what jobs hold of a shared resource (keys.py: usage, pending, chunks). An
+-- account is a hash (job id -> bytes, and `total`) and a sorted set of the same ids by when
+-- their charge lapses; lapsed charges are collected by whoever charges next, a few at a time.
+local function account_drop(usage, expiry, id)
+  local held = redis.call('HGET', usage, id)
+  if held then
+    redis.call('HINCRBY', usage, 'total', -tonumber(held))
+    redis.call('HDEL', usage, id)
+  end
+  redis.call('ZREM', expiry, id)
+end
+
+-- The account's total once the charges lapsed by `now` are gone.
+local function account_total(usage, expiry, now)
+  local lapsed = redis.call('ZRANGEBYSCORE', expiry, '-inf', now, 'LIMIT', 0, 256)
+  for _, old in ipairs(lapsed) do account_drop(usage, expiry, old) end
+  return tonumber(redis.call('HGET', usage, 'total') or '0')
+end
+
+-- Charge `bytes` to job `id` until `lapse` (unix time); the keys live as long as their last charge.
+local function account_charge(usage, expiry, id, bytes, lapse)
+  local held = tonumber(redis.call('HGET', usage, id) or '0')
+  redis.call('HSET', usage, id, bytes)
+  redis.call('HINCRBY', usage, 'total', bytes - held)
+  redis.call('ZADD', expiry, lapse, id)
+  local ttl = math.max(1, math.ceil(lapse - tonumber(redis.call('TIME')[1])))
+  if redis.call('TTL', usage) < ttl then
+    redis.call('EXPIRE', usage, ttl)
+    redis.call('EXPIRE', expiry, ttl)
+  end
+end
+
+-- Correct job `id`'s charge to `bytes` (the real size once written), keeping its lapse; nothing
+-- when it holds none. Returns the account's new total.
+local function account_correct(usage, id, bytes)
+  local held = redis.call('HGET', usage, id)
+  if not held then return tonumber(redis.call('HGET', usage, 'total') or '0') end
+  redis.call('HSET', usage, id, bytes)
+  return redis.call('HINCRBY', usage, 'total', bytes - tonumber(held))
+end
+
+-- A job's storage charge (enqueue.lua) corrected to `real` bytes once they are written, on its
+-- client's account and its source address's.
+local function recharge(job_key, real)
+  local f = redis.call('HMGET', job_key, 'charge', 'id', 'client', 'source_account')
+  if not f[1] then return end
+  local base = base_of(job_key)
+  account_correct(base .. ':usage:' .. f[3], f[2], real)
+  if f[4] then account_correct(base .. ':usage:' .. f[4], f[2], real) end
+  redis.call('HSET', job_key, 'charge', real)
+end
+
+-- The accounts a job's stream chunks are charged to (enqueue.lua): the queue's, its client's
+-- and its source address's (the same one for a client without a cookie of its own).
+local function chunk_accounts(base, job_key)
+  local owners = redis.call('HGET', job_key, 'chunk_owners')
+  if not owners then return {} end
+  local out = {{base .. ':chunks', base .. ':chunks_exp'}}
+  for owner in string.gmatch(owners, '[^\n]+') do
+    out[#out + 1] = {base .. ':chunks:' .. owner, base .. ':chunks_exp:' .. owner}
+  end
+  return out
+end
+
 -- One start (or the finding that a job is past its deliveries) in the job's record of runs, for
 -- the operators (console.py): the last 64, kept as long as the job.
 -- (Every job does this: the trim and the expiry only when they change something.)
@@ -136,6 +200,14 @@ local function retire(jobs_key, job_key, active_key, entry, ttl, quiet)
   local id = redis.call('HGET', job_key, 'id')
   redis.call('SREM', active_key, id)
   redis.call('EXPIRE', job_key, ttl)
+  -- Its audio is written (or never will be): the store's free space says the rest from now on.
+  local base = base_of(job_key)
+  account_drop(base .. ':pending', base .. ':pending_exp', id)
+  -- Its stream's chunks linger a while for late listeners, then their charge lapses.
+  local lapse = tonumber(redis.call('TIME')[1]) + CHUNKS_LINGER_S
+  for _, account in ipairs(chunk_accounts(base, job_key)) do
+    if redis.call('ZSCORE', account[2], id) then redis.call('ZADD', account[2], lapse, id) end
+  end
   redis.call('EXPIRE', base_of(job_key) .. ':runs:' .. id, ttl)
   if not quiet then
     queue_callback(job_key)

@@ -4,15 +4,31 @@
 -- own event stream only: a client's stream (/v1/events) carries state changes, not audio.
 -- KEYS: job, chunks, ev_job
 -- ARGV: token, index (1-based, across the job), segment (1-based), pcm, duration_s, now,
---       maxlen_job, linger (seconds the list lives after its last chunk)
--- Returns 'ok' | 'cancel' | 'lost'
+--       maxlen_job, linger (seconds the list lives after its last chunk), the queue's chunk
+--       budget (bytes; 0: none)
+-- Returns 'ok' | 'cancel' | 'lost' | 'full' (its chunks outgrew their budget: not stored; the
+--       worker fails the job)
 local job, chunks, ev_job = KEYS[1], KEYS[2], KEYS[3]
-local values = fenced(job, ARGV[1], 'cancel_requested', 'chunks_done')
+local values = fenced(job, ARGV[1], 'cancel_requested', 'chunks_done', 'chunk_charge', 'id',
+  'chunk_bytes')
 if not values then return 'lost' end
 local index = tonumber(ARGV[2])
 local done = tonumber(values[4] or '0')
 if index <= done then return 'ok' end  -- a retry of a chunk already stored
 if index ~= done + 1 then return 'lost' end  -- a gap: this attempt's stream is broken
+-- Charged at submission by an estimate; past it, the real bytes are charged as they come, and
+-- a stream past the budget of its queue, client or address stops here.
+local written = tonumber(values[7] or '0') + string.len(ARGV[4])
+local budget = tonumber(ARGV[9])
+if values[5] and written > tonumber(values[5]) then
+  local over = false
+  for i, account in ipairs(chunk_accounts(base_of(job), job)) do
+    local total = account_correct(account[1], values[6], written)
+    if budget > 0 and total > (i == 1 and budget or math.floor(budget / 2)) then over = true end
+  end
+  if over then return 'full' end
+end
+redis.call('HSET', job, 'chunk_bytes', written)
 redis.call('RPUSH', chunks, ARGV[4])
 redis.call('EXPIRE', chunks, tonumber(ARGV[8]))
 redis.call('HSET', job, 'chunks_done', index)

@@ -30,6 +30,9 @@ if ARGV[12] ~= '' then
 end
 redis.call('EXPIRE', KEYS[10], ttl)
 redis.call('EXPIRE', segments, ttl)
+-- Its storage charge becomes what it keeps: the file and, but for a document (its parts are
+-- its file), its segments, about as large again.
+recharge(job, redis.call('HGET', job, 'document') == '1' and size or 2 * size)
 redis.call('HSET', job, 'state', 'succeeded', 'finished_at', ARGV[5], 'duration_s', ARGV[3],
   'sample_rate', ARGV[4], 'audio_size', size, 'owner', '', 'cached', ARGV[9],
   'error', '')

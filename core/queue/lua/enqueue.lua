@@ -10,11 +10,16 @@
 --       lane ('s' | 'i' | 'b' in the fair waiting room, take.lua; '': at the back of the stream),
 --       who (the client it is fair to: a key, or a cookie client's address), weight, cost
 --       (estimated seconds of speech), chars (its text's length, for the usage tallies), head
---       (its text's start, which the operators' search reads: console.py)
+--       (its text's start, which the operators' search reads: console.py), the store's room
+--       (bytes free at the last sample; '': unknown or unbounded), a stream's chunk bytes (0:
+--       not streamed), the queue's chunk budget (bytes; 0: none)
 -- Returns {'ok', id, event_id, event_json, started_seq, depth, seq, position (-1: FIFO)} | {'dup', id} | {'backlog', depth}
 --       | {'paused', retry_after_s, reason} (an operator paused intake: keys.py, paused)
 --       | {'client_cap', active}
---       | {'storage', bytes in use, seconds until a charge lapses, 'client'|'address'};
+--       | {'storage', bytes in use, seconds until a charge lapses, 'client'|'address'}
+--       | {'store_full', room, bytes reserved by jobs not yet written}
+--       | {'streams_full', chunk bytes in use, seconds until one lapses, 'queue'|'client'|
+--         'address', that account's budget};
 --       depth: jobs in both streams and the waiting room, this one included
 local jobs, job, ev_job, ev_client, idem, active, stats =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -45,30 +50,51 @@ if tonumber(ARGV[17]) > 0 and KEYS[11] ~= KEYS[9] then
   accounts[2] = {KEYS[11], KEYS[12], tonumber(ARGV[17]), 'address'}
 end
 for _, account in ipairs(accounts) do
-  local usage, expiry, quota = account[1], account[2], account[3]
-  local lapsed = redis.call('ZRANGEBYSCORE', expiry, '-inf', now, 'LIMIT', 0, 256)
-  for _, old in ipairs(lapsed) do
-    redis.call('HINCRBY', usage, 'total', -tonumber(redis.call('HGET', usage, old) or '0'))
-    redis.call('HDEL', usage, old)
-    redis.call('ZREM', expiry, old)
-  end
-  local used = tonumber(redis.call('HGET', usage, 'total') or '0')
-  if quota > 0 and used + bytes > quota then
-    local first = redis.call('ZRANGE', expiry, 0, 0, 'WITHSCORES')
+  local used = account_total(account[1], account[2], now)
+  if account[3] > 0 and used + bytes > account[3] then
+    local first = redis.call('ZRANGE', account[2], 0, 0, 'WITHSCORES')
     local wait = first[2] and math.ceil(tonumber(first[2]) - tonumber(now)) or ttl
     return {'storage', used, wait, account[4]}
   end
 end
+-- The store's room, sampled by the web tier, less what the jobs not yet written will take:
+-- submissions faster than the sampling cannot promise the same free bytes twice.
+local pending, pending_exp = base .. ':pending', base .. ':pending_exp'
+local reserved = account_total(pending, pending_exp, now)
+if ARGV[25] ~= '' and bytes > 0 and reserved + bytes > tonumber(ARGV[25]) then
+  return {'store_full', tonumber(ARGV[25]), reserved}
+end
+-- A stream's chunks live in Redis until a while after it ends: charged to the queue's chunk
+-- budget, at most half of it per client and per address.
+local chunk_bytes, chunk_budget = tonumber(ARGV[26]), tonumber(ARGV[27])
+local owners = {client}
+if KEYS[11] ~= KEYS[9] then owners[2] = ARGV[18] end
+if chunk_bytes > 0 and chunk_budget > 0 then
+  local budgets = {{base .. ':chunks', base .. ':chunks_exp', chunk_budget, 'queue'}}
+  for _, owner in ipairs(owners) do
+    budgets[#budgets + 1] = {base .. ':chunks:' .. owner, base .. ':chunks_exp:' .. owner,
+      math.floor(chunk_budget / 2), owner == client and 'client' or 'address'}
+  end
+  for _, account in ipairs(budgets) do
+    local used = account_total(account[1], account[2], now)
+    if used + chunk_bytes > account[3] then
+      local first = redis.call('ZRANGE', account[2], 0, 0, 'WITHSCORES')
+      local wait = first[2] and math.ceil(tonumber(first[2]) - tonumber(now)) or ttl
+      return {'streams_full', used, wait, account[4], account[3]}
+    end
+  end
+  for _, account in ipairs(budgets) do
+    account_charge(account[1], account[2], id, chunk_bytes, tonumber(now) + ttl)
+  end
+  redis.call('HSET', job, 'chunk_owners', table.concat(owners, '\n'), 'chunk_charge', chunk_bytes)
+end
 if bytes > 0 then
   for _, account in ipairs(accounts) do
-    local usage, expiry = account[1], account[2]
-    redis.call('HSET', usage, id, bytes)
-    redis.call('HINCRBY', usage, 'total', bytes)
-    redis.call('ZADD', expiry, tonumber(now) + ttl, id)
-    redis.call('EXPIRE', usage, ttl)
-    redis.call('EXPIRE', expiry, ttl)
+    account_charge(account[1], account[2], id, bytes, tonumber(now) + ttl)
   end
+  account_charge(pending, pending_exp, id, bytes, tonumber(now) + ttl)
   if accounts[2] then redis.call('HSET', job, 'source_account', ARGV[18]) end
+  redis.call('HSET', job, 'charge', bytes)
 end
 local seq = redis.call('HINCRBY', stats, 'enqueued_seq', 1)
 redis.call('HINCRBY', stats, 'submitted', 1)

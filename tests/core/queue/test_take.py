@@ -21,7 +21,7 @@ async def submit(
 ) -> list[str]:
     ids = []
     for i in range(n):
-        body = SynthesisRequest(text=f"{TEXT} {i % 10}", **request)  # type: ignore[arg-type]
+        body = SynthesisRequest(text=f"{TEXT} {'abcdefghij'[i % 10]}", **request)  # type: ignore[arg-type]
         ids.append((await queue.enqueue(body, client, share=share)).job_id)
     return ids
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from core.audio.sizes import expected_bytes
+from core.audio.sizes import expected_bytes, stream_bytes
 from core.infra.embedded_redis import EmbeddedRedis
 from tests.web.conftest import ClientFactory, cookie
+from web.appkeys import QUEUE, THROUGHPUT
 
 TEXT = "A sentence of a few words to speak, once and again. " * 20  # about 1,040 characters
 
@@ -107,3 +108,79 @@ async def test_a_job_larger_than_the_room_left_in_redis_is_refused_at_once(
             assert fits.status == 202
         finally:
             await redis.aclose()
+
+
+async def test_submissions_faster_than_the_sampling_cannot_promise_the_same_room_twice(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    """The room is sampled once a second; what accepted jobs will still write is reserved, so
+    that a burst inside one sample is admitted against the room less those reservations."""
+    with EmbeddedRedis(tmp_path / "small", maxmemory="16mb") as server:
+        client = await make_client(redis_url=server.url, audio_store="redis")
+        meter = client.app[THROUGHPUT]
+        async with asyncio.timeout(10):
+            while meter.free_bytes is None:
+                await asyncio.sleep(0.05)
+        room = meter.free_bytes
+        each = expected_bytes(TEXT, "mp3", document=False)
+        assert 3 * each < room < 12 * each, (room, each)  # the burst is larger than the room
+        burst = [
+            client.post(
+                "/v1/tts/jobs",
+                json={"text": TEXT, "format": "mp3"},
+                headers=cookie(client, f"burst-client-{n:04d}"),
+            )
+            for n in range(12)
+        ]
+        answers = await asyncio.gather(*burst)
+        accepted = [r for r in answers if r.status == 202]
+        refused = [await r.json() for r in answers if r.status == 503]
+        assert len(accepted) + len(refused) == 12
+        assert len(accepted) * each <= room < (len(accepted) + 1) * each, (len(accepted), room)
+        assert refused and all(b["error"]["code"] == "store_full" for b in refused), refused
+        assert "once the jobs accepted before are written" in refused[0]["error"]["message"]
+
+
+async def test_numbers_and_slow_speech_are_charged_as_spoken(make_client: ClientFactory) -> None:
+    """ "$999,999,999" is nine hundred and ninety-nine million...: charged as the words it
+    becomes, at the speed asked for."""
+    text = "$999,999,999 " * 100
+    plain = expected_bytes("a" * len(text), "wav", document=False)
+    spoken = expected_bytes(text, "wav", document=False)
+    slow = expected_bytes(text, "wav", document=False, speed=0.5)
+    assert spoken > 5 * plain and slow == 2 * spoken
+    client = await make_client(storage_per_client_bytes=int(slow * 1.5))
+    alice = cookie(client, "n" * 20)
+    first = await client.post("/v1/tts/jobs", json={"text": text, "speed": 0.5}, headers=alice)
+    assert first.status == 202, await first.json()
+    second = await client.post("/v1/tts/jobs", json={"text": text, "speed": 0.5}, headers=alice)
+    body = await second.json()
+    assert second.status == 429 and body["error"]["code"] == "storage_quota", body
+
+
+async def test_a_streams_chunks_are_admitted_against_the_redis_budget_for_streams(
+    make_client: ClientFactory,
+) -> None:
+    """Chunks live in Redis: a streamed job is charged its PCM there, at most half of the
+    budget per client and per address; a job that does not stream is not charged."""
+    each = stream_bytes(TEXT.strip())  # the text as the job holds it
+    client = await make_client(stream_chunk_bytes=int(each * 2.5))
+    alice, bob = cookie(client, "s" * 20), cookie(client, "t" * 20)
+    first = await client.post("/v1/tts/jobs", json={"text": TEXT, "stream": True}, headers=alice)
+    assert first.status == 202, await first.json()
+    again = await client.post("/v1/tts/jobs", json={"text": TEXT, "stream": True}, headers=alice)
+    body = await again.json()
+    assert again.status == 503 and body["error"]["code"] == "streams_full", body
+    assert "your streams" in body["error"]["message"]
+    assert 1 <= int(again.headers["Retry-After"]) <= 3600
+    # Another cookie of the same address shares the address's half.
+    other = await client.post("/v1/tts/jobs", json={"text": TEXT, "stream": True}, headers=bob)
+    body = await other.json()
+    assert other.status == 503 and "your address" in body["error"]["message"], body
+    whole = await client.post("/v1/tts/jobs", json={"text": TEXT}, headers=bob)
+    assert whole.status == 202, await whole.json()
+    # The queue's account names the job, with its bytes, until its chunks lapse.
+    queue = client.app[QUEUE]
+    job_id = (await first.json())["id"]
+    async with Redis.from_url(queue.settings.redis_url or "") as redis:
+        assert int(await redis.hget(queue.keys.chunk_usage(), job_id)) == each
