@@ -19,6 +19,7 @@ from web.appkeys import (
     CALLBACK_SECRET,
     CONNECTIONS,
     COOKIE_SECRET,
+    DERIVED,
     EGRESS,
     ENCODING,
     HUB,
@@ -40,6 +41,7 @@ from web.clients.identity import (
     operators_networks,
     set_client_cookie,
 )
+from web.derived import DerivedFiles
 from web.hub import Connections, EventHub
 from web.metrics import Metrics
 from web.middlewares.access_log import JobAccessLogger, quiet_malformed_requests
@@ -62,6 +64,8 @@ STATIC_DIR = ROOT / "static"
 SHUTDOWN_TIMEOUT_S = 10.0
 # An address may send a second's worth at once: a short file goes out unpaced.
 SEND_BURST_S = 1.0
+# Bytes of derived files (subtitles, captions' words, the API document) one process keeps.
+DERIVED_FILES_BYTES = 64 * 1024**2
 # redis-py's pool fails (not waits) past its size, 100 by default: hundreds of open streams and
 # concurrent requests each hold a connection for a command or two.
 REDIS_MAX_CONNECTIONS = 1024
@@ -153,6 +157,7 @@ def create_app(settings: Settings) -> web.Application:
     app[KEYS] = Keys(settings.key_prefix, settings.queue)
     app[METRICS] = Metrics()
     app[CONNECTIONS] = Connections()
+    app[DERIVED] = DerivedFiles(DERIVED_FILES_BYTES)
     app[MEMORY] = MemoryBudget(settings.web_memory_bytes, settings.web_memory_per_address_bytes)
     rate = settings.send_rate_per_address_bytes
     app[EGRESS] = EgressPacer(rate, rate * SEND_BURST_S)

@@ -12,6 +12,7 @@ from core.infra.settings import Settings
 from core.queue.keys import Keys
 from core.queue.lanes import KeyShare
 from core.queue.store import Queue
+from web.derived import DerivedFiles
 from web.hub import Connections, EventHub
 from web.metrics import Metrics
 from web.monitors.egress import EgressPacer
@@ -27,6 +28,8 @@ METRICS = web.AppKey("metrics", Metrics)
 THROUGHPUT = web.AppKey("throughput", ThroughputMeter)
 MEMORY = web.AppKey("memory", MemoryBudget)
 EGRESS = web.AppKey("egress", EgressPacer)
+# Subtitles, captions' words and the API document, made once and kept (web/derived.py).
+DERIVED = web.AppKey("derived", DerivedFiles)
 # PCM encoded per address and second for streamed answers (web/views/openai.py).
 ENCODING = web.AppKey("encoding", EgressPacer)
 # The key that signs identity cookies (web/clients/identity.py): a client cannot mint an identity.

@@ -4,23 +4,26 @@ models and the validators' own constants (never a hand-kept copy); `/docs`: it a
 Each route of `web/routes.py` has an entry in `OPERATIONS` (tests/web/test_openapi.py checks that
 none is missing): its summary, its parameters and its body's schema. A body's schema comes from
 the pydantic model that validates it (`SynthesisRequest`, `LegacyRequest`) or, where a view
-validates by hand (OpenAI's body, a voice), from the constants that view checks against.
+validates by hand (OpenAI's body, a voice), from the constants that view checks against. Both
+are made once per process and kept (web/derived.py).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp_jinja2
+import orjson
 from aiohttp import web
 
 from core.infra.settings import Settings
 from core.queue.job import JobState, SynthesisRequest
 from core.queue.voices import DEFAULT_VOICES, OPENAI_VOICES
-from web.appkeys import SETTINGS
-from web.errors import json_response
+from web.appkeys import DERIVED, SETTINGS
+from web.monitors.memory import address
 from web.schemas import openai as speech
 from web.views import captions, jobs, legacy, subtitles, voice_uploads
 
@@ -345,14 +348,30 @@ def document(app: web.Application) -> Schema:
 
 
 async def openapi_json(request: web.Request) -> web.Response:
-    return json_response(document(request.app))
+    return web.Response(body=await _document_bytes(request), content_type="application/json")
 
 
 async def api_docs(request: web.Request) -> web.StreamResponse:
-    doc = document(request.app)  # (milliseconds: it is read by people, rarely)
-    operations = [
-        {"method": method.upper(), "path": path, **op}
-        for path, methods in doc["paths"].items()
-        for method, op in methods.items()
-    ]
-    return aiohttp_jinja2.render_template("docs.html", request, {"operations": operations})
+    derived = request.app[DERIVED]
+    page = derived.kept("docs.html")
+    if page is None:  # made once: the routes and settings do not change while the app runs
+        doc = orjson.loads(await _document_bytes(request))
+        operations = [
+            {"method": method.upper(), "path": path, **op}
+            for path, methods in doc["paths"].items()
+            for method, op in methods.items()
+        ]
+        context = {"operations": operations}
+        page = aiohttp_jinja2.render_string("docs.html", request, context).encode()
+        derived.put("docs.html", page)
+    return web.Response(body=page, content_type="text/html", charset="utf-8")
+
+
+def _dumped(app: web.Application) -> bytes:
+    return orjson.dumps(document(app))
+
+
+async def _document_bytes(request: web.Request) -> bytes:
+    app = request.app
+    build = functools.partial(_dumped, app)
+    return await app[DERIVED].get("openapi.json", build, address(request))

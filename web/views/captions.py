@@ -5,11 +5,13 @@ job (web/views/subtitles.py)."""
 from __future__ import annotations
 
 import base64
+import functools
 
+import orjson
 from aiohttp import web
 
 from web import job_service
-from web.appkeys import QUEUE
+from web.appkeys import DERIVED, QUEUE
 from web.clients.identity import client_id
 from web.clients.limits import check_submit
 from web.errors import ApiError, json_response
@@ -18,7 +20,7 @@ from web.schemas.jobs import json_body
 from web.schemas.openai import parse
 from web.views.openai import succeeded
 from web.views.sending import holding
-from web.views.subtitles import placed_segments, words_of
+from web.views.subtitles import words_file
 
 EXTENSIONS = ("return_timestamps", "stream", "lang_code")  # Kokoro's, beside OpenAI's body
 
@@ -65,13 +67,13 @@ async def captioned_speech(request: web.Request) -> web.StreamResponse:
         if data is None:
             raise ApiError(500, "the job's audio expired", code="audio_expired")
         job = await job_service.get(app, job_id)
-        segments = placed_segments(job, await queue.stored.cues(job_id))
-        words, estimated = words_of(job.request.text, segments)
+        build = functools.partial(words_file, job, await queue.stored.cues(job_id))
+        timed = orjson.loads(await app[DERIVED].get((job_id, "words"), build, address(request)))
         body = {
             "audio": base64.b64encode(data).decode(),
             "audio_format": params.format,
-            "timestamps": words if timestamps else None,
-            "timestamps_estimated": estimated,
+            "timestamps": timed["words"] if timestamps else None,
+            "timestamps_estimated": timed["estimated"],
             "job_id": job_id,
         }
         return json_response(body, headers={"X-Job-Id": job_id})

@@ -6,11 +6,13 @@ The worker places each segment on the final audio (workers/batch.py `place`): it
 sample, its characters in the submitted text (as the job holds it: invisible characters removed,
 before any normalization) and, where the engine reports them, its words' times. The cues within
 a segment are cut and timed by `core/text/cues.py`; the files are written by
-`core/text/subtitles.py` (`srt` and `webvtt-py`), never by hand.
+`core/text/subtitles.py` (`srt` and `webvtt-py`), never by hand. Each file is made once per web
+process, in a thread, and kept (web/derived.py).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import orjson
@@ -21,8 +23,9 @@ from core.queue.job import Job, JobState
 from core.text.cues import PlacedSegment, segment_cues, word_times
 from core.text.subtitles import to_srt, to_vtt
 from web import job_service
-from web.appkeys import QUEUE
-from web.errors import ApiError, json_response, not_found
+from web.appkeys import DERIVED, QUEUE
+from web.errors import ApiError, not_found
+from web.monitors.memory import address
 from web.views.audio import disposition
 
 FORMATS = {"srt": "application/x-subrip", "vtt": "text/vtt", "json": "application/json"}
@@ -98,18 +101,34 @@ async def job_subtitles(request: web.Request) -> web.StreamResponse:
             headers={"Retry-After": "1"} if not job.state.terminal else None,
             extra={"state": job.state.value},
         )
-    raw = await queue.stored.cues(job_id)
-    if not raw:
-        raise not_found(f"job {job_id} has no subtitles (expired, or made before them)", "no_cues")
+    derived = request.app[DERIVED]
+    data = derived.kept((job_id, fmt))
+    if data is None:
+        raw = await queue.stored.cues(job_id)
+        if not raw:
+            raise not_found(
+                f"job {job_id} has no subtitles (expired, or made before them)", "no_cues"
+            )
+        build = functools.partial(subtitles_file, job, raw, fmt)
+        data = await derived.get((job_id, fmt), build, address(request))
+    headers = {"Content-Disposition": disposition(request, f"tts-{job_id[:8]}.{fmt}")}
+    if fmt == "json":
+        return web.Response(body=data, content_type=FORMATS[fmt])
+    return web.Response(body=data, content_type=FORMATS[fmt], charset="utf-8", headers=headers)
+
+
+def subtitles_file(job: Job, raw: list[bytes], fmt: str) -> bytes:
+    """A job's subtitles in `fmt` (srt, vtt, or json with the words' times), from its cues."""
     segments = placed_segments(job, raw)  # once, for the cues and the words
     cues = cues_of(job.request.text, segments)
     if fmt == "json":
         words, estimated = words_of(job.request.text, segments)
-        timed = {"job_id": job_id, "cues": cues, "words": words, "words_estimated": estimated}
-        return json_response(timed)
-    return web.Response(
-        text=to_srt(cues) if fmt == "srt" else to_vtt(cues),
-        content_type=FORMATS[fmt],
-        charset="utf-8",
-        headers={"Content-Disposition": disposition(request, f"tts-{job_id[:8]}.{fmt}")},
-    )
+        timed = {"job_id": job.id, "cues": cues, "words": words, "words_estimated": estimated}
+        return orjson.dumps(timed)
+    return (to_srt(cues) if fmt == "srt" else to_vtt(cues)).encode()
+
+
+def words_file(job: Job, raw: list[bytes]) -> bytes:
+    """A job's words' times and whether they are estimated, as JSON (captioned speech)."""
+    words, estimated = words_of(job.request.text, placed_segments(job, raw))
+    return orjson.dumps({"words": words, "estimated": estimated})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import itertools
+import threading
 import time
 from typing import Any
 
@@ -18,6 +19,7 @@ from aiohttp.test_utils import TestClient
 from core.text.cues import shown
 from tests.conftest import WorkerProcess
 from tests.web.conftest import ClientFactory
+from web.appkeys import DERIVED
 
 SENTENCES = [
     "The first sentence is long enough to be a segment of its own, as every sentence of this "
@@ -196,3 +198,42 @@ async def test_subtitles_refusals(make_client: ClientFactory) -> None:
     job_id = (await queued.json())["id"]
     early = await client.get(f"/v1/tts/jobs/{job_id}/subtitles")
     assert early.status == 409 and (await early.json())["error"]["code"] == "not_ready"
+
+
+async def test_subtitles_are_made_once_off_the_event_loop_and_builds_are_limited_per_address(
+    make_client: ClientFactory, worker: WorkerProcess
+) -> None:
+    """A long job's subtitles take CPU-seconds to cut: they are made in a thread, once per
+    format, kept; the event loop answers meanwhile, and one address builds two at a time."""
+    client = await make_client()
+    text = " ".join(SENTENCES) * 3
+    jobs = [await finished(client, {"text": f"{text} Take {word}."}) for word in "abcd"]
+    derived = client.app[DERIVED]
+    path = f"/v1/tts/jobs/{jobs[0]['id']}/subtitles"
+    first = await (await client.get(path)).read()
+    assert derived.builds == 1
+    for _ in range(3):  # asked again: the kept file, the same bytes, nothing made
+        assert await (await client.get(path)).read() == first
+    assert derived.builds == 1
+    # Slow every build down: the loop still answers at once, and a third build of one address
+    # at a time is refused with a 429 that says why (the first two are made, then kept).
+    gate = threading.Event()
+    slow = derived.get
+
+    async def gated(key: Any, build: Any, address: str) -> bytes:
+        return await slow(key, lambda: gate.wait(10) and build(), address)
+
+    derived.get = gated  # type: ignore[method-assign]
+    asks = [client.get(f"/v1/tts/jobs/{job['id']}/subtitles?format=vtt") for job in jobs[1:]]
+    pending = [asyncio.ensure_future(ask) for ask in asks]
+    await asyncio.sleep(0.3)
+    started = time.monotonic()
+    assert (await client.get("/healthz")).status == 200
+    assert time.monotonic() - started < 0.5
+    done = [task for task in pending if task.done()]
+    assert len(done) == 1 and done[0].result().status == 429, [t.done() for t in pending]
+    body = await done[0].result().json()
+    assert body["error"]["code"] == "too_many_builds" and done[0].result().headers["Retry-After"]
+    gate.set()
+    answers = await asyncio.gather(*(task for task in pending if not task.done()))
+    assert [a.status for a in answers] == [200, 200]
