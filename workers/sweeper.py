@@ -27,5 +27,8 @@ async def sweep_audio(queue: Queue) -> None:
         except (StoreError, RedisError) as exc:
             log.warning("audio sweep failed: %s", exc)
             continue
+        except Exception:  # a surprise in one sweep must not end the sweeping for good
+            log.exception("audio sweep failed")
+            continue
         if removed:
             log.info("audio sweep: %d objects no job or cache entry records", removed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import ipaddress
+import math
 import os
 import socket
 from collections.abc import Mapping
@@ -267,7 +268,9 @@ class Settings:
         """Build settings from the environment, then apply explicit overrides (command line)."""
         values = _convert(os.environ if env is None else env)
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        settings = cls(**values)
+        _ = settings.key_weight_map  # a bad weight stops every process at its start, named
+        return settings
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
@@ -312,7 +315,8 @@ class Settings:
                 value = float(weight)
             except ValueError:
                 value = 0.0
-            if not sep or not key or value <= 0 or klass not in ("", "bulk", "interactive"):
+            positive = math.isfinite(value) and value > 0  # nan and inf would wedge take.lua
+            if not sep or not key or not positive or klass not in ("", "bulk", "interactive"):
                 raise ValueError(  # not the entry itself: it holds a key
                     f"CHATTTS_KEY_WEIGHTS: entry {n} is not key=weight or key=weight:bulk "
                     "(a positive weight)"
@@ -348,4 +352,7 @@ def _convert(env: Mapping[str, str]) -> dict[str, Any]:
         except ValidationError:
             kind = getattr(hint, "__name__", str(hint))
             raise ValueError(f"{variable}={raw!r} is not a valid {kind}") from None
+        if isinstance(values[f.name], float) and not math.isfinite(values[f.name]):
+            # pydantic reads "nan" and "inf" as floats: no rate, share or time means either.
+            raise ValueError(f"{variable}={raw!r} is not a finite number")
     return values

@@ -18,6 +18,7 @@ from core.queue.keys import Keys
 # recorded). Completion follows the write within seconds; this leaves room for retries.
 ORPHAN_GRACE_S = 600
 SWEEP_BATCH = 200  # references read per round trip while sweeping
+SWEPT_KINDS = frozenset({"jobs", "cache", "segments", "parts"})  # what _new_key names
 
 
 class StoredAudio:
@@ -97,8 +98,9 @@ class StoredAudio:
         now, removed = time.time(), 0
         batch: list[str] = []
         async for key, written in self.store.listing():
-            if key.startswith(self._space + "/") and now - written >= grace_s:
-                batch.append(key)
+            ours = key.startswith(self._space + "/") and key.count("/") >= 3
+            if ours and key.split("/")[1] in SWEPT_KINDS and now - written >= grace_s:
+                batch.append(key)  # (anything else, a stray file say, is not ours to judge)
             if len(batch) >= SWEEP_BATCH:
                 removed += await self._sweep(batch)
                 batch = []

@@ -94,3 +94,26 @@ def test_live_rides_out_a_redis_outage(settings: Settings) -> None:
 def test_probe_flags_exclude_each_other(settings: Settings) -> None:
     result = check(settings, "--live", "--ready")
     assert result.returncode == 2 and "not allowed with" in result.stderr
+
+
+def test_settings_that_would_wedge_the_fleet_stop_every_process_at_its_start(
+    settings: Settings,
+) -> None:
+    """A weight of nan once crash-looped every worker on that key's first job: now neither tier
+    starts, and each names the setting."""
+    for command, variable, bad in (
+        ("worker", "CHATTTS_KEY_WEIGHTS", "key-a=nan"),
+        ("web", "CHATTTS_KEY_WEIGHTS", "key-a=inf:bulk"),
+        ("worker", "CHATTTS_STREAM_HEADROOM", "nan"),
+        ("web", "CHATTTS_SUBMIT_RATE_PER_CLIENT", "inf"),
+    ):
+        env = {**os.environ, **settings.to_env(), variable: bad}
+        result = subprocess.run(
+            [sys.executable, "-m", "cli", command],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 2 and variable in result.stderr, (command, result.stderr)

@@ -47,8 +47,23 @@ def test_key_weights_and_the_scheduler() -> None:
         "beta": (0.5, True),
         "gamma": (2.0, False),
     }
-    for bad in ("alpha", "alpha=0", "alpha=-1", "alpha=x", "=2", "alpha=2:urgent"):
+    for bad in ("alpha", "alpha=0", "alpha=-1", "alpha=x", "=2", "alpha=2:urgent", "a=nan"):
         with pytest.raises(ValueError, match="CHATTTS_KEY_WEIGHTS"):
             _ = Settings(key_weights=bad).key_weight_map
+    for bad in ("a=inf", "a=-inf", "a=NaN:bulk"):  # refused as the settings are read
+        with pytest.raises(ValueError, match="CHATTTS_KEY_WEIGHTS"):
+            Settings.from_env({"CHATTTS_KEY_WEIGHTS": bad})
     with pytest.raises(ValueError, match="CHATTTS_SCHEDULER='lottery'"):
         Settings.from_env({"CHATTTS_SCHEDULER": "lottery"})
+
+
+def test_no_number_setting_takes_nan_or_infinity() -> None:
+    """pydantic reads "nan" and "inf" as floats; a rate, share or time of either would wedge
+    whatever divides by it, so each is refused with its variable named."""
+    floats = [f.name for f in fields(Settings) if f.type in ("float", float)]
+    assert "submit_rate_per_client" in floats and "stream_headroom" in floats
+    for name in floats:
+        variable = f"CHATTTS_{name.upper()}"
+        for bad in ("nan", "inf", "-inf"):
+            with pytest.raises(ValueError, match=f"{variable}='{bad}' is not a finite number"):
+                Settings.from_env({variable: bad})

@@ -86,6 +86,9 @@ async def test_bad_frames_get_error_frames(make_client: ClientFactory) -> None:
             ("not json", "invalid_json"),
             ("[1, 2]", "invalid_message"),
             ({"op": "dance", "ref": 1}, "unknown_op"),
+            ({"op": [], "ref": 1}, "unknown_op"),  # unhashable: once a 500 and a traceback
+            ({"op": {"a": 1}}, "unknown_op"),
+            ({"op": None}, "unknown_op"),
             ({"op": "submit", "ref": 2}, "missing_field"),
             ({"op": "submit", "ref": 3, "request": {"text": "x" * 11}}, "text_too_long"),
             ({"op": "submit", "ref": 4, "request": {"text": "hi", "voice": "?"}}, "unknown_voice"),
