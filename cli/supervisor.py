@@ -92,6 +92,9 @@ class Supervisor:
     def plan(self) -> list[Child]:
         """The children to start: the web process, then the workers, each with its environment."""
         env = {**os.environ, **self.settings.to_env()}
+        # glibc gives each thread that allocates an arena of its own: a worker's thread pool then
+        # grows about 15 KB a job in fragments, flat with two (a day's soak, docs/operations.md).
+        env.setdefault("MALLOC_ARENA_MAX", "2")
         env.pop("CHATTTS_WORKER_NAME", None)  # each worker names itself (host-pid)
         cli = [sys.executable, "-m", "cli"]
         children = [Child("web", [*cli, "web"], env)]

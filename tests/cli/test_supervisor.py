@@ -72,6 +72,7 @@ def test_worker_i_gets_metrics_port_base_plus_i_minus_one() -> None:
     assert [c.name for c in children] == ["web", "worker-1", "worker-2", "worker-3"]
     ports = [c.env["CHATTTS_WORKER_METRICS_PORT"] for c in children[1:]]
     assert ports == ["9300", "9301", "9302"]
+    assert all(c.env["MALLOC_ARENA_MAX"] == "2" for c in children)  # memory levels off
     off = Supervisor(settings.replace(worker_metrics_port=0), workers=2).plan()
     assert [c.env["CHATTTS_WORKER_METRICS_PORT"] for c in off[1:]] == ["0", "0"]
 

@@ -76,6 +76,7 @@ def test_dockerfile_targets_run_unprivileged_in_exec_form_with_a_healthcheck(tar
     env = image_env(stage)
     for name in env:
         check_env_name(name, f"Dockerfile {target}: ENV")
+    assert env.get("MALLOC_ARENA_MAX") == "2", f"{target}: thread pools fragment without it"
     settings = effective_settings(env, argv, f"Dockerfile {target}")
     exposed = {int(p.split("/")[0]) for args in stage.all("EXPOSE") for p in args.split()}
     assert exposed <= {settings.port, settings.worker_metrics_port}, (target, exposed)

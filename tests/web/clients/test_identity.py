@@ -76,3 +76,17 @@ async def test_a_browser_never_reads_its_cookie_back(client: Client) -> None:
     body = await response.json()
     assert response.status == 202 and "client_token" not in body
     assert TOKEN_HEADER not in response.headers and cookie not in await response.text()
+
+
+async def test_an_answer_that_mints_an_identity_is_never_kept_by_a_shared_cache(
+    client: Client,
+) -> None:
+    """A proxy that kept an answer carrying Set-Cookie would hand one identity to everyone
+    behind it: every answer that mints one says no-store, the page's and static files' too."""
+    for path in ("/", "/static/app.js", "/v1/voices", "/healthz"):
+        client.session.cookie_jar.clear()
+        response = await client.get(path)
+        assert response.status == 200, path
+        assert COOKIE in response.cookies and response.headers["Cache-Control"] == "no-store", path
+    again = await client.get("/v1/voices")  # with its cookie now: no identity minted
+    assert COOKIE not in again.cookies
