@@ -13,6 +13,15 @@ from core.queue.durable import run_replicated
 from core.queue.keys import Keys
 
 
+class VoiceQuotaReached(Exception):
+    """A registration past its owner's or its address's voices (`kind` "count") or bytes
+    ("bytes"), `used` of them already."""
+
+    def __init__(self, kind: str, per: str, used: int) -> None:
+        super().__init__(f"{kind} quota of the {per}")
+        self.kind, self.per, self.used = kind, per, used
+
+
 @dataclass(frozen=True)
 class Voice:
     name: str
@@ -124,23 +133,37 @@ class VoiceRegistry:
         return {k.decode(): int(v) for k, v in raw.items()}
 
     async def register(
-        self, name: str, owner: str, record: bytes, data: str, source: str | None = None
+        self,
+        name: str,
+        owner: str,
+        record: bytes,
+        data: str,
+        source: str | None = None,
+        quotas: tuple[tuple[int, int], ...] = (),
     ) -> bool:
         """Register `name` (False: taken), counted under `owner` and `source` (the address it
-        came from); confirmed by CHATTTS_REDIS_MIN_REPLICAS replicas (NotReplicated otherwise)."""
+        came from) within `quotas` ((most voices, most bytes) for each; VoiceQuotaReached past
+        one); confirmed by CHATTTS_REDIS_MIN_REPLICAS replicas (NotReplicated otherwise)."""
         k = self._keys
         accounts = [k.owned_voices(owner), *([k.owned_voices(source)] if source else [])]
         size = len(record) + len(data.encode())
-        return bool(
-            await run_replicated(
-                self._redis,
-                self._register,
-                [k.voices, k.voice_data, *accounts],
-                [name, record, data, size],
-                self._settings.redis_min_replicas,
-                self._settings.redis_replica_wait_ms,
-            )
+        limits = [n for quota in quotas[: len(accounts)] for n in quota]
+        limits += [0, 0] * (len(accounts) - len(limits) // 2)
+        result = await run_replicated(
+            self._redis,
+            self._register,
+            [k.voices, k.voice_data, *accounts],
+            [name, record, data, size, *limits],
+            self._settings.redis_min_replicas,
+            self._settings.redis_replica_wait_ms,
+            changed=lambda r: r == 1,
         )
+        if isinstance(result, list):
+            kind = result[0].decode() if isinstance(result[0], bytes) else str(result[0])
+            raise VoiceQuotaReached(
+                kind, "owner" if int(result[1]) == 1 else "address", int(result[2])
+            )
+        return bool(result)
 
     async def delete(self, name: str, owner: str | None, source: str | None = None) -> bool:
         """Remove `name` with its data and its owner's (and source's) accounting; False if it

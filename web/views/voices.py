@@ -5,7 +5,8 @@ as JSON, or a short reference recording with its transcript sent as multipart/fo
 as PCM; a worker encodes it into a ChatTTS sample prompt the first time the voice is used). Voice
 data is validated here without the model (voice_uploads.py); its metadata, its data and its size
 under its owner are written at once (core/queue/voices.py). A voice belongs to the client that
-registered it: only it sees it listed and deletes it (a job may name any voice it knows of).
+registered it: only it sees it listed or shown and deletes it (a job may name any voice it knows
+of).
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from core.infra.settings import Settings
 from core.queue.durable import NotReplicated
 from core.queue.store import Unreplicated
-from core.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, DEFAULT_VOICE, DEFAULT_VOICES
+from core.queue.voices import (
+    BUILTIN_BY_NAME,
+    BUILTIN_VOICES,
+    DEFAULT_VOICE,
+    DEFAULT_VOICES,
+    VoiceQuotaReached,
+)
 from web.appkeys import QUEUE, SETTINGS
 from web.clients.identity import client_id, is_admin
 from web.clients.limits import RateLimited
@@ -38,42 +46,29 @@ async def live_workers(request: web.Request) -> list[dict[str, Any]]:
     return await request.app[QUEUE].fleet.heartbeats()
 
 
-async def _within_quota(request: web.Request, owner: str, size: int) -> None:
-    """Voices per owner and their bytes: each client's share of Redis is bounded."""
-    settings, queue = request.app[SETTINGS], request.app[QUEUE]
-    sizes = await queue.voices.owned(owner)
-    used = sum(int(v) for v in sizes.values())
-    if len(sizes) >= settings.voices_per_owner:
-        raise RateLimited(
-            "voices registered by this client",
-            f"{settings.voices_per_owner}",
-            0,
-            "; delete one you no longer use (DELETE /v1/voices/{name})",
-        )
-    if used + size > settings.voice_bytes_per_owner:
-        raise RateLimited(
-            "bytes of voice data registered by this client",
-            f"{settings.voice_bytes_per_owner} bytes ({used} used)",
-            0,
-            "; delete a voice you no longer use",
-        )
-    # A fresh cookie is a fresh owner: the address that mints them has a quota of its own.
-    from_address = await queue.voices.owned(source_key(request))
-    if len(from_address) >= settings.voices_per_address:
-        raise RateLimited(
-            "voices registered from this address",
-            f"{settings.voices_per_address}",
-            0,
-            "; delete one you no longer use (DELETE /v1/voices/{name})",
-        )
-    used = sum(from_address.values())
-    if used + size > settings.voice_bytes_per_address:
-        raise RateLimited(
-            "bytes of voice data registered from this address",
-            f"{settings.voice_bytes_per_address} bytes ({used} used)",
-            0,
-            "; delete a voice you no longer use",
-        )
+def _quotas(settings: Settings) -> tuple[tuple[int, int], ...]:
+    """(most voices, most bytes) of an owner, then of a source address (a fresh cookie is a
+    fresh owner: the address that mints them has a quota of its own)."""
+    return (
+        (settings.voices_per_owner, settings.voice_bytes_per_owner),
+        (settings.voices_per_address, settings.voice_bytes_per_address),
+    )
+
+
+def _quota_error(settings: Settings, exc: VoiceQuotaReached) -> RateLimited:
+    """The 429 of a registration past a quota: which, its limit, and what to do."""
+    whom = "by this client" if exc.per == "owner" else "from this address"
+    if exc.kind == "count":
+        most = settings.voices_per_owner if exc.per == "owner" else settings.voices_per_address
+        fix = "; delete one you no longer use (DELETE /v1/voices/{name})"
+        return RateLimited(f"voices registered {whom}", f"{most}", 0, fix)
+    most = (
+        settings.voice_bytes_per_owner if exc.per == "owner" else settings.voice_bytes_per_address
+    )
+    fix = "; delete a voice you no longer use"
+    return RateLimited(
+        f"bytes of voice data registered {whom}", f"{most} bytes ({exc.used} used)", 0, fix
+    )
 
 
 def source_key(request: web.Request) -> str:
@@ -157,6 +152,9 @@ async def get_voice(request: web.Request) -> web.Response:
     raw: bytes | None = None
     if NAME.fullmatch(name):
         raw = await queue.voices.metadata(name)
+    owner = voice_owner(raw) if raw is not None else None
+    if owner is not None and owner != client_id(request) and not is_admin(request):
+        raw = None  # another client's voice: theirs to show, as theirs to list
     if raw is None:
         message = f"no voice named {name[:64]!r} (GET /v1/voices lists them)"
         raise not_found(message, "voice_not_found")
@@ -202,10 +200,13 @@ async def register_voice(request: web.Request) -> web.Response:
     }
     record = orjson.dumps(meta)
     queue = request.app[QUEUE]
-    size = len(record) + len(data.encode())
-    await _within_quota(request, owner, size)
+    settings = request.app[SETTINGS]
     try:
-        registered = await queue.voices.register(name, owner, record, data, meta["source"])
+        registered = await queue.voices.register(
+            name, owner, record, data, meta["source"], _quotas(settings)
+        )
+    except VoiceQuotaReached as exc:
+        raise _quota_error(settings, exc) from None
     except NotReplicated as exc:
         raise ApiError(
             503,

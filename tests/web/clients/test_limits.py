@@ -107,6 +107,24 @@ async def test_voices_per_owner(make_client: ClientFactory) -> None:
     assert response.status == 201
 
 
+async def test_concurrent_registrations_cannot_pass_the_voice_quota_together(
+    make_client: ClientFactory,
+) -> None:
+    """The quota is checked and charged in one step: 30 registrations at once, 5 pass."""
+    client = await make_client(voices_per_owner=5, voices_per_address=100)
+    await client.get("/healthz")  # one identity for all of them
+    answers = await asyncio.gather(
+        *(
+            client.post("/v1/voices", json={"name": f"at-once-{n}", "embedding": EMBEDDING})
+            for n in range(30)
+        )
+    )
+    statuses = sorted(a.status for a in answers)
+    assert statuses == [201] * 5 + [429] * 25, statuses
+    listed = await (await client.get("/v1/voices")).json()
+    assert sum(not v["builtin"] for v in listed["voices"]) == 5
+
+
 async def test_fresh_identities_share_their_address_voice_quota(
     make_client: ClientFactory,
 ) -> None:

@@ -67,6 +67,9 @@ async def test_register_use_and_delete_an_embedding_voice(
     assert "embedding" not in entry and entry["gender"] == "male"
     assert (await (await client.get("/v1/voices/narrator-1")).json())["kind"] == "embedding"
     await submit(client, text="Hello there.", voice="narrator-1")
+    async with aiohttp.ClientSession() as stranger:  # another client: not theirs to see
+        other = await stranger.get(client.make_url("/v1/voices/narrator-1"))
+        assert other.status == 404 and (await other.json())["error"]["code"] == "voice_not_found"
 
     again = await client.post("/v1/voices", json={"name": "narrator-1", "embedding": EMBEDDING})
     assert again.status == 409 and (await again.json())["error"]["code"] == "voice_exists"
