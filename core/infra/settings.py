@@ -99,6 +99,9 @@ class Settings:
     # A JSON job request is small; voice registration with a reference clip needs more room.
     max_body_bytes: int = 2 * 1024 * 1024
     max_backlog: int = 10_000
+    # Jobs one API key, or one source address with all its cookies, may have waiting or running
+    # at once (0: no limit): a quarter of the backlog, so that one address cannot fill it.
+    max_backlog_per_owner: int = 2_500
     max_active_per_client: int = 200
     # Audio a client may keep at once (its jobs' expected bytes, until they expire; 0: no
     # limit): one client cannot fill the store for everyone. 4 GiB is about 25 hours of WAV

@@ -42,13 +42,16 @@ def place(
 ) -> Placement:
     """Bulk: documents, jobs that ask for it, jobs past CHATTTS_INTERACTIVE_MAX_S of speech
     (unless streamed), and every job of a key of the bulk class; stream: the other streamed
-    jobs; interactive: the rest (OpenAI speech, short jobs). Clients without a key share their
-    address's share: fresh cookies gain nothing."""
+    jobs up to CHATTTS_INTERACTIVE_MAX_S (past it a stream waits its turn among interactive
+    work: long ones would otherwise all go before everyone's short jobs); interactive: the
+    rest (OpenAI speech, short jobs). Clients without a key share their address's share: fresh
+    cookies gain nothing."""
     share = share or KeyShare()
     cost = max(MIN_COST_S, speech_seconds(request.text))
     bulk = document or share.bulk or request.priority == "bulk"
     bulk = bulk or (cost > settings.interactive_max_s and not request.stream)
     keyed = client.startswith("key-")
     who = client if keyed or not source else f"address:{source}"
-    lane = BULK if bulk else STREAM if request.stream else INTERACTIVE
+    first = request.stream and cost <= settings.interactive_max_s
+    lane = BULK if bulk else STREAM if first else INTERACTIVE
     return Placement(lane, who, share.weight if keyed else 1.0, cost)

@@ -29,6 +29,21 @@ class BacklogFull(QueueError):
         self.depth = depth
 
 
+class BacklogShareFull(QueueError):
+    """One API key or one source address holds its share of the backlog already."""
+
+    status = 429
+    code = "backlog_share"
+
+    def __init__(self, held: int, share: int, keyed: bool) -> None:
+        whose = "your API key has" if keyed else "clients at your address have"
+        super().__init__(
+            f"{whose} {held} jobs waiting or running, the most one may hold of the queue "
+            f"({share}, CHATTTS_MAX_BACKLOG_PER_OWNER): retry as they finish (Retry-After)"
+        )
+        self.held, self.share = held, share
+
+
 class ClientCapReached(QueueError):
     status = 429
     code = "too_many_active_jobs"

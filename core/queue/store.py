@@ -28,6 +28,7 @@ from core.queue.pipelined import Pipelined
 from core.queue.readings import Readings
 from core.queue.results import (
     BacklogFull,
+    BacklogShareFull,
     ClientCapReached,
     QueueError,
     QueuePaused,
@@ -46,6 +47,7 @@ from core.queue.worker_steps import WorkerSteps, _s
 
 __all__ = [
     "BacklogFull",
+    "BacklogShareFull",
     "ClientCapReached",
     "Queue",
     "QueueError",
@@ -184,6 +186,8 @@ class Queue(WorkerSteps):
         room = room or Room()
         chunk_bytes = stream_bytes(request.text, request.speed) if request.stream else 0
         args += ["" if room.store is None else room.store, chunk_bytes, room.chunk_budget]
+        backlog_owner = client if client.startswith("key-") or not source else account
+        args += [backlog_owner, self.settings.max_backlog_per_owner]
         try:
             result = await self._run_acknowledged("enqueue", keys, args, "ok", "dup")
         except NotReplicated as exc:
@@ -204,6 +208,8 @@ class Queue(WorkerSteps):
             return Submitted(_s(result[1]), None, duplicate=True)
         if status == "backlog":
             raise BacklogFull(int(result[1]))
+        if status == "backlog_share":
+            raise BacklogShareFull(int(result[1]), int(result[2]), backlog_owner == client)
         if status == "paused":
             raise QueuePaused(int(result[1]), _s(result[2]))
         if status == "storage":

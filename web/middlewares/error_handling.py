@@ -19,6 +19,7 @@ from core.infra.logs import job_context
 from core.infra.redis_client import REDIS_DOWN
 from core.queue.store import (
     BacklogFull,
+    BacklogShareFull,
     ClientCapReached,
     QueueError,
     QueuePaused,
@@ -148,11 +149,15 @@ def retry_after_s(exc: QueueError, app: web.Application) -> int:
         return max(1, exc.retry_after_s)
     meter = app.get(THROUGHPUT)
     if meter is None:
-        return DEFAULT_S if isinstance(exc, BacklogFull | ClientCapReached) else 1
+        return (
+            DEFAULT_S if isinstance(exc, BacklogFull | ClientCapReached | BacklogShareFull) else 1
+        )
     if isinstance(exc, BacklogFull):
         return meter.retry_after(exc.depth)
     if isinstance(exc, ClientCapReached):
         return meter.retry_after(share=exc.active)
+    if isinstance(exc, BacklogShareFull):  # a few of its own jobs done
+        return meter.retry_after(share=exc.held)
     return 1
 
 

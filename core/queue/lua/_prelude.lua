@@ -202,6 +202,13 @@ local function retire(jobs_key, job_key, active_key, entry, ttl, quiet)
   redis.call('EXPIRE', job_key, ttl)
   -- Its audio is written (or never will be): the store's free space says the rest from now on.
   local base = base_of(job_key)
+  local owner = redis.call('HGET', job_key, 'backlog_owner')
+  if owner then  -- (once: the field goes with the count)
+    if redis.call('HINCRBY', base .. ':backlog', owner, -1) <= 0 then
+      redis.call('HDEL', base .. ':backlog', owner)
+    end
+    redis.call('HDEL', job_key, 'backlog_owner')
+  end
   account_drop(base .. ':pending', base .. ':pending_exp', id)
   -- Its stream's chunks linger a while for late listeners, then their charge lapses.
   local lapse = tonumber(redis.call('TIME')[1]) + CHUNKS_LINGER_S
@@ -277,11 +284,18 @@ end
 -- About how many jobs go before waiting job `id`: a round of the lane serves each of its
 -- clients once (its turn in its client's list, times the clients), the clients due before it
 -- in this round, and, for bulk work, the interactive and streaming clients waiting. `index`:
--- its place in its client's list when known (fair_enter's), else looked up (a walk of the
--- list: its client's backlog).
+-- its place in its client's list when known (fair_enter's), else looked up among the first
+-- POSITION_WALK of the list (a client's backlog can be long: past them, its list's length).
+local POSITION_WALK = 256
 local function fair_position(base, lane, who, id, index)
   local zlane = base .. ':lane:' .. lane
-  index = index or redis.call('LPOS', base .. ':wait:' .. lane .. ':' .. who, id)
+  if not index then
+    local list = base .. ':wait:' .. lane .. ':' .. who
+    index = redis.call('LPOS', list, id, 'MAXLEN', POSITION_WALK)
+    if not index and redis.call('LLEN', list) > POSITION_WALK then
+      index = redis.call('LLEN', list)
+    end
+  end
   local rank = redis.call('ZRANK', zlane, who)  -- the clients served before it this round
   if not index or not rank then return 0 end
   local ahead = index * redis.call('ZCARD', zlane) + rank

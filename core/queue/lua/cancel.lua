@@ -32,8 +32,11 @@ if state == 'queued' then
     return {'cancelled'}
   end
   local unstarted = tonumber(ARGV[6])
-  retire(jobs, job, active, values[2], unstarted, true)
   local id = redis.call('HGET', job, 'id')
+  for _, account in ipairs(chunk_accounts(base_of(job), job)) do  -- no chunk was made
+    account_drop(account[1], account[2], id)
+  end
+  retire(jobs, job, active, values[2], unstarted, true)
   local accounts = {{KEYS[7], KEYS[8]}}
   local source = redis.call('HGET', job, 'source_account')
   if source then

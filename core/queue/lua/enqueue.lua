@@ -12,8 +12,10 @@
 --       (estimated seconds of speech), chars (its text's length, for the usage tallies), head
 --       (its text's start, which the operators' search reads: console.py), the store's room
 --       (bytes free at the last sample; '': unknown or unbounded), a stream's chunk bytes (0:
---       not streamed), the queue's chunk budget (bytes; 0: none)
+--       not streamed), the queue's chunk budget (bytes; 0: none), the owner its backlog share
+--       counts (an API key, or its source address), that share (0: none)
 -- Returns {'ok', id, event_id, event_json, started_seq, depth, seq, position (-1: FIFO)} | {'dup', id} | {'backlog', depth}
+--       | {'backlog_share', the owner's jobs, its share}
 --       | {'paused', retry_after_s, reason} (an operator paused intake: keys.py, paused)
 --       | {'client_cap', active}
 --       | {'storage', bytes in use, seconds until a charge lapses, 'client'|'address'}
@@ -40,6 +42,13 @@ if paused[1] then return {'paused', paused[1], paused[2] or ''} end
 local depth = redis.call('XLEN', jobs) + redis.call('XLEN', KEYS[8])
   + tonumber(redis.call('HGET', base .. ':fair', 'queued') or '0')
 if depth >= tonumber(ARGV[6]) then return {'backlog', depth} end
+-- One owner (an API key, or a source address with all its cookies) holds at most its share of
+-- the backlog: the rest stays open to everyone else.
+local backlog_owner, backlog_share = ARGV[28], tonumber(ARGV[29])
+if backlog_share > 0 then
+  local held = tonumber(redis.call('HGET', base .. ':backlog', backlog_owner) or '0')
+  if held >= backlog_share then return {'backlog_share', held, backlog_share} end
+end
 local n_active = redis.call('SCARD', active)
 if n_active >= tonumber(ARGV[7]) then return {'client_cap', n_active} end
 -- Storage is admitted like work: the charges of jobs still kept, this one's added, on the
@@ -123,6 +132,8 @@ if ARGV[13] ~= '' then redis.call('HSET', job, 'callback_url', ARGV[13]) end
 if ARGV[14] == '1' then redis.call('HSET', job, 'document', '1') end
 redis.call('SADD', active, id)
 redis.call('EXPIRE', active, ttl)
+redis.call('HINCRBY', base .. ':backlog', backlog_owner, 1)
+redis.call('HSET', job, 'backlog_owner', backlog_owner)
 if ARGV[12] == '1' then
   redis.call('SET', idem, id, 'EX', ttl)
   redis.call('HSET', job, 'idem_key', idem)  -- a cancel before it starts shortens its life

@@ -114,7 +114,7 @@ async def test_position_counts_the_rounds_ahead(settings: Settings, aredis: Redi
     queue = Queue(aredis, settings)
     await queue.ensure_group()
     await submit(queue, "key-a", 5)
-    body = SynthesisRequest(text=f"{TEXT} 0")  # as long as submit's
+    body = SynthesisRequest(text=f"{TEXT} a")  # as long as submit's
     first = await queue.enqueue(body, "key-b")
     second = await queue.enqueue(body, "key-b")
     assert first.position == 1  # key-a's first job goes first (it came first, same pass)
@@ -123,6 +123,20 @@ async def test_position_counts_the_rounds_ahead(settings: Settings, aredis: Redi
     assert job is not None and await queue.position(job) == 3
     await order(queue, 2)
     assert await queue.position(job) == 1
+
+
+async def test_a_position_deep_in_a_long_backlog_is_bounded_not_walked(
+    settings: Settings, aredis: Redis
+) -> None:
+    """Looking a job up walks at most the first 256 of its client's list: deeper, its position
+    is counted as the list's length (never fewer than it has ahead)."""
+    queue = Queue(aredis, settings.replace(max_active_per_client=1000))
+    await queue.ensure_group()
+    ids = await submit(queue, "key-long", 400)
+    near, deep = await queue.get(ids[10]), await queue.get(ids[-1])
+    assert near is not None and deep is not None
+    assert await queue.position(near) == 10
+    assert await queue.position(deep) == 400  # 399 ahead, counted as the list's 400
 
 
 async def test_fifo_takes_in_arrival_order(settings: Settings, aredis: Redis) -> None:
@@ -193,3 +207,22 @@ async def test_streams_go_first_while_a_worker_has_room_for_them(
     rest = await queue.take("w", 5)
     assert [t[2] for t in rest] == streams[1:]
     assert (await queue.readings.queue()).waiting["stream"] == 0
+
+
+async def test_long_streams_wait_their_turn_among_interactive_work(
+    settings: Settings, aredis: Redis
+) -> None:
+    """Streams past CHATTTS_INTERACTIVE_MAX_S do not go first: twelve of one client once
+    made every other client's short job wait for all of them."""
+    queue = Queue(aredis, settings.replace(interactive_max_s=5))
+    await queue.ensure_group()
+    long_text = "A long story that goes on and on, read to a listener. " * 4  # about 18 s
+    for _ in range(12):
+        await queue.enqueue(SynthesisRequest(text=long_text, stream=True), "key-long-streams")
+    short = await submit(queue, "key-short", 1)
+    reading = await queue.readings.queue()
+    assert reading.waiting["stream"] == 0 and reading.waiting["interactive"] == 13
+    taken = await queue.take("w", 2)
+    assert short[0] in [t[2] for t in taken]  # its turn comes in the first round
+    await submit(queue, "key-short-stream", 1, stream=True)  # a short stream still goes first
+    assert [t[3] for t in await queue.take("w", 1)] == ["key-short-stream"]

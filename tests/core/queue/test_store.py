@@ -1,0 +1,36 @@
+"""Submissions the queue refuses for what one owner holds of what everyone shares."""
+
+from __future__ import annotations
+
+import pytest
+from redis.asyncio import Redis
+
+from core.infra.settings import Settings
+from core.queue.job import SynthesisRequest
+from core.queue.store import BacklogShareFull, Queue
+
+
+async def test_one_address_holds_at_most_its_share_of_the_backlog(
+    settings: Settings, aredis: Redis
+) -> None:
+    """Fresh cookies of one address share one share; another address, and an API key, are
+    still taken; a share comes back as its jobs end."""
+    queue = Queue(aredis, settings.replace(max_backlog=100, max_backlog_per_owner=5))
+    await queue.ensure_group()
+    body = SynthesisRequest(text="Queued behind the flood.")
+    ids = [
+        (await queue.enqueue(body, f"cookie-{n}", source="203.0.113.7")).job_id for n in range(5)
+    ]
+    with pytest.raises(BacklogShareFull) as refused:
+        await queue.enqueue(body, "cookie-new", source="203.0.113.7")
+    assert refused.value.code == "backlog_share" and "your address" in str(refused.value)
+    assert (await queue.enqueue(body, "cookie-other", source="198.51.100.2")).job_id
+    for _ in range(5):  # an API key counts as itself, wherever it comes from
+        await queue.enqueue(body, "key-batch", source="203.0.113.7")
+    with pytest.raises(BacklogShareFull, match="your API key"):
+        await queue.enqueue(body, "key-batch", source="203.0.113.7")
+    assert (await queue.cancel(ids[0], "cookie-0"))[0] == "cancelled"
+    assert (await queue.cancel(ids[0], "cookie-0"))[0] == "terminal"  # given back once only
+    await queue.enqueue(body, "cookie-new", source="203.0.113.7")
+    with pytest.raises(BacklogShareFull):
+        await queue.enqueue(body, "cookie-newer", source="203.0.113.7")
