@@ -112,15 +112,18 @@ async def check_submit(request: web.Request, client: str | None = None) -> None:
 
 
 def stream_lease(request: web.Request, client: str | None = None) -> Any:
-    """The lease an SSE stream or a WebSocket holds while it is open."""
+    """The lease a connection that waits holds while it is open: an SSE stream, a WebSocket, a
+    speech answer being made (OpenAI's, captioned)."""
     settings, queue = request.app[SETTINGS], request.app[QUEUE]
     caps = {
         queue.limits.lease_key("client", client or client_id(request)): (
-            "event streams and WebSockets open for this client",
+            "connections waiting at once for this client (event streams, WebSockets, speech "
+            "answers being made)",
             settings.streams_per_client,
         ),
         queue.limits.lease_key("address", address(request)): (
-            "event streams and WebSockets open from this address",
+            "connections waiting at once from this address (event streams, WebSockets, speech "
+            "answers being made)",
             settings.streams_per_address,
         ),
     }

@@ -13,11 +13,11 @@ from aiohttp import web
 from web import job_service
 from web.appkeys import DERIVED, QUEUE
 from web.clients.identity import client_id
-from web.clients.limits import check_submit
+from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, json_response
 from web.monitors.memory import address
 from web.schemas.jobs import json_body
-from web.schemas.openai import parse
+from web.schemas.openai import Speech, parse
 from web.views.openai import succeeded
 from web.views.sending import holding
 from web.views.subtitles import words_file
@@ -55,6 +55,14 @@ async def captioned_speech(request: web.Request) -> web.StreamResponse:
             )
     params = await parse(app, payload, client)
     await check_submit(request)
+    async with stream_lease(request, client):  # held open while the job is made
+        return await _answer(request, params, client, timestamps)
+
+
+async def _answer(
+    request: web.Request, params: Speech, client: str, timestamps: bool
+) -> web.StreamResponse:
+    app = request.app
     submitted = await job_service.enqueue(app, params.request, client, source=address(request))
     job_id = submitted.job_id
     finished = await succeeded(request, job_id, submitted.event_id)

@@ -47,12 +47,14 @@ async def speech(request: web.Request) -> web.StreamResponse:
     client = client_id(request)
     params = await parse(app, await json_body(request), client)
     await check_submit(request)
-    if params.stream is None:
-        submitted = await job_service.enqueue(app, params.request, client, source=address(request))
-        return await _whole(request, params, submitted.job_id, submitted.event_id)
-    # A streamed answer is an open connection that the web tier encodes for: it holds a stream
-    # lease like the event streams, taken before the job is queued (past the cap, a plain 429).
+    # An answer is an open connection while its job is made: it holds a lease like the event
+    # streams, taken before the job is queued (past the cap, a plain 429).
     async with stream_lease(request, client):
+        if params.stream is None:
+            submitted = await job_service.enqueue(
+                app, params.request, client, source=address(request)
+            )
+            return await _whole(request, params, submitted.job_id, submitted.event_id)
         submitted = await job_service.enqueue(app, params.request, client, source=address(request))
         return await _streamed(request, params, submitted.job_id, submitted.event_id)
 

@@ -321,16 +321,27 @@ async def test_job_status_of_a_speech_request(client: Client, worker: WorkerProc
     assert duration(response.content, "flac") > 0.1
 
 
-async def test_streamed_answers_hold_a_stream_lease(make_client: ClientFactory) -> None:
-    """Each streamed answer holds one of its address's stream leases, taken before its job is
-    queued: past the cap, a 429 that queues nothing."""
+@pytest.mark.parametrize(
+    ("path", "extra"),
+    [
+        ("/v1/audio/speech", {"stream_format": "audio"}),
+        ("/v1/audio/speech", {}),  # a whole answer waits as long: once it held no lease
+        ("/dev/captioned_speech", {}),
+    ],
+)
+async def test_answers_held_open_hold_a_stream_lease(
+    make_client: ClientFactory, path: str, extra: dict[str, str]
+) -> None:
+    """Each answer held open while its job is made holds one of its address's leases, taken
+    before its job is queued: past the cap, a 429 that queues nothing."""
     client = await make_client(streams_per_address=1)
-    body = {"model": "tts-1", "input": "Held open.", "voice": "nova", "stream_format": "audio"}
-    held = asyncio.create_task(client.post("/v1/audio/speech", json=body))  # no worker: it waits
+    body = {"model": "tts-1", "input": "Held open.", "voice": "nova", **extra}
+    held = asyncio.create_task(client.post(path, json=body))  # no worker: it waits
     await asyncio.sleep(0.5)
     before = (await (await client.get("/metrics")).text()).count("chattts_jobs_submitted_total 1")
-    refused = await client.post("/v1/audio/speech", json=body)
+    refused = await client.post(path, json=body)
     assert refused.status == 429 and refused.headers["Retry-After"], await refused.text()
+    assert "connections waiting at once" in (await refused.json())["error"]["message"]
     after = (await (await client.get("/metrics")).text()).count("chattts_jobs_submitted_total 1")
     assert before == after == 1  # the refused one queued nothing
     held.cancel()
