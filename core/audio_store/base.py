@@ -32,6 +32,10 @@ class AudioStore(Protocol):
     async def get(self, key: str) -> bytes | None:
         """The object, or None when it is gone."""
 
+    async def read(self, key: str, start: int, length: int) -> bytes | None:
+        """`length` bytes of the object from `start` (fewer at its end), or None when it is gone:
+        a large file is sent piece by piece, never held whole."""
+
     async def copy(self, source: str, key: str) -> bool:
         """`key` as a copy of `source` (False: `source` is gone)."""
 

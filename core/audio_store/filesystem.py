@@ -57,6 +57,18 @@ class FileStore:
         except FileNotFoundError:
             return None
 
+    async def read(self, key: str, start: int, length: int) -> bytes | None:
+        return await self._thread(self._read, self._path(key), start, length)
+
+    @staticmethod
+    def _read(path: Path, start: int, length: int) -> bytes | None:
+        try:
+            with path.open("rb") as file:
+                file.seek(start)
+                return file.read(length)
+        except FileNotFoundError:
+            return None
+
     async def copy(self, source: str, key: str) -> bool:
         return await self._thread(self._copy, self._path(source), self._path(key))
 

@@ -48,6 +48,20 @@ class StoredAudio:
         data: bytes | None = await self._redis.get(self._keys.audio(job_id))  # type: ignore[assignment]
         return data
 
+    async def read_file(self, job_id: str, start: int, length: int) -> bytes | None:
+        """`length` bytes of a finished job's file from `start` (None: it is gone), wherever it
+        lives: a large file is sent piece by piece, never held whole."""
+        if self.store is not None:
+            ref: Any = await self._redis.hget(self._keys.job(job_id), "audio_ref")
+            if ref:
+                return await self.store.read(ref.decode(), start, length)
+        key = self._keys.audio(job_id)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.exists(key)
+            pipe.getrange(key, start, start + length - 1)
+            exists, data = await pipe.execute()
+        return bytes(data) if exists else None
+
     async def link(
         self, job_id: str, expires_s: int, content_type: str, disposition: str
     ) -> str | None:

@@ -11,12 +11,16 @@ from core.audio.formats import SAMPLE_RATE, extension, mime_type
 from core.audio.stream_encode import wav_header
 from core.queue.job import Job, JobState
 from web import job_service
-from web.appkeys import QUEUE, SETTINGS
+from web.appkeys import MEMORY, QUEUE, SETTINGS
 from web.errors import ApiError, not_found
+from web.monitors.memory import address
 from web.views.document_audio import stream_document
-from web.views.sending import holding, send_bytes
+from web.views.sending import PIECE_BYTES, holding, send_bytes, send_pieces
 
 _TRUE = ("1", "true", "yes", "on")
+# What a segment may take, reserved before it is read: a ChatTTS segment at its longest (about
+# 95 s) is 4.6 MB of WAV; a document's part as much of PCM.
+SEGMENT_RESERVE_BYTES = 5 * 1024 * 1024
 
 
 def _not_ready(job: Job, what: str) -> ApiError:
@@ -60,23 +64,67 @@ async def job_audio(request: web.Request) -> web.StreamResponse:
         link = await request.app[QUEUE].stored.link(job.id, redirect_s, mime_type(fmt), attachment)
         if link:  # the store serves the bytes (and Range, and ETag) itself
             raise web.HTTPTemporaryRedirect(link, headers={"Cache-Control": "private, no-store"})
-    with holding(request, job.audio_size or 0):
+    size, etag = job.audio_size or 0, f'"{job.id}"'
+    if size > PIECE_BYTES:
+        return await _in_pieces(request, job, size, _headers(mime_type(fmt), etag, attachment))
+    with holding(request, size):
         data = await request.app[QUEUE].stored.file(job.id)
         if data is None:
             raise not_found(f"the audio of job {job.id} expired", "audio_expired")
-        return await ranged(
-            request, data, mime_type(fmt), etag=f'"{job.id}"', disposition=attachment
-        )
+        return await ranged(request, data, mime_type(fmt), etag=etag, disposition=attachment)
+
+
+async def _in_pieces(
+    request: web.Request, job: Job, size: int, headers: dict[str, str]
+) -> web.StreamResponse:
+    """A large file, read from where it is kept a piece at a time as it is sent."""
+    stored = request.app[QUEUE].stored
+
+    async def read(start: int, length: int) -> bytes | None:
+        return await stored.read_file(job.id, start, length)
+
+    if await read(0, 1) is None:
+        raise not_found(f"the audio of job {job.id} expired", "audio_expired")
+    decision = _conditions(request, size, headers["ETag"])
+    if decision == "not_modified":
+        return _not_modified(headers)
+    if isinstance(decision, tuple):
+        start, end = decision
+        headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+        return await send_pieces(request, read, start, end, headers, status=206)
+    return await send_pieces(request, read, 0, size - 1, headers)
 
 
 async def job_segment(request: web.Request) -> web.StreamResponse:
     """Segment n (1-based) of a job, as soon as it is synthesized (before the job finishes)."""
     job = await job_service.get(request.app, request.match_info["job_id"])
     n = int(request.match_info["n"])
-    queue = request.app[QUEUE]
     if n < 1 or (job.segments_total and n > job.segments_total):
         total = job.segments_total or "an unknown number of"
         raise not_found(f"job {job.id} has no segment {n} (it has {total})", "segment_not_found")
+    # A segment's size is known once it is read: a bound is reserved first, so that a crowd
+    # of requests is refused before any reads, then corrected to the size read.
+    memory, source = request.app[MEMORY], address(request)
+    memory.take(source, SEGMENT_RESERVE_BYTES, "a segment to send")
+    held = SEGMENT_RESERVE_BYTES
+    try:
+        data = await _segment_bytes(request, job, n)
+        memory.resize(source, held, len(data))
+        held = len(data)
+        fmt = job.request.format
+        return await ranged(
+            request,
+            data,
+            mime_type(fmt),
+            etag=f'"{job.id}-{n}"',
+            disposition=disposition(request, f"tts-{job.id[:8]}-{n}.{extension(fmt)}"),
+        )
+    finally:
+        memory.give(source, held)
+
+
+async def _segment_bytes(request: web.Request, job: Job, n: int) -> bytes:
+    queue = request.app[QUEUE]
     data: Any
     if job.document:  # a part: its PCM, the pause before it included
         data = await queue.stored.part(job.id, n)
@@ -99,15 +147,7 @@ async def job_segment(request: web.Request) -> web.StreamResponse:
         if job.state != JobState.SUCCEEDED:
             raise _ended(job)
         raise not_found(f"segment {n} of job {job.id} expired", "segment_expired")
-    fmt = job.request.format
-    with holding(request, len(data)):  # a segment is small: counted once it is here
-        return await ranged(
-            request,
-            data,
-            mime_type(fmt),
-            etag=f'"{job.id}-{n}"',
-            disposition=disposition(request, f"tts-{job.id[:8]}-{n}.{extension(fmt)}"),
-        )
+    return bytes(data)
 
 
 # -- conditional and partial responses (RFC 9110) ------------------------------------------------

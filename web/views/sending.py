@@ -69,3 +69,47 @@ async def send_bytes(
         if request.transport is not None:
             request.transport.abort()
     return response
+
+
+# A file past this is sent piece by piece, each read from where it is kept as it goes out: a
+# download holds one piece of the memory budget, not the file (a slow reader of a large file
+# once held the budget of everyone).
+PIECE_BYTES = 1024 * 1024
+
+
+async def send_pieces(
+    request: web.Request,
+    read: Callable[[int, int], Awaitable[bytes | None]],
+    first: int,
+    last: int,
+    headers: dict[str, str],
+    status: int = 200,
+) -> web.StreamResponse:
+    """Bytes `first`..`last` (inclusive) of what `read(start, length)` reads, a piece at a
+    time, each held in the memory budget while it is written."""
+    response = web.StreamResponse(status=status, headers=headers)
+    response.content_length = last - first + 1
+    await response.prepare(request)
+    if request.method == "HEAD":
+        return response
+    try:
+        for start in range(first, last + 1, PIECE_BYTES):
+            length = min(PIECE_BYTES, last + 1 - start)
+            with holding(request, length):
+                piece = await read(start, length)
+                if piece is None or len(piece) != length:  # gone meanwhile: cut it short
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return response
+                await paced_write(request, response.write, piece)
+        await response.write_eof()
+    except TimeoutError:
+        log.info(
+            "%s %s: the client took nothing for %.0f s: closed",
+            request.method,
+            request.path,
+            write_timeout_s(request),
+        )
+        if request.transport is not None:
+            request.transport.abort()
+    return response

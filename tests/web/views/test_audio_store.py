@@ -3,18 +3,22 @@ writing the files, the web tier serving them. Redis keeps references, not bytes.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from redis.asyncio import Redis
 
 from core.infra.settings import Settings
 from core.queue.store import Queue
 from tests.conftest import WorkerProcess
 from tests.web.conftest import ClientFactory, submit, wait_job
-from web.appkeys import QUEUE
+from web.appkeys import MEMORY, QUEUE, SETTINGS
+from web.views.audio import SEGMENT_RESERVE_BYTES
+from web.views.sending import PIECE_BYTES
 
 
 async def test_files_and_cached_results_live_in_the_store_and_serve_as_before(
@@ -149,3 +153,63 @@ async def test_segments_and_document_parts_live_in_the_store(
         f"/v1/tts/jobs/{document['id']}/audio", headers={"Range": f"bytes={middle}-{middle + 999}"}
     )
     assert part.status == 206 and await part.read() == body[middle : middle + 1000]
+
+
+LARGE = "A file larger than a piece of the memory budget, sent a piece at a time. " * 36
+
+
+@pytest.mark.parametrize("where", ["file", "redis"])
+async def test_a_large_file_is_sent_a_piece_at_a_time_not_held_whole(
+    settings: Settings,
+    tmp_path: Path,
+    make_client: ClientFactory,
+    start_worker: Callable[..., WorkerProcess],
+    where: str,
+) -> None:
+    """A download holds one piece of the memory budget while it goes out, read from where the
+    file is kept: slow readers of large files cannot hold the budget of everyone."""
+    store_url = f"file://{tmp_path / 'audio'}" if where == "file" else "redis"
+    start_worker(CHATTTS_AUDIO_STORE=store_url)
+    client = await make_client(audio_store=store_url, send_rate_per_address_bytes=0)
+    job = await submit(client, text=LARGE, voice="en_male", format="wav")
+    done = await wait_job(client, job["id"], ("succeeded",), timeout=60)
+    size = done["audio_size"]
+    assert size > 5 * PIECE_BYTES, size
+    url = f"/v1/tts/jobs/{job['id']}/audio"
+    whole = await (await client.get(url)).read()
+    assert len(whole) == size and whole.startswith(b"RIFF")
+    span = await client.get(url, headers={"Range": f"bytes={PIECE_BYTES - 5}-{PIECE_BYTES + 9}"})
+    assert span.status == 206 and await span.read() == whole[PIECE_BYTES - 5 : PIECE_BYTES + 10]
+    tail = await client.get(url, headers={"Range": "bytes=-7"})
+    assert await tail.read() == whole[-7:]
+    assert (await client.get(url, headers={"If-None-Match": f'"{job["id"]}"'})).status == 304
+    # Three downloads that read nothing: each holds about a piece, not the file.
+    memory = client.app[MEMORY]
+    stalled = []
+    for _ in range(3):
+        response = await client.get(url)
+        await response.content.readexactly(1024)
+        stalled.append(response)
+    await asyncio.sleep(0.5)
+    assert memory.held <= 3 * PIECE_BYTES < size, (memory.held, size)
+    for response in stalled:
+        response.close()
+
+
+async def test_a_segment_is_refused_before_it_is_read_when_its_address_holds_its_budget(
+    make_client: ClientFactory, worker: WorkerProcess
+) -> None:
+    """What a segment may take is reserved before it is read: past the address's budget the
+    request is refused without reading anything (a crowd of them once read first)."""
+    client = await make_client()
+    job = await submit(client, text="One segment to fetch.", voice="en_male", format="wav")
+    await wait_job(client, job["id"], ("succeeded",))
+    url = f"/v1/tts/jobs/{job['id']}/segments/1"
+    assert (await client.get(url)).status == 200
+    memory, budget = client.app[MEMORY], client.app[SETTINGS].web_memory_per_address_bytes
+    memory.take("127.0.0.1", budget - SEGMENT_RESERVE_BYTES + 1, "a test's download")
+    refused = await client.get(url)
+    assert refused.status == 429, await refused.text()
+    assert (await refused.json())["error"]["code"] == "too_much_in_flight"
+    memory.give("127.0.0.1", budget - SEGMENT_RESERVE_BYTES + 1)
+    assert (await client.get(url)).status == 200 and memory.held == 0

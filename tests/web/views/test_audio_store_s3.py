@@ -49,6 +49,9 @@ async def test_files_segments_parts_cache_and_sweep_in_a_bucket(
     part = await client.get(url, headers={"Range": "bytes=10-19"})
     assert part.status == 206 and await part.read() == stored[10:20]
     assert (await client.get(url, headers={"If-None-Match": whole.headers["ETag"]})).status == 304
+    assert await store.read(ref, 10, 20) == stored[10:30]  # ranged reads, for large files
+    assert await store.read(ref, len(stored) - 4, 100) == stored[-4:]
+    assert await store.read("absent/jobs/x/y.wav", 0, 10) is None
 
     repeat = await submit(client, text=text, voice="en_male", format="wav")
     assert (await wait_job(client, repeat["id"], ("succeeded",))).get("cached") == "1"
