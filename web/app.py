@@ -29,6 +29,7 @@ from web.appkeys import (
     METRICS,
     QUEUE,
     SETTINGS,
+    SUSPECTS,
     THROUGHPUT,
 )
 from web.callbacks.sender import CallbackSender, parse_schedule
@@ -41,6 +42,7 @@ from web.clients.identity import (
     operators_networks,
     set_client_cookie,
 )
+from web.clients.key_guesses import key_guesses_middleware
 from web.derived import DerivedFiles
 from web.hub import Connections, EventHub
 from web.metrics import Metrics
@@ -144,6 +146,7 @@ def create_app(settings: Settings) -> web.Application:
             metrics_middleware,
             error_middleware,
             origin_middleware,
+            key_guesses_middleware,
             identity_middleware,
         ],
         # Bodies are read as sent; compressed ones are refused with a 415 (schemas.read_body).
@@ -154,6 +157,7 @@ def create_app(settings: Settings) -> web.Application:
     app[COOKIE_SECRET] = cookie_secret(settings)
     app[CALLBACK_SECRET] = service_secret(settings.callback_secret, app[COOKIE_SECRET])
     app[KEY_SHARES] = key_shares(settings, app[COOKIE_SECRET])
+    app[SUSPECTS] = {}
     app[KEYS] = Keys(settings.key_prefix, settings.queue)
     app[METRICS] = Metrics()
     app[CONNECTIONS] = Connections()

@@ -37,12 +37,17 @@ COOKIE_SECRET = web.AppKey("cookie_secret", bytes)
 # The key each client's callback signing secret derives from (web/callbacks/signing.py).
 CALLBACK_SECRET = web.AppKey("callback_secret", bytes)
 
+# Addresses that sent a wrong key lately, until when (web/clients/key_guesses.py).
+SUSPECTS = web.AppKey("key_suspects", dict[str, float])
+
 # API keys' shares under the fair scheduler (CHATTTS_KEY_WEIGHTS), by client id.
 KEY_SHARES = web.AppKey("key_shares", dict[str, KeyShare])
 
 # Per request: the client identity (computed once) and the fresh cookie token to set, if any.
 CLIENT = web.RequestKey("client", str)
 NEW_COOKIE = web.RequestKey("new_cookie", str)
+# The console session this request carries was signed out (web/clients/key_guesses.py).
+SESSION_REVOKED = web.RequestKey("session_revoked", bool)
 # The client's connection is TLS, as a trusted proxy says (web/middlewares/forwarded.py); the
 # response hooks see the request as it arrived, not the forwarded clone.
 FORWARDED_TLS = web.RequestKey("forwarded_tls", bool)

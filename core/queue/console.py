@@ -84,6 +84,15 @@ class Console:
     def __init__(self, redis: RedisClient, keys: Keys) -> None:
         self._redis, self._keys = redis, keys
 
+    # -- console sessions -------------------------------------------------------------------
+
+    async def revoke_session(self, signature: str, expires: int) -> None:
+        """A console session signed out: refused everywhere until it would have lapsed."""
+        await self._redis.set(self._keys.revoked_session(signature), 1, exat=expires)
+
+    async def session_revoked(self, signature: str) -> bool:
+        return bool(await self._redis.exists(self._keys.revoked_session(signature)))
+
     # -- the audit stream -------------------------------------------------------------------
 
     def _audit(self, pipe: Any, by: str, action: str, target: str, detail: str = "") -> None:

@@ -189,6 +189,10 @@ class Keys:
         """A rate limit's bucket (web/clients/limits.py): one timestamp."""
         return f"{self.base}:rate:{scope}:{who}"
 
+    def revoked_session(self, signature: str) -> str:
+        """A console session signed out before it lapsed (its signature), until it would lapse."""
+        return f"{self.base}:revoked:{signature}"
+
     def leases(self, kind: str, who: str) -> str:
         """Live connections of a client or an address: a sorted set of expiring leases."""
         return f"{self.base}:conns:{kind}:{who}"

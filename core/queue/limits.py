@@ -31,15 +31,20 @@ class Limits:
         self._take = scripts.register(redis, "rate_take")
         self._lease = scripts.register(redis, "lease_take")
 
-    async def take(self, scope: str, buckets: list[Bucket]) -> tuple[Bucket, float] | None:
+    async def take(
+        self, scope: str, buckets: list[Bucket], peek: bool = False
+    ) -> tuple[Bucket, float] | None:
         """Charge one request to every bucket, or to none: None when all admit it, else the
-        refusing bucket and the seconds to wait. One round trip for all of them."""
+        refusing bucket and the seconds to wait. One round trip for all of them. `peek`: only
+        ask, charging nothing."""
         if not buckets:
             return None
         keys = [self._keys.rate(f"{scope}:{b.kind}", b.who) for b in buckets]
-        args: list[float] = []
+        args: list[float | str] = []
         for b in buckets:
             args += [1000.0 / b.per_s, max(1, b.burst)]
+        if peek:
+            args.append("peek")
         refused, wait_ms = await self._take(keys=keys, args=args)
         if not int(refused):
             return None

@@ -3,8 +3,9 @@ or the console page's session cookie signed for one; and the name the audit stre
 
 The page needs a cookie: an EventSource cannot send an Authorization header. The cookie names a
 key by its hash, never the key, and lapses after SESSION_S; removing the key from the setting
-ends its sessions at once. State changes through it pass the cross-site guard as any other
-(web/middlewares/origin.py).
+ends its sessions at once, and signing out ends that session everywhere (its signature is kept
+as revoked until it would lapse: web/clients/key_guesses.py). State changes through it pass
+the cross-site guard as any other (web/middlewares/origin.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from functools import lru_cache
 
 from aiohttp import web
 
-from web.appkeys import COOKIE_SECRET, FORWARDED_TLS, SETTINGS
+from web.appkeys import COOKIE_SECRET, FORWARDED_TLS, SESSION_REVOKED, SETTINGS
 from web.clients.identity import bearer_key, key_accepted
 from web.errors import ApiError
 
@@ -62,7 +63,9 @@ def ended_session_cookie() -> str:
     return f"{SESSION_COOKIE}=; HttpOnly; Max-Age=0; Path=/admin; SameSite=Strict"
 
 
-def _session_label(request: web.Request) -> str | None:
+def session_of(request: web.Request) -> tuple[int, str, str] | None:
+    """The console session this request carries, signed by this service and not lapsed:
+    (expires, key id, signature); None otherwise."""
     match = _SESSION.fullmatch(request.cookies.get(SESSION_COOKIE, ""))
     if match is None:
         return None
@@ -72,7 +75,15 @@ def _session_label(request: web.Request) -> str | None:
         return None
     if expires < time.time():
         return None
-    return _labels(secret, request.app[SETTINGS].admin_key_set).get(key_id)
+    return expires, key_id, signature
+
+
+def _session_label(request: web.Request) -> str | None:
+    session = session_of(request)
+    if session is None or request.get(SESSION_REVOKED):
+        return None
+    secret = request.app[COOKIE_SECRET]
+    return _labels(secret, request.app[SETTINGS].admin_key_set).get(session[1])
 
 
 def operator(request: web.Request) -> str | None:

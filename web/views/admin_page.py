@@ -20,6 +20,7 @@ from web.clients.operators import (
     operator,
     require_operator,
     session_cookie,
+    session_of,
 )
 from web.errors import ApiError, dumps, json_response
 from web.schemas.jobs import json_body
@@ -60,6 +61,10 @@ async def sign_in(request: web.Request) -> web.Response:
 
 
 async def sign_out(request: web.Request) -> web.Response:
+    session = session_of(request)
+    if session is not None:  # ended everywhere, not only in this browser
+        expires, _, signature = session
+        await request.app[QUEUE].console.revoke_session(signature, expires)
     response = json_response({"signed_in": False})
     response.headers.add("Set-Cookie", ended_session_cookie())
     return response

@@ -1,5 +1,6 @@
 -- Every bucket of a request at once (GCRA over Redis's clock): admitted by every one, or
--- charged to none. KEYS: the buckets. ARGV: per bucket, its interval (ms) and its burst.
+-- charged to none. KEYS: the buckets. ARGV: per bucket, its interval (ms) and its burst; then
+-- 'peek' to only ask (nothing is charged).
 -- Returns {0, 0} when admitted, else {the refusing bucket's index, ms to wait}.
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
@@ -12,6 +13,7 @@ for i, key in ipairs(KEYS) do
   if wait > 0 then return {i, math.ceil(wait)} end
   next_tat[i] = tat + interval
 end
+if ARGV[2 * #KEYS + 1] == 'peek' then return {0, 0} end
 for i, key in ipairs(KEYS) do
   redis.call('SET', key, next_tat[i], 'PX', math.ceil(next_tat[i] - now))
 end

@@ -8,6 +8,7 @@ import aiohttp
 from aiohttp.test_utils import TestClient
 
 from tests.web.conftest import ClientFactory
+from web.clients.key_guesses import WRONG_KEYS_BURST
 from web.clients.operators import SESSION_COOKIE
 
 Client = TestClient[Any, Any]
@@ -72,6 +73,12 @@ async def test_the_page_signs_in_with_a_session_cookie(make_client: ClientFactor
     # Signing out ends it.
     assert (await client.delete("/admin/session")).status == 200
     assert (await client.get("/admin/v1/queue")).status == 401
+    # ... everywhere: the same cookie, replayed from elsewhere, is refused too (it still lapses in 12 h).
+    async with (
+        aiohttp.ClientSession(cookies={SESSION_COOKIE: value}) as replay,
+        replay.get(client.make_url("/admin/v1/queue")) as response,
+    ):
+        assert await _code(response) == (403, "not_an_admin")
 
 
 async def test_a_session_ends_when_its_key_is_removed(make_client: ClientFactory) -> None:
@@ -84,3 +91,24 @@ async def test_a_session_ends_when_its_key_is_removed(make_client: ClientFactory
             assert await _code(response) == (403, "not_an_admin")
         async with browser.get(first.make_url("/admin/v1/queue")) as response:
             assert response.status == 200
+
+
+async def test_wrong_keys_from_one_address_are_refused_past_a_burst(
+    make_client: ClientFactory,
+) -> None:
+    """A guesser gets ten tries, then one every ten seconds: past the burst every key from its
+    address is refused before it is checked, the right one too; other addresses are untouched."""
+    client = await make_client(admin_keys="root-key-1234", api_keys="user-key")
+    for n in range(WRONG_KEYS_BURST):
+        guess = {"Authorization": f"Bearer guess-{n}"}
+        path = "/admin/v1/queue" if n % 2 else "/v1/voices"  # admin and API keys alike
+        status, _ = await _code(await client.get(path, headers=guess))
+        assert status in (401, 403), n
+    refused = await client.post("/admin/session", json={"key": "guess-again"})
+    assert await _code(refused) == (429, "rate_limited")
+    assert 1 <= int(refused.headers["Retry-After"]) <= 10
+    assert "wrong keys from this address" in (await refused.json())["error"]["message"]
+    right = await client.get("/admin/v1/queue", headers=ADMIN)  # not even checked
+    assert await _code(right) == (429, "rate_limited")
+    # Requests without a key are not its concern.
+    assert (await client.get("/healthz")).status == 200
