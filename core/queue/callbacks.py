@@ -46,11 +46,24 @@ class Outbox:
         self._claim: AsyncScript = scripts.register(redis, "callback_claim")
         self._result: AsyncScript = scripts.register(redis, "callback_result")
 
-    async def claim(self, now_ms: int, lease_ms: int, limit: int) -> list[Callback]:
-        """Up to `limit` callbacks due by `now_ms`, each held for `lease_ms`."""
+    async def claim(
+        self,
+        now_ms: int,
+        lease_ms: int,
+        limit: int,
+        busy: dict[str, int] | None = None,
+        per_client: int = 1 << 30,
+        defer_ms: int = 1000,
+    ) -> list[Callback]:
+        """Up to `limit` callbacks due by `now_ms`, each held for `lease_ms`; at most
+        `per_client` in flight for one client, counting `busy` (its deliveries in flight
+        already): its others are deferred by `defer_ms`."""
         token = uuid.uuid4().hex
         keys = [self.keys.callbacks_due, self.keys.callbacks]
-        reply: list[bytes] = await self._claim(keys=keys, args=[now_ms, lease_ms, limit, token])
+        args: list[str | int] = [now_ms, lease_ms, limit, token, per_client, defer_ms]
+        for client, n in (busy or {}).items():
+            args += [client, n]
+        reply: list[bytes] = await self._claim(keys=keys, args=args)
         out: list[Callback] = []
         for job_id, raw in zip(reply[::2], reply[1::2], strict=True):
             record = orjson.loads(raw)

@@ -6,16 +6,19 @@ de-duplicate. Any 2xx is delivered. Anything else (another status, no answer wit
 CHATTTS_CALLBACK_TIMEOUT_S, a refused connection) is retried after the next pause of
 CHATTTS_CALLBACK_SCHEDULE_S, with jitter, then recorded as failed; an address the guard refuses
 (targets.py) fails at once. Redirects are not followed. Deliveries run beside the requests of
-this process, a bounded number at once: a slow receiver holds up only its own callback.
+this process, a bounded number at once and at most four of one client's: a receiver that never
+answers holds up only its own client's callbacks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -32,6 +35,10 @@ log = logging.getLogger("chattts_online.web.callbacks")
 
 POLL_S = 0.5  # how often an idle sender looks for due callbacks: one small script per look
 IN_FLIGHT = 32  # deliveries at once per process
+# ... of which one client's callbacks take at most this many: a receiver that never answers
+# holds up its own client's callbacks (deferred a second at a time), not everyone's.
+IN_FLIGHT_PER_CLIENT = 4
+DEFER_MS = 1000
 # A claim outlives its attempt (the timeout) and the recording of its outcome, with room for a
 # stalled event loop: only a sender that died lets it lapse.
 LEASE_FACTOR, LEASE_EXTRA_S = 2.0, 1.0
@@ -91,6 +98,7 @@ class CallbackSender:
         self.public_url = public_url
         self.on_outcome = on_outcome
         self._deliveries: set[asyncio.Task[None]] = set()
+        self._busy: Counter[str] = Counter()  # deliveries in flight by client
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -128,19 +136,29 @@ class CallbackSender:
             taken: list[Callback] = []
             if free > 0:
                 try:
-                    taken = await self.outbox.claim(int(time.time() * 1000), lease_ms, free)
+                    now_ms = int(time.time() * 1000)
+                    taken = await self.outbox.claim(
+                        now_ms, lease_ms, free, dict(self._busy), IN_FLIGHT_PER_CLIENT, DEFER_MS
+                    )
                 except (RedisError, OSError) as exc:
                     log.debug("callbacks: Redis unreachable (%s); retrying", exc)
             for callback in taken:
                 task = asyncio.create_task(self._deliver(callback))
                 self._deliveries.add(task)
-                task.add_done_callback(self._deliveries.discard)
+                self._busy[callback.client] += 1
+                task.add_done_callback(functools.partial(self._done, callback.client))
             if free <= 0:  # every slot busy: until one delivery ends (or a poll's time)
                 await asyncio.wait(self._deliveries, timeout=POLL_S, return_when="FIRST_COMPLETED")
             elif len(taken) < free:  # nothing more due now
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(POLL_S):
                         await self._stop.wait()
+
+    def _done(self, client: str, task: asyncio.Task[None]) -> None:
+        self._deliveries.discard(task)
+        self._busy[client] -= 1
+        if self._busy[client] <= 0:
+            del self._busy[client]
 
     async def _deliver(self, callback: Callback) -> None:
         outcome, error = await self._attempt(callback)

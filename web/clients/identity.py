@@ -230,7 +230,8 @@ async def set_client_cookie(request: web.Request, response: web.StreamResponse) 
     response.headers.add("Set-Cookie", f"{_COOKIE_ATTRIBUTES % token}{secure}")
     response.headers[TOKEN_HEADER] = token
     # An answer that mints an identity is that client's alone: no shared cache may keep it.
-    response.headers["Cache-Control"] = "no-store"
+    if "no-store" not in response.headers.get("Cache-Control", ""):
+        response.headers["Cache-Control"] = "no-store"
 
 
 def new_client_token(request: web.Request) -> str | None:

@@ -140,17 +140,17 @@ end
 -- A job that asked for a callback gets one queued (keys.py: callbacks, callbacks:data) in the
 -- same script that ends it: no crash can come between "ended" and "callback queued". The
 -- callback carries the job as it ended, so that it outlives the job's own record.
-local function queue_callback(job_key)
+local function queue_callback(job_key, ttl)
   local target = redis.call('HGET', job_key, 'callback_url')
   if not target or target == '' then return end
   local base = base_of(job_key)
   local id = redis.call('HGET', job_key, 'id')
   redis.call('HSET', job_key, 'callback', 'pending', 'callback_attempts', 0)
+  local now = redis.call('TIME')
   local record = {url = target, client = redis.call('HGET', job_key, 'client'), attempts = 0,
-    job = snapshot(job_key)}
+    job = snapshot(job_key), ['until'] = tonumber(now[1]) + math.max(ttl, 86400)}
   redis.call('HSET', base .. ':callbacks:data', id, cjson.encode(record))
   -- Due now, in the order the jobs ended (a constant score would order them by id).
-  local now = redis.call('TIME')
   redis.call('ZADD', base .. ':callbacks', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000), id)
 end
 
@@ -217,7 +217,7 @@ local function retire(jobs_key, job_key, active_key, entry, ttl, quiet)
   end
   redis.call('EXPIRE', base_of(job_key) .. ':runs:' .. id, ttl)
   if not quiet then
-    queue_callback(job_key)
+    queue_callback(job_key, ttl)
     tally(job_key)
   end
 end

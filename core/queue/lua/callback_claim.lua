@@ -2,27 +2,47 @@
 -- this sender dies holding it) and marked with the sender's claim, so that a sender whose claim
 -- lapsed cannot record the attempt another one has made since. The attempt is counted here, as
 -- it starts: one cut short by a crash is counted too.
+-- One client's callbacks take at most `per_client` of a sender's deliveries at once: the rest of
+-- its due callbacks are deferred by `defer` ms (not an attempt), so that a receiver that never
+-- answers holds up its own client's callbacks, not everyone's. A callback kept past its `until`
+-- (a day after its job ended: its retries are long over) is dropped.
 -- KEYS: due (sorted set), data (hash); the jobs' keys are derived from `data`
--- ARGV: now_ms, lease_ms, max, claim
+-- ARGV: now_ms, lease_ms, max, claim, per_client, defer_ms, then pairs of (client, deliveries
+--       this sender has in flight for it)
 -- Returns {id, record_json, id, record_json, ...}
 local due, data = KEYS[1], KEYS[2]
-local now = tonumber(ARGV[1])
-local out = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))) do
+local now, max = tonumber(ARGV[1]), tonumber(ARGV[3])
+local per_client, defer = tonumber(ARGV[5]), tonumber(ARGV[6])
+local busy = {}
+for i = 7, #ARGV, 2 do busy[ARGV[i]] = tonumber(ARGV[i + 1]) end
+local out, taken = {}, 0
+-- A bounded look ahead: deferred ones leave the window, so the next look sees further.
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, max * 4)) do
+  if taken >= max then break end
   local raw = redis.call('HGET', data, id)
   if raw then
     local record = cjson.decode(raw)
-    record.claim = ARGV[4]
-    record.attempts = record.attempts + 1
-    raw = cjson.encode(record)
-    local job = string.gsub(data, ':callbacks:data$', ':job:' .. id)
-    if redis.call('EXISTS', job) == 1 then
-      redis.call('HSET', job, 'callback_attempts', record.attempts)
+    local client = record.client or ''
+    if record['until'] and now / 1000 > record['until'] then
+      redis.call('HDEL', data, id)
+      redis.call('ZREM', due, id)
+    elseif (busy[client] or 0) >= per_client then
+      redis.call('ZADD', due, now + defer, id)
+    else
+      busy[client] = (busy[client] or 0) + 1
+      record.claim = ARGV[4]
+      record.attempts = record.attempts + 1
+      raw = cjson.encode(record)
+      local job = string.gsub(data, ':callbacks:data$', ':job:' .. id)
+      if redis.call('EXISTS', job) == 1 then
+        redis.call('HSET', job, 'callback_attempts', record.attempts)
+      end
+      redis.call('HSET', data, id, raw)
+      redis.call('ZADD', due, now + tonumber(ARGV[2]), id)
+      out[#out + 1] = id
+      out[#out + 1] = raw
+      taken = taken + 1
     end
-    redis.call('HSET', data, id, raw)
-    redis.call('ZADD', due, now + tonumber(ARGV[2]), id)
-    out[#out + 1] = id
-    out[#out + 1] = raw
   else
     redis.call('ZREM', due, id)
   end

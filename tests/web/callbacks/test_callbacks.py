@@ -21,9 +21,9 @@ from standardwebhooks import Webhook
 from core.infra.embedded_redis import free_port
 from core.infra.settings import Settings
 from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory
+from tests.web.conftest import ClientFactory, cookie
 from tests.web.webproc import WebProcess, start_web
-from web.callbacks.sender import IN_FLIGHT
+from web.callbacks.sender import IN_FLIGHT, IN_FLIGHT_PER_CLIENT
 from web.callbacks.targets import parse_allow, refusal
 
 __all__ = ["start_web"]  # a fixture
@@ -95,10 +95,13 @@ async def job_state(client: TestClient[Any, Any], job_id: str, callback: str) ->
         await asyncio.sleep(0.05)
 
 
-async def submit(client: TestClient[Any, Any], callback_url: str) -> aiohttp.ClientResponse:
+async def submit(
+    client: TestClient[Any, Any], callback_url: str, headers: dict[str, str] | None = None
+) -> aiohttp.ClientResponse:
     return await client.post(
         "/v1/tts/jobs",
         json={"text": "Call me back.", "voice": "en_male", "callback_url": callback_url},
+        headers=headers,
     )
 
 
@@ -153,7 +156,10 @@ async def test_more_callbacks_due_than_deliveries_at_once_wait_their_turn(
     target.hold_s = 2.0
     client = await make_client(**{**QUICK, "callback_timeout_s": 10.0})
     count = IN_FLIGHT + 8
-    ids = [(await (await submit(client, target.url)).json())["id"] for _ in range(count)]
+    ids = [  # from many clients: one client's take at most IN_FLIGHT_PER_CLIENT of them
+        (await (await submit(client, target.url, cookie(client, f"client-{n:06d}"))).json())["id"]
+        for n in range(count)
+    ]
     await target.wait_for(IN_FLIGHT, timeout=60)
     started = time.monotonic()
     assert (await client.get("/healthz")).status == 200
@@ -163,6 +169,25 @@ async def test_more_callbacks_due_than_deliveries_at_once_wait_their_turn(
         job = await job_state(client, job_id, "delivered")
         assert job["callback_attempts"] == 1
     assert len(target.received) == count
+
+
+async def test_a_clients_receiver_that_never_answers_holds_up_only_its_own_callbacks(
+    make_client: ClientFactory, worker: WorkerProcess, receiver: Any
+) -> None:
+    """Forty callbacks of one client to a receiver that hangs take four deliveries at a time;
+    another client's callback goes out at once beside them (it once waited 103 s)."""
+    black_hole, honest = await receiver([0]), await receiver([200])
+    client = await make_client(**{**QUICK, "callback_timeout_s": 5.0})
+    flood = cookie(client, "flooding-client-1")
+    for _ in range(IN_FLIGHT + 8):
+        assert (await submit(client, black_hole.url, flood)).status == 202
+    await black_hole.wait_for(IN_FLIGHT_PER_CLIENT, timeout=30)
+    started = time.monotonic()
+    mine = await submit(client, honest.url, cookie(client, "honest-client-01"))
+    await job_state(client, (await mine.json())["id"], "delivered")
+    assert time.monotonic() - started < 4.0  # inside one hanging attempt's timeout
+    await asyncio.sleep(0.5)
+    assert len(black_hole.received) <= 2 * IN_FLIGHT_PER_CLIENT  # four at a time, no more
 
 
 @pytest.mark.parametrize("kind", ["hangs", "refuses"])

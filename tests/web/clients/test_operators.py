@@ -73,7 +73,7 @@ async def test_the_page_signs_in_with_a_session_cookie(make_client: ClientFactor
     # Signing out ends it.
     assert (await client.delete("/admin/session")).status == 200
     assert (await client.get("/admin/v1/queue")).status == 401
-    # ... everywhere: the same cookie, replayed from elsewhere, is refused too (it still lapses in 12 h).
+    # ... everywhere: the same cookie, replayed from elsewhere, is refused too.
     async with (
         aiohttp.ClientSession(cookies={SESSION_COOKIE: value}) as replay,
         replay.get(client.make_url("/admin/v1/queue")) as response,
