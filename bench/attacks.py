@@ -188,6 +188,55 @@ async def attack(
         tally.add("download never read", 1)
         await hold_open(http, "audio stream", f"/v1/tts/jobs/{job_id}/stream")
 
+    async def spoken_numbers(http: aiohttp.ClientSession) -> None:
+        """Texts that are short to write and long to say ("$999,999,999" is a dozen words),
+        read at half speed: charged as spoken, so refused once the address's room is spent."""
+        body = {"text": "$999,999,999 " * 307, "speed": 0.5}
+        await request(tally, "spoken numbers", http.post(f"{url}/v1/tts/jobs", json=body))
+        await asyncio.sleep(0.5)
+
+    async def unheard_streams(http: aiohttp.ClientSession) -> None:
+        """Long streams nobody listens to: their chunks live in Redis, within their budget."""
+        body = {"text": "A stream that nobody will ever hear, made all the same. " * 70}
+        body["stream"] = True  # type: ignore[assignment]
+        await request(tally, "stream nobody hears", http.post(f"{url}/v1/tts/jobs", json=body))
+        await asyncio.sleep(0.5)
+
+    async def subtitles_again(http: aiohttp.ClientSession) -> None:
+        """The long job's subtitles, six at a time, again and again: made once, then kept."""
+        if "id" not in long_job:
+            await asyncio.sleep(0.5)
+            return
+        path = f"{url}/v1/tts/jobs/{long_job['id']}/subtitles?format=json"
+        await asyncio.gather(*(request(tally, "subtitles", http.get(path)) for _ in range(6)))
+
+    async def held_answers(http: aiohttp.ClientSession) -> None:
+        """Whole OpenAI answers held open: each holds a lease until its job is made."""
+        body = {"model": "tts-1", "input": "Hold this answer open. " * 40, "voice": "alloy"}
+        try:
+            response = await http.post(f"{url}/v1/audio/speech", json=body)
+            tally.add("speech answer held", response.status)
+            streams.append(response)
+        except aiohttp.ClientError:
+            tally.add("speech answer held", 0)
+
+    async def wrong_keys(http: aiohttp.ClientSession) -> None:
+        guess = {"Authorization": f"Bearer guess-{time.monotonic_ns()}"}
+        await request(tally, "admin key guess", http.get(f"{url}/admin/v1/queue", headers=guess))
+
+    async def bad_ws_ops(http: aiohttp.ClientSession) -> None:
+        try:
+            async with http.ws_connect(f"{url}/v1/ws") as ws:
+                ops: list[object] = [[], {"a": 1}, None, "dance"]
+                for op in ops:
+                    await ws.send_json({"op": op})
+                    reply = await ws.receive_json(timeout=5)
+                    kind = (reply.get("error") or {}).get("type") if reply else None
+                    tally.add("websocket bad op", 500 if kind == "server_error" else 400)
+        except (aiohttp.ClientError, TimeoutError):
+            tally.add("websocket bad op", 0)
+        await asyncio.sleep(0.2)
+
     async def cross_site(http: aiohttp.ClientSession) -> None:
         form = aiohttp.FormData({"name": "xsite", "transcript": "hello"})
         call = http.post(f"{url}/v1/voices", data=form, headers={"Origin": EVIL})
@@ -212,7 +261,8 @@ async def attack(
             sock.sendall(b"name=x&transcript=" + b"a" * 1_999_000)
         stalled.append(sock)
     plan = [fresh_identities] * 4 + [churn, open_streams, voice_bombs, digits, cross_site]
-    plan += [dropped_characters, callback_churn, never_read]
+    plan += [dropped_characters, callback_churn, never_read, spoken_numbers, unheard_streams]
+    plan += [subtitles_again, held_answers, wrong_keys, bad_ws_ops]
     plan = [body for body in plan if body.__name__ not in skip]
     try:
         await asyncio.gather(*(loop(ATTACKERS[i % 8], body) for i, body in enumerate(plan)))

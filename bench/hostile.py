@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -29,11 +31,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import redis
 
 from bench.attacks import EVIL, LOOP_RATE, Tally, attack_process, request, session
 from bench.procs import Processes, bench_run
 from bench.servers import REPO_ROOT, start_ours, start_redis, wait_http
+from core.audio.sizes import expected_bytes
 from core.infra.settings import LIMITS_OFF, Settings
 from core.queue.keys import Keys
 
@@ -43,6 +47,8 @@ WEB_LIMIT_KB = 1024 * 1024  # the web pod's memory limit in docker/k8s/web.yaml
 STORAGE_FILL_CAP = 256 * 1024**2
 FILL_ADDRESS = "127.0.0.7"
 HONEST_GAP_S = 0.25  # the honest client's pace: 4 submissions a second, under its 5/s
+REDIS_MAXMEMORY = 1024**3  # the embedded Redis's and compose's
+WATCH_S = 0.25
 
 
 async def honest(url: str, jobs: int, tally: Tally) -> list[float]:
@@ -80,6 +86,9 @@ async def _under_attack(
     rate: float,
     skip: frozenset[str],
     place: Callable[[int], None],
+    store: redis.Redis,
+    audio_dir: Path,
+    readings: dict[str, Any],
 ) -> tuple[list[float], Tally]:
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
@@ -90,14 +99,38 @@ async def _under_attack(
     place(attacker.pid or 0)
     await asyncio.sleep(1.0)  # the attack is on before the honest client starts
     honest_tally = Tally()
-    latencies = await honest(url, jobs, honest_tally)
-    counts, stalled = await asyncio.to_thread(results.get, True, seconds + 120)
+    watching = asyncio.create_task(watch(url, store, audio_dir, readings))
+    try:
+        latencies = await honest(url, jobs, honest_tally)
+        counts, stalled = await asyncio.to_thread(results.get, True, seconds + 120)
+    finally:
+        watching.cancel()
     await asyncio.to_thread(attacker.join, 30)
     tally = Tally()
     tally.counts.update(counts)
     tally.counts.update(honest_tally.counts)
     tally.stalled = stalled
     return latencies, tally
+
+
+async def watch(url: str, store: redis.Redis, audio_dir: Path, readings: dict[str, Any]) -> None:
+    """Every WATCH_S while the attack lasts: /healthz's answer time (the event loop is never
+    frozen), Redis's memory (never at its maxmemory) and the store's free disk (never full)."""
+    readings.update(healthz=[], redis_peak=0, store_min_free=None)
+    async with session("127.0.0.1") as http:
+        while True:
+            started = time.perf_counter()
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with http.get(f"{url}/healthz") as r:
+                    await r.read()
+            readings["healthz"].append(time.perf_counter() - started)
+            used = int((await asyncio.to_thread(store.info, "memory"))["used_memory"])
+            readings["redis_peak"] = max(readings["redis_peak"], used)
+            free = await asyncio.to_thread(_free_bytes, audio_dir)
+            if free is not None:
+                low = readings["store_min_free"]
+                readings["store_min_free"] = free if low is None else min(low, free)
+            await asyncio.sleep(WATCH_S)
 
 
 async def _growth_perrequest(url: str, store: redis.Redis, count: int) -> tuple[float, float, int]:
@@ -166,6 +199,36 @@ async def _storage_fill(url: str, store: redis.Redis, attempts: int) -> dict[str
     }
 
 
+def _free_bytes(path: Path) -> int | None:
+    return shutil.disk_usage(path).free if path.exists() else None
+
+
+def _charges_match_what_is_kept(store: redis.Redis) -> dict[str, Any]:
+    """Every finished job's storage charge against the bytes it keeps in the store: the charge
+    is corrected to them when it ends, and its estimate at submission must not have been lower
+    (the store's room was reserved by it)."""
+    keys = Keys(Settings().key_prefix, Settings().queue)
+    under, worst, jobs = 0, 0.0, 0
+    for raw in store.scan_iter(match=keys.job("*"), count=1000):
+        fields = store.hmget(raw, "state", "charge", "audio_size", "document", "request")
+        if fields[0] != b"succeeded" or fields[1] is None:
+            continue
+        kept = int(fields[2] or 0) * (1 if fields[3] == b"1" else 2)
+        request = json.loads(fields[4] or b"{}")
+        speed = float(request.get("speed") or 1.0)
+        estimate = expected_bytes(
+            request.get("text", ""), request.get("format", "wav"), False, speed
+        )
+        jobs += 1
+        worst = max(worst, kept / max(1, estimate))
+        under += int(fields[1]) != kept
+    return {
+        "charged_jobs": jobs,
+        "charges_not_corrected": under,
+        "kept_over_estimate_worst": worst,  # <= 1: no job kept more than it was charged
+    }
+
+
 def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, Any]:
     cores = sorted(os.sched_getaffinity(0))
 
@@ -196,6 +259,8 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
     env = {**os.environ, **worker.to_env(), "CHATTTS_WORKER_METRICS_PORT": "0"}
     port = int(url.rsplit(":", 1)[1])
     store = redis.Redis.from_url(redis_url)
+    store.config_set("maxmemory", REDIS_MAXMEMORY)  # as `run` and compose ship it
+    store.config_set("maxmemory-policy", "noeviction")
 
     async def run() -> dict[str, Any]:
         # No worker yet: the cancelled jobs are cancelled while queued, as the figure means.
@@ -208,9 +273,20 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
         await asyncio.to_thread(wait_http, procs, f"{url}/readyz")
         idle_tally = Tally()
         idle = await honest(url, args.jobs, idle_tally)
+        readings: dict[str, Any] = {}
         under, tally = await _under_attack(
-            url, port, args.seconds, args.jobs, args.attack_rate, frozenset(args.skip), elsewhere
+            url,
+            port,
+            args.seconds,
+            args.jobs,
+            args.attack_rate,
+            frozenset(args.skip),
+            elsewhere,
+            store,
+            tmp / "audio",
+            readings,
         )
+        charged = await asyncio.to_thread(_charges_match_what_is_kept, store)
         counts = tally.counts
         return {
             "requests": {f"{k} -> {s or 'no answer'}": n for (k, s), n in sorted(counts.items())},
@@ -225,6 +301,12 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
             "redis_bytes_per_cancelled_job": cancelled_b,
             "cancelled_job_kept_s": ttl,
             **fill,
+            **charged,
+            "healthz_p99_ms_under_attack": _p99(readings["healthz"]) * 1000,
+            "healthz_max_ms_under_attack": max(readings["healthz"]) * 1000,
+            "redis_peak_mb_under_attack": readings["redis_peak"] / 1024**2,
+            "redis_maxmemory_mb": REDIS_MAXMEMORY / 1024**2,
+            "store_min_free_mb_under_attack": (readings["store_min_free"] or 0) / 1024**2,
             "honest_idle_p50_ms": statistics.median(idle) * 1000,
             "honest_idle_p99_ms": _p99(idle) * 1000,
             "honest_attack_p50_ms": statistics.median(under) * 1000,

@@ -1,7 +1,8 @@
 """`chattts-online admin`: the operators' console from a shell, over its HTTP API (/admin/v1/...).
 
 Reads print a table (or the API's JSON with `--json`); actions print what they did. The admin
-key comes from --admin-key or CHATTTS_ADMIN_KEY; the audit stream records it (by its last
+key comes from CHATTTS_ADMIN_KEY or --admin-key-file (a file, or - for standard input: never a
+command line, which every user of the machine can read); the audit stream records it (by its last
 characters) with the login name. Exit codes as the other client commands: 0 done, 2 usage,
 3 server unreachable or unavailable, 4 refused.
 """
@@ -17,6 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from cli.errors import OK, REJECTED, UNAVAILABLE, USAGE, CliError, exit_code
@@ -31,7 +33,12 @@ def add_parser(sub: Any, default_url: str) -> None:
         epilog="exit codes: 0 done, 2 usage, 3 server unreachable or unavailable, 4 refused",
     )
     admin.add_argument("--url", help=f"the service (env CHATTTS_URL, default {default_url})")
-    admin.add_argument("--admin-key", help="one of CHATTTS_ADMIN_KEYS (env CHATTTS_ADMIN_KEY)")
+    admin.add_argument(
+        "--admin-key-file",
+        metavar="FILE",
+        help="a file holding one of CHATTTS_ADMIN_KEYS (- reads it from standard input); or set "
+        "CHATTTS_ADMIN_KEY",
+    )
     admin.add_argument("--json", action="store_true", help="print the API's JSON")
     what = admin.add_subparsers(dest="what", required=True)
     what.add_parser("queues", help="the queue at a glance: counts, lanes, throughput, pause")
@@ -261,9 +268,21 @@ def _dlq(args: argparse.Namespace, console: Console) -> tuple[Any, str]:
 
 
 def run(args: argparse.Namespace, default_url: str) -> int:
-    key = args.admin_key or os.environ.get("CHATTTS_ADMIN_KEY", "")
+    key = os.environ.get("CHATTTS_ADMIN_KEY", "")
+    if args.admin_key_file:
+        try:
+            if args.admin_key_file == "-":
+                key = sys.stdin.readline().strip()
+            else:
+                key = Path(args.admin_key_file).read_text().strip()
+        except OSError as exc:
+            print(f"chattts-online admin: cannot read the key: {exc}", file=sys.stderr)
+            return USAGE
     if not key:
-        print("chattts-online admin: give --admin-key or set CHATTTS_ADMIN_KEY", file=sys.stderr)
+        print(
+            "chattts-online admin: set CHATTTS_ADMIN_KEY or give --admin-key-file",
+            file=sys.stderr,
+        )
         return USAGE
     console = Console(args.url or os.environ.get("CHATTTS_URL") or default_url, key)
     try:

@@ -219,13 +219,11 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     api_keys: str = ""
-    # Peers (CIDRs, or *) that read /metrics and /readyz's detail: loopback and the private
-    # ranges a scraper or a kubelet probe comes from; anyone else gets 403 from /metrics and
-    # only the ready/not-ready answer from /readyz (load balancers check from public ranges).
-    metrics_networks: str = (
-        "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,"
-        "fc00::/7,fe80::/10"
-    )
+    # Peers (CIDRs, or *) that read /metrics and /readyz's detail: loopback unless named (the
+    # scrapers' network: a deployment's manifests name their pod or compose network); anyone
+    # else gets 403 from /metrics and only the ready/not-ready answer from /readyz. Not every
+    # private range by default: clients on a LAN are private addresses too.
+    metrics_networks: str = "127.0.0.0/8,::1/128"
     # With keys set, /metrics and /readyz need one too (Prometheus sends it: `authorization`);
     # off by default, for probes and scrapers that cannot send a header.
     private_metrics: bool = False

@@ -89,7 +89,8 @@ class StoreFull(QueueError):
 
 
 class StreamsFull(QueueError):
-    """Streamed jobs' chunks would pass their budget in Redis (CHATTTS_STREAM_CHUNK_BYTES)."""
+    """Streamed jobs' chunks would pass their budget in Redis (CHATTTS_STREAM_CHUNK_BYTES): 503
+    for the queue's, 429 for the half a client or an address may take."""
 
     status = 503
     code = "streams_full"
@@ -104,6 +105,8 @@ class StreamsFull(QueueError):
         )
         self.used, self.needed, self.budget, self.wait_s = used, needed, budget, wait_s
         self.per = per
+        if per != "queue":  # the client's (or its address's) own share: a 429, as a quota
+            self.status = 429
 
 
 class QueuePaused(QueueError):

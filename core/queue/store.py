@@ -41,6 +41,7 @@ from core.queue.results import (
     Submitted,
     Unreplicated,
 )
+from core.queue.retention import Retention
 from core.queue.stored_audio import StoredAudio
 from core.queue.voices import VoiceRegistry
 from core.queue.worker_steps import WorkerSteps, _s
@@ -104,6 +105,7 @@ class Queue(WorkerSteps):
             name: scripts.register(redis, name, sharded) for name in SCRIPT_NAMES
         }
         self.console = Console(redis, self.keys)
+        self.retention = Retention(redis, self.keys, sharded)
         # One server's client: the submissions of one turn of the loop share a write.
         self._pipelined: Pipelined | None = None
         if isinstance(redis, Redis) and not redis.single_connection_client:

@@ -60,7 +60,7 @@ class StoredAudio:
             pipe.exists(key)
             pipe.getrange(key, start, start + length - 1)
             exists, data = await pipe.execute()
-        return bytes(data) if exists else None
+        return data if exists else None
 
     async def link(
         self, job_id: str, expires_s: int, content_type: str, disposition: str

@@ -112,6 +112,19 @@ def test_pause_requeue_usage_and_audit_from_the_shell(
 def test_the_refusals_and_their_exit_codes(web: WebProcess) -> None:
     no_key = admin(web, "queues", key=None)
     assert no_key.returncode == 2 and "CHATTTS_ADMIN_KEY" in no_key.stderr
+    # A key read from standard input (or a file), never a command line everyone can list.
+    piped = subprocess.run(
+        [sys.executable, "-m", "cli", "admin", "--url", web.url, "--admin-key-file", "-", "queues"],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "CHATTTS_ADMIN_KEY"},
+        input=f"{ADMIN_KEY}\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert piped.returncode == 0, piped.stderr
+    flag = admin(web, "--admin-key", ADMIN_KEY, "queues", key=None)
+    assert flag.returncode == 2  # no such flag: it would show in the process list
     wrong = admin(web, "queues", key="guess")
     assert wrong.returncode == 4 and "not one of CHATTTS_ADMIN_KEYS" in wrong.stderr
     missing = admin(web, "worker", "drain", "nobody")

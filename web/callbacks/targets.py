@@ -93,6 +93,16 @@ def _non_public(address: IPAddress, allow: tuple[Network, ...]) -> str | None:
     return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} address"
 
 
+def _inet_aton(host: str) -> bool:
+    """Whether the C library reads `host` as an IPv4 address (it takes octal, hex and fewer
+    than four parts), as a resolver would."""
+    try:
+        socket.inet_aton(host)
+    except OSError:
+        return False
+    return True
+
+
 def check_url(url: object, allow: tuple[Network, ...]) -> str:
     """A callback URL as submitted, or ValueError saying what to fix."""
     if not isinstance(url, str) or not url or len(url) > MAX_URL_CHARS:
@@ -111,6 +121,11 @@ def check_url(url: object, allow: tuple[Network, ...]) -> str:
     try:
         literal = ipaddress.ip_address(parts.hostname)
     except ValueError:
+        if _inet_aton(parts.hostname):  # "0x7f.1", "2130706433": resolvers read an address
+            raise ValueError(
+                "'callback_url' names an IPv4 address in a shorthand form: write it as four "
+                "decimal numbers (a.b.c.d)"
+            ) from None
         return url  # a name: its addresses are checked when the callback connects
     reason = refusal(literal, allow)
     if reason:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import math
 import secrets
 from collections.abc import AsyncIterator
+from functools import lru_cache
 from typing import Any
 
 from aiohttp import web
@@ -93,6 +95,24 @@ async def connection_lease(limits: Limits, caps: dict[str, tuple[str, int]]) -> 
                 await limits.release(held, member)
 
 
+# An IPv6 site is given a /48: its /64s (each an address to the limits) share a bucket of this
+# many addresses' rate besides their own.
+NETWORK_PREFIX = 48
+NETWORK_SHARE = 4
+
+
+@lru_cache(maxsize=4096)
+def ipv6_network(source: str) -> str | None:
+    """The /48 of an IPv6 source (its /64, as address() gives it); None for IPv4."""
+    if ":" not in source:
+        return None
+    try:
+        net = ipaddress.IPv6Network(source, strict=False)
+    except ValueError:
+        return None
+    return str(net.supernet(new_prefix=NETWORK_PREFIX)) if net.prefixlen > NETWORK_PREFIX else None
+
+
 async def check_submit(request: web.Request, client: str | None = None) -> None:
     """A submission (any API): within its client's and its address's rates, else 429."""
     settings, queue = request.app[SETTINGS], request.app[QUEUE]
@@ -108,6 +128,13 @@ async def check_submit(request: web.Request, client: str | None = None) -> None:
             settings.submit_burst_per_address,
         ),
     }
+    network = ipv6_network(address(request))
+    if network is not None:  # a /48 holds 65,536 /64s: together, four addresses' worth
+        who["network"] = (
+            network,
+            NETWORK_SHARE * settings.submit_rate_per_address,
+            NETWORK_SHARE * settings.submit_burst_per_address,
+        )
     await check_rate(queue.limits, "submissions", who)
 
 

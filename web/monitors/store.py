@@ -12,7 +12,9 @@ depth / (active x rate). Answers are whole seconds clamped to [MIN_S, MAX_S]. Wi
 (the process has sampled for less than MIN_SPAN_S) the answer is DEFAULT_S; when nothing finished
 over a full window while jobs wait (no worker, or stalled ones) it is MAX_S.
 
-The sample also reads Redis's memory: at its maxmemory, submissions get 503 at once (store_full);
+The sample also reads Redis's memory: past 85% of its maxmemory the oldest finished jobs go before
+their TTL, a batch a sample (core/queue/retention.py); at its maxmemory, submissions get 503 at
+once (store_full);
 and its replication: with fewer replicas in sync than CHATTTS_REDIS_MIN_REPLICAS (a failover, a
 replica resyncing), submissions get 503 at once, before anything is written (replicas_short).
 
@@ -84,6 +86,7 @@ class ThroughputMeter:
         # kept there (None: unknown or unbounded). Sampled, so that a submit costs no I/O.
         self.free_bytes: int | None = None
         self.maxmemory = 0  # Redis's maxmemory at the last sample (0: none)
+        self.retired_early = 0  # finished jobs this process removed before their TTL
         self.replication: dict[str, object] = {}  # the queue's primary's INFO replication
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -142,6 +145,11 @@ class ThroughputMeter:
         if full != self.store_full:
             log.warning("Redis is %s its maxmemory", "at" if full else "below")
         self.store_full = full
+        used = int(sample.memory.get("used_memory") or 0)
+        removed = await queue.retention.make_room(used, limit)
+        if removed:  # the oldest finished jobs, before their TTL: new work keeps its room
+            self.retired_early += removed
+            log.info("Redis near its maxmemory: %d finished jobs removed before their TTL", removed)
         if queue.stored.store is not None:
             self.free_bytes = await queue.stored.store.free_bytes()
         else:

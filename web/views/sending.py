@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from web.appkeys import EGRESS, MEMORY, SETTINGS
+from web.errors import ApiError
 from web.monitors.memory import address
 from web.views.events import send_timeout_s
 
@@ -74,7 +75,7 @@ async def send_bytes(
 # A file past this is sent piece by piece, each read from where it is kept as it goes out: a
 # download holds one piece of the memory budget, not the file (a slow reader of a large file
 # once held the budget of everyone).
-PIECE_BYTES = 1024 * 1024
+PIECE_BYTES = 512 * 1024
 
 
 async def send_pieces(
@@ -86,30 +87,35 @@ async def send_pieces(
     status: int = 200,
 ) -> web.StreamResponse:
     """Bytes `first`..`last` (inclusive) of what `read(start, length)` reads, a piece at a
-    time, each held in the memory budget while it is written."""
+    time, each held in the memory budget while it is written: the first reserved before the
+    answer starts (past the budget, a plain 429 or 503), each later one waiting for room up to
+    the write timeout (then the connection is cut: the client has the bytes so far)."""
+    memory, source, timeout_s = request.app[MEMORY], address(request), write_timeout_s(request)
+    held = min(PIECE_BYTES, last + 1 - first)
+    memory.take(source, held, "audio to send")
     response = web.StreamResponse(status=status, headers=headers)
     response.content_length = last - first + 1
-    await response.prepare(request)
-    if request.method == "HEAD":
-        return response
     try:
+        await response.prepare(request)
+        if request.method == "HEAD":
+            return response
         for start in range(first, last + 1, PIECE_BYTES):
             length = min(PIECE_BYTES, last + 1 - start)
-            with holding(request, length):
-                piece = await read(start, length)
-                if piece is None or len(piece) != length:  # gone meanwhile: cut it short
-                    if request.transport is not None:
-                        request.transport.abort()
-                    return response
-                await paced_write(request, response.write, piece)
+            if not held:
+                await memory.wait_take(source, length, "audio to send", timeout_s)
+                held = length
+            piece = await read(start, length)
+            if piece is None or len(piece) != length:  # gone meanwhile: cut it short
+                raise TimeoutError
+            await paced_write(request, response.write, piece)
+            memory.give(source, held)
+            held = 0
         await response.write_eof()
-    except TimeoutError:
-        log.info(
-            "%s %s: the client took nothing for %.0f s: closed",
-            request.method,
-            request.path,
-            write_timeout_s(request),
-        )
+    except (TimeoutError, ApiError):  # it stopped reading, or room never came: cut it short
+        log.info("%s %s: cut short (no reader, or no room)", request.method, request.path)
         if request.transport is not None:
             request.transport.abort()
+    finally:
+        if held:
+            memory.give(source, held)
     return response

@@ -37,6 +37,7 @@ if state == 'queued' then
     account_drop(account[1], account[2], id)
   end
   retire(jobs, job, active, values[2], unstarted, true)
+  redis.call('ZREM', base_of(job) .. ':index', id)  -- its record goes soon: so does its entry
   local accounts = {{KEYS[7], KEYS[8]}}
   local source = redis.call('HGET', job, 'source_account')
   if source then

@@ -50,6 +50,7 @@ elseif ARGV[10] == 'miss' then
   end
   redis.call('HSET', KEYS[9], 'duration_s', ARGV[3], 'sample_rate', ARGV[4], 'cues', ARGV[13])
   redis.call('EXPIRE', KEYS[9], ttl)
+  redis.call('HSET', job, 'cache_entry', KEYS[9])  -- it goes with this job if Redis fills
 end
 redis.call('HINCRBYFLOAT', stats, 'audio_seconds', ARGV[3])
 retire(jobs, job, active, values[3], ttl)

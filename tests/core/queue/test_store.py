@@ -34,3 +34,19 @@ async def test_one_address_holds_at_most_its_share_of_the_backlog(
     await queue.enqueue(body, "cookie-new", source="203.0.113.7")
     with pytest.raises(BacklogShareFull):
         await queue.enqueue(body, "cookie-newer", source="203.0.113.7")
+
+
+async def test_a_job_cancelled_before_it_ran_leaves_the_operators_index_with_its_record(
+    settings: Settings, aredis: Redis
+) -> None:
+    """Its record lives CHATTTS_UNSTARTED_TTL_S: its entry in the search index goes at once, not
+    a day later (a flood of submit-then-cancel once kept a day of index entries)."""
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    kept = await queue.enqueue(SynthesisRequest(text="Kept."), "cookie-a")
+    gone = await queue.enqueue(SynthesisRequest(text="Never mind."), "cookie-a")
+    index = f"{queue.keys.base}:index"
+    assert await aredis.zscore(index, gone.job_id) is not None
+    assert (await queue.cancel(gone.job_id, "cookie-a"))[0] == "cancelled"
+    assert await aredis.zscore(index, gone.job_id) is None
+    assert await aredis.zscore(index, kept.job_id) is not None

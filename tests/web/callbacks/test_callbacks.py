@@ -157,7 +157,11 @@ async def test_more_callbacks_due_than_deliveries_at_once_wait_their_turn(
     client = await make_client(**{**QUICK, "callback_timeout_s": 10.0})
     count = IN_FLIGHT + 8
     ids = [  # from many clients: one client's take at most IN_FLIGHT_PER_CLIENT of them
-        (await (await submit(client, target.url, cookie(client, f"client-{n:06d}"))).json())["id"]
+        (
+            await (
+                await submit(client, target.url, cookie(client, f"callback-client-{n:06d}"))
+            ).json()
+        )["id"]
         for n in range(count)
     ]
     await target.wait_for(IN_FLIGHT, timeout=60)
@@ -220,6 +224,9 @@ async def test_a_receiver_that_never_answers_fails_after_the_schedule(
         ("http://10.1.2.3/hook", "private"),
         ("ftp://example.com/hook", "http:// or https://"),
         ("/relative", "http:// or https://"),
+        ("http://0x7f.1/hook", "four decimal numbers"),  # 127.0.0.1 to a resolver
+        ("http://2130706433/hook", "four decimal numbers"),
+        ("http://0177.0.0.1/hook", "four decimal numbers"),
     ],
 )
 async def test_forgery_targets_are_refused_at_submission(
@@ -230,7 +237,7 @@ async def test_forgery_targets_are_refused_at_submission(
     assert response.status == 422
     error = (await response.json())["error"]
     assert error["code"] == "invalid_callback_url" and says in error["message"]
-    if "://" in says:
+    if "://" in says or "decimal" in says:
         return
     host = url.split("/")[2].rsplit(":", 1)[0].strip("[]")
     assert f"may not point at {host}: it is a" in error["message"], error["message"]

@@ -186,3 +186,28 @@ async def test_a_refused_request_is_charged_to_no_bucket(make_client: ClientFact
     # The address's budget comes back (2 s per token); this client's one token was never taken.
     await asyncio.sleep(2.1)
     assert (await client.post("/v1/tts/jobs", json={"text": "mine"})).status == 202
+
+
+async def test_the_64s_of_one_ipv6_site_share_a_bucket_of_four_addresses(
+    make_client: ClientFactory,
+) -> None:
+    """Each /64 is an address to the limits; a /48 (one site: 65,536 of them) shares a bucket
+    of four addresses' rate as well, so minting /64s buys four addresses' worth, no more."""
+    client = await make_client(
+        trusted_proxies="127.0.0.1/32",
+        submit_rate_per_address=0.01,  # a burst, then one a hundred seconds
+        submit_burst_per_address=2,
+        submit_rate_per_client=0,
+    )
+    statuses = []
+    for host in range(6):  # six /64s of 2001:db8:7::/48, two submissions each
+        for _ in range(2):
+            forwarded = {"X-Forwarded-For": f"2001:db8:7:{host:x}::1"}
+            response = await client.post("/v1/tts/jobs", json={"text": "Hi."}, headers=forwarded)
+            statuses.append(response.status)
+            if response.status == 429:
+                body = await response.json()
+                assert body["error"]["limit"] == "submissions from this network", body
+    assert statuses == [202] * 8 + [429] * 4, statuses
+    other = {"X-Forwarded-For": "2001:db8:8::1"}  # another site
+    assert (await client.post("/v1/tts/jobs", json={"text": "Hi."}, headers=other)).status == 202

@@ -170,13 +170,13 @@ async def test_a_streams_chunks_are_admitted_against_the_redis_budget_for_stream
     assert first.status == 202, await first.json()
     again = await client.post("/v1/tts/jobs", json={"text": TEXT, "stream": True}, headers=alice)
     body = await again.json()
-    assert again.status == 503 and body["error"]["code"] == "streams_full", body
+    assert again.status == 429 and body["error"]["code"] == "streams_full", body
     assert "your streams" in body["error"]["message"]
     assert 1 <= int(again.headers["Retry-After"]) <= 3600
     # Another cookie of the same address shares the address's half.
     other = await client.post("/v1/tts/jobs", json={"text": TEXT, "stream": True}, headers=bob)
     body = await other.json()
-    assert other.status == 503 and "your address" in body["error"]["message"], body
+    assert other.status == 429 and "your address" in body["error"]["message"], body
     whole = await client.post("/v1/tts/jobs", json={"text": TEXT}, headers=bob)
     assert whole.status == 202, await whole.json()
     # The queue's account names the job, with its bytes, until its chunks lapse.

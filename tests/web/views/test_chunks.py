@@ -108,7 +108,7 @@ async def test_streams_hold_a_connection_lease(make_client: Any) -> None:
     held = [asyncio.create_task(_stream(client, job["id"])) for _ in range(2)]
     await asyncio.sleep(0.5)
     status, body, response = await _stream(client, job["id"])
-    assert status == 429 and b"open from this address" in body, body
+    assert status == 429 and b"waiting at once from this address" in body, body
     assert response.headers["Retry-After"]
     await client.delete(f"/v1/tts/jobs/{job['id']}")
     async with asyncio.timeout(10):
