@@ -93,6 +93,7 @@ async def attack(
 ) -> None:
     stop = time.monotonic() + seconds
     streams: list[aiohttp.ClientResponse] = []
+    held: list[asyncio.Task[None]] = []
     stalled: list[socket.socket] = []
 
     async def loop(address: str, body: Callable[[aiohttp.ClientSession], Awaitable[None]]) -> None:
@@ -191,7 +192,7 @@ async def attack(
     async def spoken_numbers(http: aiohttp.ClientSession) -> None:
         """Texts that are short to write and long to say ("$999,999,999" is a dozen words),
         read at half speed: charged as spoken, so refused once the address's room is spent."""
-        body = {"text": "$999,999,999 " * 307, "speed": 0.5}
+        body = {"text": "$999,999,999 " * 40, "speed": 0.5}
         await request(tally, "spoken numbers", http.post(f"{url}/v1/tts/jobs", json=body))
         await asyncio.sleep(0.5)
 
@@ -211,14 +212,22 @@ async def attack(
         await asyncio.gather(*(request(tally, "subtitles", http.get(path)) for _ in range(6)))
 
     async def held_answers(http: aiohttp.ClientSession) -> None:
-        """Whole OpenAI answers held open: each holds a lease until its job is made."""
+        """Whole OpenAI answers held open, eight at a time: each holds a lease until its job
+        is made, and past the address's cap they are refused at once."""
         body = {"model": "tts-1", "input": "Hold this answer open. " * 40, "voice": "alloy"}
-        try:
-            response = await http.post(f"{url}/v1/audio/speech", json=body)
+
+        async def one() -> None:
+            try:
+                response = await http.post(f"{url}/v1/audio/speech", json=body)
+            except aiohttp.ClientError:
+                tally.add("speech answer held", 0)
+                return
             tally.add("speech answer held", response.status)
-            streams.append(response)
-        except aiohttp.ClientError:
-            tally.add("speech answer held", 0)
+            response.release()
+
+        asks = [asyncio.create_task(one()) for _ in range(8)]
+        await asyncio.wait(asks, timeout=1.0)  # those still waiting are held open meanwhile
+        held.extend(asks)
 
     async def wrong_keys(http: aiohttp.ClientSession) -> None:
         guess = {"Authorization": f"Bearer guess-{time.monotonic_ns()}"}
@@ -267,6 +276,8 @@ async def attack(
     try:
         await asyncio.gather(*(loop(ATTACKERS[i % 8], body) for i, body in enumerate(plan)))
     finally:
+        for task in held:
+            task.cancel()
         for response in streams:
             response.close()
         for sock in stalled:

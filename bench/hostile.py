@@ -47,7 +47,8 @@ WEB_LIMIT_KB = 1024 * 1024  # the web pod's memory limit in docker/k8s/web.yaml
 STORAGE_FILL_CAP = 256 * 1024**2
 FILL_ADDRESS = "127.0.0.7"
 HONEST_GAP_S = 0.25  # the honest client's pace: 4 submissions a second, under its 5/s
-REDIS_MAXMEMORY = 1024**3  # the embedded Redis's and compose's
+REDIS_MAXMEMORY = 1024**3
+ADMIN_KEY = "hostile-bench-admin-key-0123456789abcdef"  # the embedded Redis's and compose's
 WATCH_S = 0.25
 
 
@@ -252,6 +253,7 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
         **shipped,
         storage_per_address_bytes=STORAGE_FILL_CAP,
         audio_store=store_url,
+        admin_keys=ADMIN_KEY,  # the console on: its keys are what the guessers try
     )
     worker = Settings(
         redis_url=redis_url, engine="espeak", data_dir=str(tmp / "w"), audio_store=store_url

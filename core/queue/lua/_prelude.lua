@@ -45,6 +45,16 @@ local function doorbell_of(stream)
   return (string.gsub(stream, ':ev:.*$', ':n', 1))
 end
 
+-- A stream written for the last time, rewritten to its exact size: Redis keeps a new stream
+-- node's room for 4 KB of entries, which a finished job's few events would hold for a day
+-- (DUMP and RESTORE give back a stream, its ids and its TTL, packed).
+local COMPACT_BELOW = 32  -- entries: a longer stream is a client's, still growing
+local function compact(stream)
+  if redis.call('XLEN', stream) > COMPACT_BELOW then return end
+  local ttl = redis.call('PTTL', stream)
+  redis.call('RESTORE', stream, ttl > 0 and ttl or 0, redis.call('DUMP', stream), 'REPLACE')
+end
+
 local function emit(job_key, ev_job, ev_client, kind, now, maxlen_job, maxlen_client, ttl, extra)
   local event = {type = kind, ts = tonumber(now), job = snapshot(job_key)}
   if extra then for k, v in pairs(extra) do event[k] = v end end
@@ -53,6 +63,10 @@ local function emit(job_key, ev_job, ev_client, kind, now, maxlen_job, maxlen_cl
   redis.call('EXPIRE', ev_job, ttl)
   local client_id = redis.call('XADD', ev_client, 'MAXLEN', '~', maxlen_client, '*', 'data', data)
   redis.call('EXPIRE', ev_client, ttl)
+  if TERMINAL[kind] then  -- the job's last event: its stream and a short-lived client's packed
+    compact(ev_job)
+    compact(ev_client)
+  end
   redis.call(DOORBELL, doorbell_of(ev_job), ev_job .. '\n' .. ev_client)
   return job_id, data
 end

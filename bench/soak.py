@@ -1,0 +1,273 @@
+"""A soak of the service as `chattts-online run` ships it, at a sustainable rate: is Redis flat?
+
+`python -m bench.soak [--minutes M] [--rate R] [--maxmemory SIZE] [--quick]`: an embedded Redis
+(as `run` starts it, with a `maxmemory` small enough that a few minutes fill it, so the run shows
+what a day does to the shipped 1 GB), one web process with the shipped limits and an audio store
+on disk, two eSpeak NG workers (with MALLOC_ARENA_MAX=2, as `run` sets); mixed traffic from one
+address at R jobs a second: jobs followed over SSE, OpenAI whole answers, subtitles fetched
+afterwards, a cancel now and then, a fresh identity for every tenth job. Every SAMPLE_S: Redis's
+memory, the processes' RSS. Reports what a finished job keeps in Redis, Redis at the end of each
+quarter (flat once it nears its maxmemory: the oldest finished jobs go first), each process's
+memory growth per hour after the first quarter, the submit latency, and jobs lost (must be 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import redis
+
+from bench.procs import Processes, bench_run
+from bench.servers import REPO_ROOT, wait_http
+from core.infra.embedded_redis import EmbeddedRedis, free_port
+from core.infra.settings import Settings
+from core.queue.keys import Keys
+
+SAMPLE_S = 5.0
+TEXTS = (
+    "The weather today is mild, with a light breeze from the west.",
+    "Please remember to bring the documents to the meeting on Tuesday.",
+    "A short answer, read aloud.",
+    "She counted 12 boats in the harbour at 7:30 this morning.",
+)
+
+
+@dataclass
+class Load:
+    submitted: int = 0
+    cancelled: int = 0
+    latencies: list[float] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    errors: int = 0  # 5xx or a refused honest request
+
+
+async def one_job(
+    sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession], url: str, n: int, load: Load
+) -> None:
+    """One client action: its kind by `n` (a job followed over SSE, an OpenAI answer, a job and
+    its subtitles, a job cancelled at once); every tenth from a fresh identity (no cookie)."""
+    http = sessions[1] if n % 10 == 9 else sessions[0]
+    text = TEXTS[n % len(TEXTS)] + f" Number {n}."
+    headers = None
+    started = time.perf_counter()
+    if n % 5 == 1:
+        body = {"model": "tts-1", "input": text, "voice": "alloy", "response_format": "mp3"}
+        async with http.post(f"{url}/v1/audio/speech", json=body, headers=headers) as r:
+            await r.read()
+            load.errors += r.status != 200
+            load.submitted += 1
+        return
+    async with http.post(f"{url}/v1/tts/jobs", json={"text": text}, headers=headers) as r:
+        job = await r.json()
+    load.latencies.append(time.perf_counter() - started)
+    load.submitted += 1
+    if r.status != 202:
+        load.errors += 1
+        return
+    load.ids.append(job["id"])
+    if n % 20 == 7:
+        async with http.delete(f"{url}/v1/tts/jobs/{job['id']}") as c:
+            load.cancelled += (await c.json()).get("state") == "cancelled"
+        return
+    if n % 5 == 2:
+        async with http.get(f"{url}{job['events_url']}") as events:
+            async for _ in events.content:  # to its end: the stream closes after the last event
+                pass
+        async with http.get(f"{url}/v1/tts/jobs/{job['id']}/subtitles") as s:
+            await s.read()
+            load.errors += s.status >= 500
+
+
+async def drive(url: str, rate: float, seconds: float, load: Load) -> None:
+    jar, none = aiohttp.CookieJar(unsafe=True), aiohttp.DummyCookieJar()
+    async with (
+        aiohttp.ClientSession(cookie_jar=jar) as http,
+        aiohttp.ClientSession(cookie_jar=none) as fresh,
+    ):
+        pending: set[asyncio.Task[None]] = set()
+        start = time.monotonic()
+        for n in itertools.count():
+            due = start + n / rate
+            if due - start >= seconds:
+                break
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            task = asyncio.create_task(one_job((http, fresh), url, n, load))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+        if pending:
+            await asyncio.wait(pending, timeout=120)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def sample(
+    store: redis.Redis, keys: Keys, pids: dict[str, int], samples: list[dict[str, Any]]
+) -> None:
+    start = time.monotonic()
+    while True:
+        memory = await asyncio.to_thread(store.info, "memory")
+        ends = await asyncio.to_thread(store.hmget, keys.stats, ["succeeded", "cancelled"])
+        samples.append(
+            {
+                "t": time.monotonic() - start,
+                "redis_mb": int(memory["used_memory"]) / 1024**2,
+                "dataset_mb": int(memory["used_memory_dataset"]) / 1024**2,
+                "finished": sum(int(v or 0) for v in ends),
+                **{f"{name}_mb": rss_mb(pid) for name, pid in pids.items()},
+            }
+        )
+        await asyncio.sleep(SAMPLE_S)
+
+
+def ended(store: redis.Redis, keys: Keys, ids: list[str]) -> tuple[int, int]:
+    """Jobs that ended (or were removed early, having ended) and those still unfinished."""
+    done = waiting = 0
+    for first in range(0, len(ids), 500):
+        batch = ids[first : first + 500]
+        with store.pipeline(transaction=False) as pipe:
+            for job_id in batch:
+                pipe.hget(keys.job(job_id), "state")
+            for state in pipe.execute():
+                if state in (b"queued", b"running"):
+                    waiting += 1
+                else:
+                    done += 1
+    return done, waiting
+
+
+def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, Any]:
+    server = EmbeddedRedis(tmp / "redis", maxmemory=args.maxmemory, config_command=True)
+    server.data_dir.mkdir(parents=True, exist_ok=True)
+    server.process = procs.start("redis", server.command(), tier=0).popen
+    server.wait_ready()
+    port = free_port()
+    settings = Settings(
+        redis_url=server.url,
+        engine="espeak",
+        host="127.0.0.1",
+        port=port,
+        data_dir=str(tmp / "data"),
+        audio_store=f"file://{tmp / 'audio'}",
+        log_level="WARNING",
+    )
+    env = {**os.environ, **settings.to_env(), "MALLOC_ARENA_MAX": "2"}
+    web = procs.start("web", [sys.executable, "-m", "cli", "web"], env, cwd=REPO_ROOT)
+    pids = {"web": web.pid}
+    for n in range(args.workers):
+        worker_env = {**env, "CHATTTS_WORKER_NAME": f"w{n}", "CHATTTS_WORKER_METRICS_PORT": "0"}
+        worker = procs.start(f"worker-{n}", [sys.executable, "-m", "cli", "worker"], worker_env)
+        pids[f"worker{n}"] = worker.pid
+    url = f"http://127.0.0.1:{port}"
+    wait_http(procs, f"{url}/readyz")
+    store = redis.Redis.from_url(server.url)
+    keys = Keys(settings.key_prefix, settings.queue)
+    load, samples = Load(), list[dict[str, Any]]()
+
+    async def run() -> None:
+        sampler = asyncio.create_task(sample(store, keys, pids, samples))
+        try:
+            await drive(url, args.rate, args.minutes * 60, load)
+            await asyncio.sleep(5)  # the last jobs end
+        finally:
+            sampler.cancel()
+
+    try:
+        asyncio.run(run())
+        done, waiting = ended(store, keys, load.ids)
+        removed = int(store.hget(keys.stats, "retired_early") or 0)
+    finally:
+        store.close()
+    return {
+        "minutes": args.minutes,
+        "rate_jobs_per_s": args.rate,
+        "maxmemory_mb": server_limit_mb(args),
+        "submitted": load.submitted,
+        "errors": load.errors,
+        "jobs_lost": len(load.ids) - done - waiting,
+        "jobs_unfinished_at_end": waiting,
+        "finished_jobs_removed_early": removed,
+        **figures(samples, server_limit_mb(args), list(pids)),
+        "submit_p50_ms": statistics.median(load.latencies) * 1000 if load.latencies else 0.0,
+        "submit_p99_ms": p99(load.latencies) * 1000,
+        "samples": samples,
+    }
+
+
+def figures(samples: list[dict[str, Any]], limit_mb: float, names: list[str]) -> dict[str, Any]:
+    """What a finished job keeps (the data set's growth over the jobs that ended, before
+    Redis nears its maxmemory), Redis at each quarter's end, each process's growth per hour
+    after the first quarter."""
+    quarter = max(1, len(samples) // 4)
+    filling = [s for s in samples if s["redis_mb"] < 0.8 * limit_mb] or samples[:2]
+    grown = (filling[-1]["dataset_mb"] - filling[0]["dataset_mb"]) * 1024
+    ended = max(1, filling[-1]["finished"] - filling[0]["finished"])
+    after = samples[quarter:] if len(samples) > quarter + 1 else samples
+    hours = max(1e-9, (after[-1]["t"] - after[0]["t"]) / 3600)
+    out: dict[str, Any] = {
+        "redis_kb_per_finished_job": grown / ended,
+        "redis_mb_by_quarter": [
+            round(samples[min(len(samples) - 1, q * quarter - 1)]["redis_mb"], 1)
+            for q in (1, 2, 3, 4)
+        ],
+        "redis_peak_mb": max(s["redis_mb"] for s in samples),
+    }
+    for name in names:
+        growth = after[-1][f"{name}_mb"] - after[0][f"{name}_mb"]
+        out[f"{name}_mb_per_hour_after_warmup"] = growth / hours
+    return out
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[int(0.99 * (len(ordered) - 1))] if ordered else 0.0
+
+
+def server_limit_mb(args: argparse.Namespace) -> float:
+    size = args.maxmemory.lower()
+    scale = {"kb": 1 / 1024, "mb": 1, "gb": 1024}
+    return next(float(size[: -len(u)]) * f for u, f in scale.items() if size.endswith(u))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=15.0)
+    p.add_argument("--rate", type=float, default=2.0, help="client actions a second")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--maxmemory", default="10mb", help="Redis's (the shipped one is 1gb)")
+    p.add_argument("--quick", action="store_true", help="a smoke run: 2 minutes, 4 MB")
+    p.add_argument("--output", default=str(REPO_ROOT / "bench" / "results" / "soak.json"))
+    p.add_argument("--keep-logs", action="store_true")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.minutes, args.maxmemory = 2.0, "4mb"
+    with bench_run("chattts-soak-", args.keep_logs) as (procs, tmp):
+        report = measure(args, procs, tmp)
+    for name, value in report.items():
+        if name != "samples":
+            shown = f"{value:.1f}" if isinstance(value, float) else value
+            print(f"{name:40} {shown}")
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(report, indent=2))
+    ok = report["jobs_lost"] == 0 and report["errors"] == 0
+    ok = ok and report["redis_peak_mb"] < report["maxmemory_mb"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
