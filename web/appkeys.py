@@ -46,6 +46,8 @@ KEY_SHARES = web.AppKey("key_shares", dict[str, KeyShare])
 # Per request: the client identity (computed once) and the fresh cookie token to set, if any.
 CLIENT = web.RequestKey("client", str)
 NEW_COOKIE = web.RequestKey("new_cookie", str)
+# The cookie (or X-Client-Token) client_id verified for this request, if any.
+CLIENT_TOKEN = web.RequestKey("client_token", str)
 # The console session this request carries was signed out (web/clients/key_guesses.py).
 SESSION_REVOKED = web.RequestKey("session_revoked", bool)
 # The client's connection is TLS, as a trusted proxy says (web/middlewares/forwarded.py); the

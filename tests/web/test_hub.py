@@ -15,6 +15,8 @@ from core.queue.job import SynthesisRequest
 from core.queue.keys import Keys
 from core.queue.store import Queue
 from tests.web.conftest import cookie, sse_events
+from web.appkeys import COOKIE_SECRET
+from web.clients.identity import cookie_client
 from web.hub import EventHub, follow
 
 
@@ -138,7 +140,7 @@ async def test_sse_clients_get_every_event_across_pubsub_kills(
     """Real SSE clients while events flow and the hub's pub/sub connection is killed again and
     again: each client gets every event once, in order, and soon after it was written."""
     auth = cookie(client, "pubsub-victim-0001")
-    identity = auth["Cookie"].partition("=")[2]
+    identity = cookie_client(client.app[COOKIE_SECRET], auth["Cookie"].partition("=")[2])
     stream = keys.client_events(identity)
     responses = [await client.get("/v1/events", headers=auth) for _ in range(5)]
     assert all(r.status == 200 for r in responses)

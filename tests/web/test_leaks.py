@@ -106,9 +106,12 @@ async def test_metrics_and_readiness_detail_answer_only_the_operators_networks(
     assert await response.json() == {"status": "not_ready"}  # no worker here: not ready
     assert (await client.get("/healthz", headers=public)).status == 200
 
-    # A private address is an operator's by default; `*` opens both to everyone.
+    # A private address is not an operator's by default (clients on a LAN have them too); a
+    # named network is, and `*` opens both to everyone.
     private = {"X-Forwarded-For": "10.1.2.3"}
-    assert (await client.get("/metrics", headers=private)).status == 200
+    assert (await client.get("/metrics", headers=private)).status == 403
+    pods = await make_client(trusted_proxies="127.0.0.1", metrics_networks="10.0.0.0/8")
+    assert (await pods.get("/metrics", headers=private)).status == 200
     opened = await make_client(trusted_proxies="127.0.0.1", metrics_networks="*")
     assert (await opened.get("/metrics", headers=public)).status == 200
 

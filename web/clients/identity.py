@@ -24,7 +24,7 @@ from aiohttp.typedefs import Handler
 
 from core.infra.settings import Network, Settings, address_in, parse_networks
 from core.queue.lanes import KeyShare
-from web.appkeys import CLIENT, COOKIE_SECRET, FORWARDED_TLS, NEW_COOKIE, SETTINGS
+from web.appkeys import CLIENT, CLIENT_TOKEN, COOKIE_SECRET, FORWARDED_TLS, NEW_COOKIE, SETTINGS
 from web.errors import ApiError
 
 log = logging.getLogger("chattts_online.web")
@@ -121,7 +121,7 @@ def key_shares(settings: Settings, secret: bytes) -> dict[str, KeyShare]:
 
 def shown_client(client: str) -> str:
     """A client as operators see it: an API key's client id as it is, a cookie client's as a
-    digest (its id is its cookie: who reads it can be that client)."""
+    digest of its id (shorter, and the same across the console)."""
     if client.startswith("key-") or client in ("", "other"):
         return client
     return "cookie-" + hashlib.sha256(client.encode()).hexdigest()[:16]
@@ -159,14 +159,24 @@ def client_id(request: web.Request) -> str:
         cookie = request.cookies.get(COOKIE)
         header = request.headers.get(TOKEN_HEADER)
         if _valid_cookie(secret, header):  # explicit: it wins over a cookie
-            client = str(header)
+            token = str(header)
         elif _valid_cookie(secret, cookie):
-            client = str(cookie)
+            token = str(cookie)
         else:
-            client = _new_token(secret)
-            request[NEW_COOKIE] = client
+            token = _new_token(secret)
+            request[NEW_COOKIE] = token
+        request[CLIENT_TOKEN] = token
+        client = cookie_client(secret, token)
     request[CLIENT] = client
     return client
+
+
+@lru_cache(maxsize=4096)  # once per request, on the submit path: an HMAC
+def cookie_client(secret: bytes, token: str) -> str:
+    """A cookie client's id: derived from its (signed) cookie, never the cookie itself, so that
+    whoever reads Redis's key names or a job's record cannot act as that client."""
+    digest = hmac.new(secret, b"cookie-client." + token.encode(), hashlib.sha256).hexdigest()
+    return f"c-{digest[:32]}"
 
 
 @lru_cache(maxsize=8)
@@ -215,8 +225,8 @@ async def identity_middleware(request: web.Request, handler: Handler) -> web.Str
 async def set_client_cookie(request: web.Request, response: web.StreamResponse) -> None:
     """on_response_prepare: give every response to a cookie-less client its identity cookie."""
     cookie = request.cookies.get(COOKIE)
-    client = request.get(CLIENT)
-    if client is not None and client in (cookie, request.headers.get(TOKEN_HEADER)):
+    token = request.get(CLIENT_TOKEN)
+    if token is not None and token in (cookie, request.headers.get(TOKEN_HEADER)):
         return  # client_id verified this very token: no second HMAC on every answer
     secret = request.app[COOKIE_SECRET]
     if _valid_cookie(secret, cookie) or _valid_cookie(secret, request.headers.get(TOKEN_HEADER)):

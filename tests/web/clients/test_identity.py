@@ -90,3 +90,22 @@ async def test_an_answer_that_mints_an_identity_is_never_kept_by_a_shared_cache(
         assert COOKIE in response.cookies and response.headers["Cache-Control"] == "no-store", path
     again = await client.get("/v1/voices")  # with its cookie now: no identity minted
     assert COOKIE not in again.cookies
+
+
+async def test_redis_never_holds_a_cookie_clients_cookie(
+    make_client: ClientFactory, aredis: Any, keys: Any
+) -> None:
+    """A cookie client's id is derived from its cookie, not the cookie: whoever reads Redis's
+    key names or a job's record cannot act as that client."""
+    client = await make_client()
+    first = await client.get("/healthz")
+    cookie = first.cookies[COOKIE].value
+    job = await (await client.post("/v1/tts/jobs", json={"text": "Mine."})).json()
+    owner = (await aredis.hget(keys.job(job["id"]), "client")).decode()
+    assert owner.startswith("c-") and cookie not in owner
+    names = [name.decode() async for name in aredis.scan_iter(match=f"{keys.base}:*")]
+    assert names and not [name for name in names if cookie.split(".")[0] in name]
+    for field in (await aredis.hgetall(keys.job(job["id"]))).values():
+        assert cookie.split(".")[0].encode() not in field
+    # The same cookie is the same client: its job is its own.
+    assert (await client.delete(f"/v1/tts/jobs/{job['id']}")).status == 202
