@@ -105,6 +105,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         heartbeat_s=0.5,
         block_ms=500,
         max_active_per_client=args.jobs,
+        max_backlog_per_owner=0,
         **LIMITS_OFF,  # type: ignore[arg-type]
         max_deliveries=args.max_deliveries,
     )

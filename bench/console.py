@@ -60,6 +60,7 @@ async def measure(args: argparse.Namespace) -> None:
             data_dir=data,
             max_backlog=args.jobs + 1,
             max_active_per_client=args.jobs + 1,
+            max_backlog_per_owner=0,
         )
         client = connect(settings)
         queue = Queue(client, settings)

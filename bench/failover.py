@@ -79,6 +79,7 @@ def service_settings(url: str, tmp: Path, min_replicas: int) -> Settings:
         heartbeat_s=0.5,
         job_ttl_s=3_600,
         max_active_per_client=100_000,
+        max_backlog_per_owner=0,
         log_level="WARNING",
     ).replace(**LIMITS_OFF)
 

@@ -140,6 +140,7 @@ def measure(args: argparse.Namespace, store: str = "redis") -> dict[str, Any]:
             data_dir=str(tmp / "data"),
             log_level="WARNING",
             max_active_per_client=100_000,
+            max_backlog_per_owner=0,
             audio_store=audio_store,
         ).replace(**LIMITS_OFF)
         url = start_service(procs, settings, args.workers)

@@ -128,7 +128,12 @@ async def publish(redis_url: str, groups: int, rounds: int) -> float:
     """One job per client per round (its `queued` event goes to every tab); returns when the
     last enqueue was answered (wall clock)."""
     redis = Redis.from_url(redis_url, max_connections=PUBLISH_CONCURRENCY)
-    settings = Settings(redis_url=redis_url, max_backlog=NO_LIMIT, max_active_per_client=NO_LIMIT)
+    settings = Settings(
+        redis_url=redis_url,
+        max_backlog=NO_LIMIT,
+        max_active_per_client=NO_LIMIT,
+        max_backlog_per_owner=0,
+    )
     queue = Queue(redis, settings)
     request = SynthesisRequest(text="你好。", voice="zh_female")
     gate = asyncio.Semaphore(PUBLISH_CONCURRENCY)
@@ -148,7 +153,11 @@ async def publish(redis_url: str, groups: int, rounds: int) -> float:
 async def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, Any]:
     n, share = args.connections, args.share
     redis_url = start_redis(procs, tmp)
-    limits = {"max_backlog": NO_LIMIT, "max_active_per_client": NO_LIMIT}
+    limits = {
+        "max_backlog": NO_LIMIT,
+        "max_active_per_client": NO_LIMIT,
+        "max_backlog_per_owner": 0,
+    }
     url, web = start_ours(procs, redis_url, tmp, **(limits | dict(args.setting)))
     await asyncio.to_thread(gauge, url)  # one request served: lazily built parts exist
     await asyncio.sleep(SETTLE_S)

@@ -54,6 +54,7 @@ def start_stack(args: argparse.Namespace, tmp: Path, procs: Processes) -> Stack:
         # The bench's users keep up to `concurrency` jobs each in flight; never refuse them.
         max_active_per_client=1_000_000,
         max_backlog=1_000_000,
+        max_backlog_per_owner=0,
         cookie_secret=COOKIE_SECRET,  # the simulated users' cookies are signed with it
         **LIMITS_OFF,  # type: ignore[arg-type]
         data_dir=str(tmp / "data"),
