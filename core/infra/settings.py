@@ -151,6 +151,9 @@ class Settings:
     voices_per_address: int = 60
     voice_bytes_per_owner: int = 32 * 1024 * 1024
     voice_bytes_per_address: int = 96 * 1024 * 1024  # three owners' worth, as the count
+    # Registered voices' bytes in all (they live in Redis; 0: no limit): a fifth of the embedded
+    # Redis's maxmemory, so that minting addresses cannot fill it with voices.
+    voice_bytes_total: int = 200 * 1024 * 1024
 
     # Who goes first (core/queue/lua/take.lua). "fair": jobs wait per client in two lanes,
     # interactive and bulk, and are taken by weighted fair queuing over estimated seconds of

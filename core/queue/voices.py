@@ -12,10 +12,13 @@ from core.queue import scripts
 from core.queue.durable import run_replicated
 from core.queue.keys import Keys
 
+# The account of every registered voice together (no client's id has this form).
+QUEUE_ACCOUNT = "queue:all"
+
 
 class VoiceQuotaReached(Exception):
-    """A registration past its owner's or its address's voices (`kind` "count") or bytes
-    ("bytes"), `used` of them already."""
+    """A registration past its owner's, its address's or the queue's (`per`) voices (`kind`
+    "count") or bytes ("bytes"), `used` of them already."""
 
     def __init__(self, kind: str, per: str, used: int) -> None:
         super().__init__(f"{kind} quota of the {per}")
@@ -142,17 +145,24 @@ class VoiceRegistry:
         quotas: tuple[tuple[int, int], ...] = (),
     ) -> bool:
         """Register `name` (False: taken), counted under `owner` and `source` (the address it
-        came from) within `quotas` ((most voices, most bytes) for each; VoiceQuotaReached past
-        one); confirmed by CHATTTS_REDIS_MIN_REPLICAS replicas (NotReplicated otherwise)."""
+        came from) and the queue's account within `quotas` ((most voices, most bytes) for each,
+        in that order; VoiceQuotaReached past one); confirmed by CHATTTS_REDIS_MIN_REPLICAS
+        replicas (NotReplicated otherwise)."""
         k = self._keys
-        accounts = [k.owned_voices(owner), *([k.owned_voices(source)] if source else [])]
+        # Each account with its quota: the owner's, its address's, the queue's (voices live in
+        # Redis: their bytes in all have a budget of their own).
+        named = [("owner", owner), ("address", source), ("queue", QUEUE_ACCOUNT)]
+        pairs = [
+            (per, k.owned_voices(name), quota)
+            for (per, name), quota in zip(named, (*quotas, (0, 0), (0, 0), (0, 0)), strict=False)
+            if name
+        ]
         size = len(record) + len(data.encode())
-        limits = [n for quota in quotas[: len(accounts)] for n in quota]
-        limits += [0, 0] * (len(accounts) - len(limits) // 2)
+        limits = [n for _, _, quota in pairs for n in quota]
         result = await run_replicated(
             self._redis,
             self._register,
-            [k.voices, k.voice_data, *accounts],
+            [k.voices, k.voice_data, *(key for _, key, _ in pairs)],
             [name, record, data, size, *limits],
             self._settings.redis_min_replicas,
             self._settings.redis_replica_wait_ms,
@@ -160,9 +170,7 @@ class VoiceRegistry:
         )
         if isinstance(result, list):
             kind = result[0].decode() if isinstance(result[0], bytes) else str(result[0])
-            raise VoiceQuotaReached(
-                kind, "owner" if int(result[1]) == 1 else "address", int(result[2])
-            )
+            raise VoiceQuotaReached(kind, pairs[int(result[1]) - 1][0], int(result[2]))
         return bool(result)
 
     async def delete(self, name: str, owner: str | None, source: str | None = None) -> bool:
@@ -171,7 +179,7 @@ class VoiceRegistry:
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hdel(self._keys.voices, name)
             pipe.hdel(self._keys.voice_data, name)
-            for account in (owner, source):
+            for account in (owner, source, QUEUE_ACCOUNT):
                 if account is not None:
                     pipe.hdel(self._keys.owned_voices(account), name)
             deleted, *_ = await pipe.execute()

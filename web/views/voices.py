@@ -47,16 +47,24 @@ async def live_workers(request: web.Request) -> list[dict[str, Any]]:
 
 
 def _quotas(settings: Settings) -> tuple[tuple[int, int], ...]:
-    """(most voices, most bytes) of an owner, then of a source address (a fresh cookie is a
-    fresh owner: the address that mints them has a quota of its own)."""
+    """(most voices, most bytes) of an owner, of a source address (a fresh cookie is a fresh
+    owner: the address that mints them has a quota of its own) and of the queue in all."""
     return (
         (settings.voices_per_owner, settings.voice_bytes_per_owner),
         (settings.voices_per_address, settings.voice_bytes_per_address),
+        (0, settings.voice_bytes_total),
     )
 
 
 def _quota_error(settings: Settings, exc: VoiceQuotaReached) -> RateLimited:
     """The 429 of a registration past a quota: which, its limit, and what to do."""
+    if exc.per == "queue":
+        return RateLimited(
+            "bytes of voice data registered on this service",
+            f"{settings.voice_bytes_total} bytes in all (CHATTTS_VOICE_BYTES_TOTAL)",
+            60,
+            "; its operators can raise it, or remove voices nobody uses",
+        )
     whom = "by this client" if exc.per == "owner" else "from this address"
     if exc.kind == "count":
         most = settings.voices_per_owner if exc.per == "owner" else settings.voices_per_address

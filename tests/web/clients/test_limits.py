@@ -8,6 +8,7 @@ from typing import Any
 import aiohttp
 from aiohttp.test_utils import TestClient
 
+from core.queue.voices import QUEUE_ACCOUNT
 from tests.web.conftest import ClientFactory, cookie
 from tests.web.views.test_voices import EMBEDDING
 
@@ -211,3 +212,24 @@ async def test_the_64s_of_one_ipv6_site_share_a_bucket_of_four_addresses(
     assert statuses == [202] * 8 + [429] * 4, statuses
     other = {"X-Forwarded-For": "2001:db8:8::1"}  # another site
     assert (await client.post("/v1/tts/jobs", json={"text": "Hi."}, headers=other)).status == 202
+
+
+async def test_voices_have_a_byte_budget_on_the_whole_service(
+    make_client: ClientFactory, aredis: Any, keys: Any
+) -> None:
+    """Voices live in Redis: past CHATTTS_VOICE_BYTES_TOTAL no one registers more, however
+    many addresses they come from; a deleted voice gives its bytes back."""
+    probe = await make_client()
+    answer = await probe.post("/v1/voices", json={"name": "voice-0", "embedding": EMBEDDING})
+    assert answer.status == 201, await answer.text()
+    size = int(await aredis.hget(keys.owned_voices(QUEUE_ACCOUNT), "voice-0"))
+    assert (await probe.delete("/v1/voices/voice-0")).status == 200
+    client = await make_client(voice_bytes_total=int(size * 2.5))  # two fit, not three
+    for name in ("voice-1", "voice-2"):
+        answer = await client.post("/v1/voices", json={"name": name, "embedding": EMBEDDING})
+        assert answer.status == 201, await answer.text()
+    refused = await client.post("/v1/voices", json={"name": "voice-3", "embedding": EMBEDDING})
+    assert (await _refusal(refused))["limit"] == "bytes of voice data registered on this service"
+    assert (await client.delete("/v1/voices/voice-1")).status == 200
+    again = await client.post("/v1/voices", json={"name": "voice-3", "embedding": EMBEDDING})
+    assert again.status == 201, await again.text()
