@@ -170,9 +170,9 @@ class Keys:
 
     @property
     def pending(self) -> str:
-        """Hash of the storage charges of jobs whose audio is not written yet (job id -> bytes,
-        and `total`), with `pending_exp` by lapse: the store's sampled room, less these, is
-        what a new job may take (lua/enqueue.lua)."""
+        """The bytes accepted jobs will still write (their charges, each job's in its record's
+        `reserved` until it ends): the store's sampled room, less these, is what a new job may
+        take (lua/enqueue.lua)."""
         return f"{self.base}:pending"
 
     def chunk_usage(self, owner: str | None = None) -> str:

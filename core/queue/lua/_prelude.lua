@@ -95,17 +95,14 @@ local function account_total(usage, expiry, now)
   return tonumber(redis.call('HGET', usage, 'total') or '0')
 end
 
--- Charge `bytes` to job `id` until `lapse` (unix time); the keys live as long as their last charge.
-local function account_charge(usage, expiry, id, bytes, lapse)
-  local held = tonumber(redis.call('HGET', usage, id) or '0')
+-- Charge `bytes` to a new job `id` until `ttl` seconds from `now`; the keys live as long as
+-- this charge, the latest (every charge of an account is made at submission, for the job TTL).
+local function account_charge(usage, expiry, id, bytes, now, ttl)
   redis.call('HSET', usage, id, bytes)
-  redis.call('HINCRBY', usage, 'total', bytes - held)
-  redis.call('ZADD', expiry, lapse, id)
-  local ttl = math.max(1, math.ceil(lapse - tonumber(redis.call('TIME')[1])))
-  if redis.call('TTL', usage) < ttl then
-    redis.call('EXPIRE', usage, ttl)
-    redis.call('EXPIRE', expiry, ttl)
-  end
+  redis.call('HINCRBY', usage, 'total', bytes)
+  redis.call('ZADD', expiry, tonumber(now) + ttl, id)
+  redis.call('EXPIRE', usage, ttl)
+  redis.call('EXPIRE', expiry, ttl)
 end
 
 -- Correct job `id`'s charge to `bytes` (the real size once written), keeping its lapse; nothing
@@ -211,25 +208,26 @@ local function retire(jobs_key, job_key, active_key, entry, ttl, quiet)
     redis.call('XACK', jobs_key, 'workers', entry)
     redis.call('XDEL', jobs_key, entry)
   end
-  local id = redis.call('HGET', job_key, 'id')
+  local f = redis.call('HMGET', job_key, 'id', 'backlog_owner', 'reserved', 'chunk_owners')
+  local id, base = f[1], base_of(job_key)
   redis.call('SREM', active_key, id)
   redis.call('EXPIRE', job_key, ttl)
-  -- Its audio is written (or never will be): the store's free space says the rest from now on.
-  local base = base_of(job_key)
-  local owner = redis.call('HGET', job_key, 'backlog_owner')
-  if owner then  -- (once: the field goes with the count)
-    if redis.call('HINCRBY', base .. ':backlog', owner, -1) <= 0 then
-      redis.call('HDEL', base .. ':backlog', owner)
+  if f[2] then  -- its share of the backlog comes back (once: the fields go with the counts)
+    if redis.call('HINCRBY', base .. ':backlog', f[2], -1) <= 0 then
+      redis.call('HDEL', base .. ':backlog', f[2])
     end
-    redis.call('HDEL', job_key, 'backlog_owner')
   end
-  account_drop(base .. ':pending', base .. ':pending_exp', id)
+  -- Its audio is written (or never will be): the store's free space says the rest from now on.
+  if f[3] then redis.call('DECRBY', base .. ':pending', f[3]) end
+  if f[2] or f[3] then redis.call('HDEL', job_key, 'backlog_owner', 'reserved') end
   -- Its stream's chunks linger a while for late listeners, then their charge lapses.
-  local lapse = tonumber(redis.call('TIME')[1]) + CHUNKS_LINGER_S
-  for _, account in ipairs(chunk_accounts(base, job_key)) do
-    if redis.call('ZSCORE', account[2], id) then redis.call('ZADD', account[2], lapse, id) end
+  if f[4] then
+    local lapse = tonumber(redis.call('TIME')[1]) + CHUNKS_LINGER_S
+    for _, account in ipairs(chunk_accounts(base, job_key)) do
+      if redis.call('ZSCORE', account[2], id) then redis.call('ZADD', account[2], lapse, id) end
+    end
   end
-  redis.call('EXPIRE', base_of(job_key) .. ':runs:' .. id, ttl)
+  redis.call('EXPIRE', base .. ':runs:' .. id, ttl)
   if not quiet then
     queue_callback(job_key, ttl)
     tally(job_key)

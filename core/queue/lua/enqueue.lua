@@ -68,18 +68,21 @@ for _, account in ipairs(accounts) do
 end
 -- The store's room, sampled by the web tier, less what the jobs not yet written will take:
 -- submissions faster than the sampling cannot promise the same free bytes twice.
-local pending, pending_exp = base .. ':pending', base .. ':pending_exp'
-local reserved = account_total(pending, pending_exp, now)
-if ARGV[25] ~= '' and bytes > 0 and reserved + bytes > tonumber(ARGV[25]) then
-  return {'store_full', tonumber(ARGV[25]), reserved}
+local pending = base .. ':pending'
+if ARGV[25] ~= '' and bytes > 0 then
+  local reserved = tonumber(redis.call('GET', pending) or '0')
+  if reserved + bytes > tonumber(ARGV[25]) then
+    return {'store_full', tonumber(ARGV[25]), reserved}
+  end
 end
 -- A stream's chunks live in Redis until a while after it ends: charged to the queue's chunk
 -- budget, at most half of it per client and per address.
 local chunk_bytes, chunk_budget = tonumber(ARGV[26]), tonumber(ARGV[27])
 local owners = {client}
 if KEYS[11] ~= KEYS[9] then owners[2] = ARGV[18] end
+local budgets = {}
 if chunk_bytes > 0 and chunk_budget > 0 then
-  local budgets = {{base .. ':chunks', base .. ':chunks_exp', chunk_budget, 'queue'}}
+  budgets = {{base .. ':chunks', base .. ':chunks_exp', chunk_budget, 'queue'}}
   for _, owner in ipairs(owners) do
     budgets[#budgets + 1] = {base .. ':chunks:' .. owner, base .. ':chunks_exp:' .. owner,
       math.floor(chunk_budget / 2), owner == client and 'client' or 'address'}
@@ -92,18 +95,28 @@ if chunk_bytes > 0 and chunk_budget > 0 then
       return {'streams_full', used, wait, account[4], account[3]}
     end
   end
+end
+-- The job's record: written once, below, with what its charges need later.
+local fields = {'id', id, 'client', client, 'state', 'queued', 'request', request,
+  'created_at', now, 'attempts', 0, 'voice', ARGV[10], 'format', ARGV[11],
+  'stream', jobs, 'queued_at', now, 'chars', ARGV[23] or '0', 'head', ARGV[24] or ''}
+local function field(name, value)
+  fields[#fields + 1] = name
+  fields[#fields + 1] = value
+end
+if chunk_bytes > 0 and chunk_budget > 0 then
   for _, account in ipairs(budgets) do
-    account_charge(account[1], account[2], id, chunk_bytes, tonumber(now) + ttl)
+    account_charge(account[1], account[2], id, chunk_bytes, now, ttl)
   end
-  redis.call('HSET', job, 'chunk_owners', table.concat(owners, '\n'), 'chunk_charge', chunk_bytes)
+  field('chunk_owners', table.concat(owners, '\n'))
+  field('chunk_charge', chunk_bytes)
 end
 if bytes > 0 then
-  for _, account in ipairs(accounts) do
-    account_charge(account[1], account[2], id, bytes, tonumber(now) + ttl)
-  end
-  account_charge(pending, pending_exp, id, bytes, tonumber(now) + ttl)
-  if accounts[2] then redis.call('HSET', job, 'source_account', ARGV[18]) end
-  redis.call('HSET', job, 'charge', bytes)
+  for _, account in ipairs(accounts) do account_charge(account[1], account[2], id, bytes, now, ttl) end
+  redis.call('INCRBY', pending, bytes)
+  field('reserved', bytes)
+  if accounts[2] then field('source_account', ARGV[18]) end
+  field('charge', bytes)
 end
 local seq = redis.call('HINCRBY', stats, 'enqueued_seq', 1)
 redis.call('HINCRBY', stats, 'submitted', 1)
@@ -113,10 +126,8 @@ if lane == '' then
   entry = redis.call('XADD', jobs, '*', 'id', id, 'client', client)
   wake(base)
 end
-redis.call('HSET', job, 'id', id, 'client', client, 'state', 'queued', 'request', request,
-  'created_at', now, 'attempts', 0, 'voice', ARGV[10], 'format', ARGV[11], 'entry', entry,
-  'seq', seq, 'stream', jobs, 'queued_at', now, 'chars', ARGV[23] or '0',
-  'head', ARGV[24] or '')
+field('entry', entry)
+field('seq', seq)
 -- Every job kept, by submission, for the operators' search; those past the TTL leave it, a
 -- few hundred at a time (a trim on every submission would cost every submission a command).
 redis.call('ZADD', base .. ':index', now, id)
@@ -125,19 +136,23 @@ if seq % 256 == 0 then
 end
 local index = nil
 if lane ~= '' then
-  redis.call('HSET', job, 'lane', lane, 'who', ARGV[20], 'weight', ARGV[21], 'cost', ARGV[22])
-  index = fair_enter(base, lane, ARGV[20], id, false, now)
+  field('lane', lane)
+  field('who', ARGV[20])
+  field('weight', ARGV[21])
+  field('cost', ARGV[22])
 end
-if ARGV[13] ~= '' then redis.call('HSET', job, 'callback_url', ARGV[13]) end
-if ARGV[14] == '1' then redis.call('HSET', job, 'document', '1') end
-redis.call('SADD', active, id)
-redis.call('EXPIRE', active, ttl)
+if ARGV[13] ~= '' then field('callback_url', ARGV[13]) end
+if ARGV[14] == '1' then field('document', '1') end
 redis.call('HINCRBY', base .. ':backlog', backlog_owner, 1)
-redis.call('HSET', job, 'backlog_owner', backlog_owner)
+field('backlog_owner', backlog_owner)
 if ARGV[12] == '1' then
   redis.call('SET', idem, id, 'EX', ttl)
-  redis.call('HSET', job, 'idem_key', idem)  -- a cancel before it starts shortens its life
+  field('idem_key', idem)  -- a cancel before it starts shortens its life
 end
+redis.call('HSET', job, unpack(fields))
+if lane ~= '' then index = fair_enter(base, lane, ARGV[20], id, false, now) end
+redis.call('SADD', active, id)
+redis.call('EXPIRE', active, ttl)
 -- Where it stands (the jobs before it) goes in its queued event too.
 local position, extra = -1, nil
 if lane ~= '' then
