@@ -3,12 +3,13 @@
 `python -m bench.soak [--minutes M] [--rate R] [--maxmemory SIZE] [--quick]`: an embedded Redis
 (as `run` starts it, with a `maxmemory` small enough that a few minutes fill it, so the run shows
 what a day does to the shipped 1 GB), one web process with the shipped limits and an audio store
-on disk, two eSpeak NG workers (with MALLOC_ARENA_MAX=2, as `run` sets); mixed traffic from one
-address at R jobs a second: jobs followed over SSE, OpenAI whole answers, subtitles fetched
-afterwards, a cancel now and then, a fresh identity for every tenth job. Every SAMPLE_S: Redis's
-memory, the processes' RSS. Reports what a finished job keeps in Redis, Redis at the end of each
-quarter (flat once it nears its maxmemory: the oldest finished jobs go first), each process's
-memory growth per hour after the first quarter, the submit latency, and jobs lost (must be 0).
+on disk, two eSpeak NG workers (with MALLOC_ARENA_MAX=2, as `run` sets, or `--malloc-arenas`);
+mixed traffic from one address at R jobs a second: jobs followed over SSE, OpenAI whole answers,
+subtitles fetched afterwards, a cancel now and then, a fresh identity for every tenth job. Every
+SAMPLE_S: Redis's memory, the processes' RSS. Reports what a finished job keeps in Redis, Redis at
+the end of each quarter (flat once it nears its maxmemory: the oldest finished jobs go first),
+each process's memory growth per hour after the first quarter, the submit latency, and jobs lost
+(must be 0).
 """
 
 from __future__ import annotations
@@ -166,7 +167,10 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
         audio_store=f"file://{tmp / 'audio'}",
         log_level="WARNING",
     )
-    env = {**os.environ, **settings.to_env(), "MALLOC_ARENA_MAX": "2"}
+    env = {**os.environ, **settings.to_env()}
+    env.pop("MALLOC_ARENA_MAX", None)
+    if args.malloc_arenas:  # as `run` and the images set it; 0: glibc's own (one per thread)
+        env["MALLOC_ARENA_MAX"] = str(args.malloc_arenas)
     web = procs.start("web", [sys.executable, "-m", "cli", "web"], env, cwd=REPO_ROOT)
     pids = {"web": web.pid}
     for n in range(args.workers):
@@ -249,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--minutes", type=float, default=15.0)
     p.add_argument("--rate", type=float, default=2.0, help="client actions a second")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument(
+        "--malloc-arenas", type=int, default=2, help="MALLOC_ARENA_MAX (0: glibc's default)"
+    )
     p.add_argument("--maxmemory", default="10mb", help="Redis's (the shipped one is 1gb)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 2 minutes, 4 MB")
     p.add_argument("--output", default=str(REPO_ROOT / "bench" / "results" / "soak.json"))
