@@ -17,5 +17,12 @@ def cookie_value(token: str) -> str:
     return f"{token}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
 
 
+def client_id(token: str) -> str:
+    """The server's id of the client whose cookie is `cookie_value(token)`, as
+    `identity.cookie_client` derives it (never the cookie itself)."""
+    message = b"cookie-client." + cookie_value(token).encode()
+    return "c-" + hmac.new(COOKIE_SECRET.encode(), message, hashlib.sha256).hexdigest()[:32]
+
+
 def cookie_header(token: str) -> dict[str, str]:
     return {"Cookie": f"tts_client={cookie_value(token)}"}

@@ -37,7 +37,7 @@ from bench.servers import (
     start_ours,
     start_redis,
 )
-from bench.sse_clients import client_token
+from bench.sse_clients import client_of
 from bench.submit import render, write
 from bench.table import Row
 from core.infra.settings import Settings
@@ -140,7 +140,7 @@ async def publish(redis_url: str, groups: int, rounds: int) -> float:
 
     async def one(group: int) -> None:
         async with gate:
-            await queue.enqueue(request, client_token(group))
+            await queue.enqueue(request, client_of(group))
 
     try:
         for _ in range(rounds):

@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from bench.identities import cookie_value
+from bench.identities import client_id, cookie_value
 
 CONNECT_CONCURRENCY = 64
 CONNECT_TIMEOUT_S = 60.0
@@ -27,8 +27,13 @@ _EVENT = b"\r\nevent: "  # every event we send has an id line, then its type
 
 
 def client_token(group: int) -> str:
-    """The `tts_client` cookie of simulated browser `group` (what the server uses as its id)."""
+    """The `tts_client` cookie of simulated browser `group`."""
     return cookie_value(f"ssebench{group:012d}")
+
+
+def client_of(group: int) -> str:
+    """The server's id of simulated browser `group` (derived from its cookie)."""
+    return client_id(f"ssebench{group:012d}")
 
 
 class Stream(asyncio.Protocol):

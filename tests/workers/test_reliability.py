@@ -93,7 +93,10 @@ async def test_long_job_with_healthy_lease_is_never_stolen(
     start_worker("holder", CHATTTS_LEASE_MS="1000")
     start_worker("thief", CHATTTS_LEASE_MS="1000")
     text = " ".join([LONG_TEXT] * 3)
-    submitted = await queue.enqueue(SynthesisRequest(text=text, voice="en_male"), "c1")
+    # MP3: encoding adds to the job's time, and it keeps a tenth of WAV's bytes in the session's
+    # shared Redis (WAV kept 84 MB, which later tests' jobs then had no room for).
+    request = SynthesisRequest(text=text, voice="en_male", format="mp3")
+    submitted = await queue.enqueue(request, "c1")
     events = await wait_terminal(queue, submitted.job_id, timeout=60)
     job = await queue.get(submitted.job_id)
     assert job is not None and job.started_at and job.finished_at
@@ -245,7 +248,8 @@ async def test_shutdown_past_grace_releases_job_without_counting(
     queue = Queue(aredis, settings)
     leaving = start_worker("leaving", CHATTTS_SHUTDOWN_GRACE_S="0.2")
     text = " ".join([LONG_TEXT] * 4)
-    submitted = await queue.enqueue(SynthesisRequest(text=text, voice="en_male"), "c1")
+    request = SynthesisRequest(text=text, voice="en_male", format="mp3")  # a tenth of WAV's bytes
+    submitted = await queue.enqueue(request, "c1")
     await wait_running(queue, submitted.job_id)
     assert await asyncio.to_thread(leaving.stop) == 0
     job = await queue.get(submitted.job_id)
