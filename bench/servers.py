@@ -40,11 +40,10 @@ def raise_nofile(wanted: int) -> int:
     return soft
 
 
-def start_redis(procs: Processes, tmp: Path) -> str:
-    """An embedded Redis (AOF everysec, as in production), stopped last; its URL."""
-    server = EmbeddedRedis(
-        tmp / "redis", maxmemory="0", config_command=True
-    )  # unbounded, CONFIG: as measured before
+def start_redis(procs: Processes, tmp: Path, maxmemory: str = "0") -> str:
+    """An embedded Redis (AOF everysec, as in production), stopped last; its URL. Unbounded
+    unless `maxmemory` says, with CONFIG: as measured before."""
+    server = EmbeddedRedis(tmp / "redis", maxmemory=maxmemory, config_command=True)
     server.data_dir.mkdir(parents=True, exist_ok=True)
     server.process = procs.start("redis", server.command(), tier=0).popen
     server.wait_ready()

@@ -30,8 +30,8 @@ import aiohttp
 import redis
 
 from bench.procs import Processes, bench_run
-from bench.servers import REPO_ROOT, wait_http
-from core.infra.embedded_redis import EmbeddedRedis, free_port
+from bench.servers import REPO_ROOT, start_redis, wait_http
+from core.infra.embedded_redis import free_port
 from core.infra.settings import Settings
 from core.queue.keys import Keys
 
@@ -153,13 +153,10 @@ def ended(store: redis.Redis, keys: Keys, ids: list[str]) -> tuple[int, int]:
 
 
 def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, Any]:
-    server = EmbeddedRedis(tmp / "redis", maxmemory=args.maxmemory, config_command=True)
-    server.data_dir.mkdir(parents=True, exist_ok=True)
-    server.process = procs.start("redis", server.command(), tier=0).popen
-    server.wait_ready()
+    redis_url = start_redis(procs, tmp, args.maxmemory)
     port = free_port()
     settings = Settings(
-        redis_url=server.url,
+        redis_url=redis_url,
         engine="espeak",
         host="127.0.0.1",
         port=port,
@@ -179,7 +176,7 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
         pids[f"worker{n}"] = worker.pid
     url = f"http://127.0.0.1:{port}"
     wait_http(procs, f"{url}/readyz")
-    store = redis.Redis.from_url(server.url)
+    store = redis.Redis.from_url(redis_url)
     keys = Keys(settings.key_prefix, settings.queue)
     load, samples = Load(), list[dict[str, Any]]()
 

@@ -135,17 +135,10 @@ def admit_storage(app: web.Application, request: SynthesisRequest, document: boo
 
 
 def room(app: web.Application) -> Room:
-    """What a new job may take (the queue checks it against what accepted jobs will still
-    write, lua/enqueue.lua): the store's free bytes at the last sample, and the bytes streams
-    may keep in Redis, a quarter of its maxmemory at most."""
-    settings, meter = app[SETTINGS], app.get(THROUGHPUT)
+    """What a new job may take at the last sample (web/monitors/store.py)."""
     where = "the audio store" if app[QUEUE].stored.store else "Redis, below its maxmemory,"
-    budget = settings.stream_chunk_bytes
-    if meter is None:
-        return Room(None, budget, where)
-    if budget and meter.maxmemory:
-        budget = min(budget, meter.maxmemory // 4)
-    return Room(meter.free_bytes, budget, where)
+    budget, meter = app[SETTINGS].stream_chunk_bytes, app.get(THROUGHPUT)
+    return meter.room(budget, where) if meter is not None else Room(None, budget, where)
 
 
 def check_document(request: SynthesisRequest, max_text_chars: int) -> None:

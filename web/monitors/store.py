@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from redis.exceptions import RedisError
 
 from core.infra.topology import replicas_in_sync
-from core.queue.store import Queue
+from core.queue.store import Queue, Room
 from web.monitors.backlog import BacklogAlert
 
 log = logging.getLogger("chattts_online.web.throughput")
@@ -90,6 +90,14 @@ class ThroughputMeter:
         self.replication: dict[str, object] = {}  # the queue's primary's INFO replication
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+
+    def room(self, chunk_budget: int, where: str) -> Room:
+        """What a new job may take (the queue checks it against what accepted jobs will still
+        write, lua/enqueue.lua): the store's free bytes at the last sample, and the bytes
+        streams may keep in Redis, a quarter of its maxmemory at most."""
+        if chunk_budget and self.maxmemory:
+            chunk_budget = min(chunk_budget, self.maxmemory // 4)
+        return Room(self.free_bytes, chunk_budget, where)
 
     @property
     def store_down(self) -> bool:
