@@ -94,7 +94,10 @@ async def test_workers_are_listed_and_one_is_drained(
         assert w["engine"] == "espeak" and w["device"] == "cpu" and w["state"] == "ready"
         assert w["in_hand"] == 0 and w["host"] and w["pid"] > 0
         assert set(w["streams"]) == {"capacity", "playing"}
-    job = await (await client.post("/v1/tts/jobs", json={"text": LONG, "voice": "en_male"})).json()
+    # Long enough to be seen in hand on a quiet machine too (eSpeak made this WAV in 0.2 s,
+    # under one heartbeat): twice the text, encoded to MP3.
+    body = {"text": " ".join([LONG, LONG]), "voice": "en_male", "format": "mp3"}
+    job = await (await client.post("/v1/tts/jobs", json=body)).json()
     holder = None
     deadline = time.monotonic() + 20
     while holder is None and time.monotonic() < deadline:
