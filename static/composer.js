@@ -185,6 +185,22 @@ async function submitFromForm() {
 // ---------------------------------------------------------------------------------------------
 // Voice list and preview
 
+// The request fields of the advanced settings, as the engines' capabilities name them.
+const KNOBS = { seed: "seed", temperature: "temperature", top_p: "Top P", top_k: "Top K", refine: "refine" };
+
+/** Say which advanced settings the running engines ignore (their capabilities list the ones
+ * they honour); nothing when no worker runs or none says. */
+function showKnobs(body) {
+  const hint = document.getElementById("knobs-hint");
+  const engines = Array.isArray(body?.engines) ? body.engines : [];
+  const known = engines.filter((e) => Array.isArray(e?.capabilities?.knobs));
+  const honoured = new Set(known.flatMap((e) => e.capabilities.knobs));
+  const ignored = Object.keys(KNOBS).filter((knob) => !honoured.has(knob));
+  if (!hint) return;
+  hint.hidden = !known.length || !ignored.length;
+  hint.textContent = hint.hidden ? "" : `The running engines ignore: ${ignored.map((k) => KNOBS[k]).join(", ")}.`;
+}
+
 /** Rebuild the voice list from /v1/voices when it differs from what the server rendered. */
 async function refreshVoices() {
   let body;
@@ -193,6 +209,7 @@ async function refreshVoices() {
   } catch {
     return; // the server-rendered list stays
   }
+  showKnobs(body);
   const voices = Array.isArray(body?.voices) ? body.voices.filter((v) => v && typeof v.name === "string") : [];
   if (!voices.length) return;
   const current = [...els.voice.options].map((o) => o.value).filter(Boolean).sort().join("\n");

@@ -10,11 +10,13 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
+from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis as AsyncRedis
 
 from bench.s3_server import CREDENTIALS, S3Server
@@ -22,6 +24,7 @@ from core.infra.embedded_redis import EmbeddedRedis
 from core.infra.redis_client import connect_sync
 from core.infra.settings import LIMITS_OFF, Settings
 from core.queue.keys import Keys
+from web.app import create_app
 
 ROOT = Path(__file__).resolve().parent.parent
 # Compressed intervals: minutes of production timing become fractions of a second.
@@ -159,6 +162,25 @@ class WorkerProcess:
     def kill(self) -> None:
         self.process.kill()
         self.process.wait()
+
+
+ClientFactory = Callable[..., Awaitable[TestClient[Any, Any]]]
+
+
+@pytest.fixture
+async def make_client(aiohttp_client: Any, settings: Settings) -> ClientFactory:
+    """A test client of create_app(settings with `changes`), served over real HTTP."""
+
+    async def make(**changes: Any) -> TestClient[Any, Any]:
+        client: TestClient[Any, Any] = await aiohttp_client(create_app(settings.replace(**changes)))
+        return client
+
+    return make
+
+
+@pytest.fixture
+async def client(make_client: ClientFactory) -> TestClient[Any, Any]:
+    return await make_client()
 
 
 @pytest.fixture

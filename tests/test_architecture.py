@@ -69,7 +69,7 @@ TIERS = "cli over web | workers over core"
         # either tier starting the command line.
         ("web/app.py", "from cli import supervisor\n", TIERS),
         # an engine importing the worker process that drives it.
-        ("workers/engines/base.py", "from workers import batch\n", "workers: the process"),
+        ("workers/engines/base.py", "from workers import jobs\n", "workers: the process"),
         # what the web tier stands on reaching up to its views.
         ("web/errors.py", "from web.views import health\n", "web: the app"),
         # the decode runtime reaching out to the engine around it.

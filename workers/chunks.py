@@ -22,8 +22,8 @@ from core.audio import formats as audio
 from core.audio import sizes
 from core.infra.logs import job_log
 from core.queue.store import Queue
-from workers.batch import ActiveJob
 from workers.engines.base import PlaybackClock, Segment
+from workers.jobs import ActiveJob
 
 log = logging.getLogger("chattts_online.worker")
 # Chunks go out as fast as Redis takes them; this only bounds a completion's wait on a stuck one.
@@ -36,7 +36,6 @@ class _Stream:
     segment: int = 0  # the segment whose chunks go out now
     published: int = 0  # chunks out
     sent: int = 0  # samples of the current segment out
-    skip: int = 0  # samples of a re-synthesized segment to drop: they went out before
     waiting: dict[int, list[tuple[np.ndarray, bool]]] = field(default_factory=dict)
     drained: asyncio.Event = field(default_factory=asyncio.Event)
     advanced: asyncio.Event = field(default_factory=asyncio.Event)  # set when a segment is out
@@ -121,13 +120,6 @@ class ChunkPublisher:
                 async with asyncio.timeout(DRAIN_TIMEOUT_S):
                     await stream.drained.wait()
 
-    def rewind(self, job_id: str) -> None:
-        """The job's segments are synthesized again (its batch failed): what of the current
-        segment went out already is dropped from the new pieces, later pieces are forgotten."""
-        stream = self.streams.get(job_id)
-        if stream is not None:
-            stream.skip, stream.waiting = stream.sent, {}
-
     def close(self, job_id: str) -> None:
         stream = self.streams.pop(job_id, None)
         if stream is not None:
@@ -139,7 +131,7 @@ class ChunkPublisher:
             job_id, segment, samples, final = await self._inbox.get()
             stream = self.streams.get(job_id)
             if stream is None or segment < stream.segment:
-                continue  # closed, or a segment already out (re-synthesized after a failure)
+                continue  # closed, or a segment already out
             if segment > stream.segment:  # ahead of its turn: kept until the earlier ones end
                 stream.waiting.setdefault(segment, []).append((samples, final))
                 continue
@@ -151,10 +143,6 @@ class ChunkPublisher:
     async def _publish(self, stream: _Stream, samples: np.ndarray, final: bool) -> None:
         if stream.drained.is_set():
             return
-        if stream.skip:
-            dropped = min(stream.skip, samples.size)
-            stream.skip -= dropped
-            samples = samples[dropped:]
         # A later segment opens with the pause between segments (an empty one too, on its end).
         opens = stream.segment > 0 and stream.sent == 0
         if samples.size or (final and opens):
@@ -162,7 +150,7 @@ class ChunkPublisher:
             stream.sent += samples.size
         if final:
             stream.segment += 1
-            stream.sent = stream.skip = 0
+            stream.sent = 0
             if stream.segment >= len(stream.job.segments):
                 stream.drained.set()
             stream.advanced.set()
@@ -186,13 +174,12 @@ class ChunkPublisher:
             stream.drained.set()
             return
         if verdict == "lost":
-            job.lost = True
+            job.lose()
             stream.drained.set()
             stream.advanced.set()
             return
         if verdict == "full":  # it outgrew the bytes streams may keep in Redis: it stops
-            job.cancel = True
-            job.failure = (
+            job.stop(
                 "the stream's audio outgrew the room streams have in Redis "
                 "(CHATTTS_STREAM_CHUNK_BYTES, shared by every client's streams)"
             )
@@ -200,7 +187,7 @@ class ChunkPublisher:
             stream.advanced.set()
             return
         if verdict == "cancel":
-            job.cancel = True
+            job.stop()
         stream.published += 1
         gap = stream.clock.sent(piece.size / self.rate)
         if gap > 0 and self.on_gap is not None:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from core.infra.settings import Settings
 from core.queue.store import Queue
-from workers.batch import ActiveJob
 from workers.engines import Engine
+from workers.jobs import ActiveJob
 from workers.metrics import WorkerMetrics
 
 

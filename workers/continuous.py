@@ -1,9 +1,10 @@
-"""The engine as a continuously batching service (ChatTTS on our runtime): the segments of the jobs
-in hand are handed over as rows free up, and come back one by one, in any order.
+"""The worker's side of the engine boundary: the segments of the jobs in hand are handed to the
+engine as room frees up, the least-served job first, and come back one by one, in any order.
 
-A job that arrives while others run joins them between two steps, instead of waiting for a batch
-to end; a row that fails fails its own job only. Segments of one job may run side by side; their
-results are put back in order before their `progress` events and the final file.
+A job that arrives while others run joins them at once (between two steps of an engine that
+batches continuously), instead of waiting for a batch to end; a segment that fails fails its own
+job only. Segments of one job may run side by side; their results are put back in order before
+their `progress` events and the final file.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 
 from core.infra.logs import job_log
-from workers.batch import ActiveJob
 from workers.chunks import ChunkPublisher
-from workers.engines import EngineError
-from workers.engines.base import ContinuousEngine, Segment, SegmentResult
+from workers.engines import Engine, EngineError
+from workers.engines.base import Segment, SegmentResult
+from workers.jobs import ActiveJob, Hold
 from workers.metrics import WorkerMetrics
 from workers.outcomes import Outcomes
 
@@ -33,7 +34,7 @@ RESULT_WAIT_S = 0.05
 class Continuous:
     def __init__(
         self,
-        engine: ContinuousEngine,
+        engine: Engine,
         in_hand: dict[str, ActiveJob],
         outcomes: Outcomes,
         chunks: ChunkPublisher,
@@ -74,15 +75,17 @@ class Continuous:
         return 2 * max(1, int(self.engine.max_batch))
 
     def feed(self) -> None:
-        """Hand over the next segments of the jobs in hand, a segment per job per pass (oldest
-        first), while there is room. A job that runs alone has the engine to itself."""
+        """Hand over the next segments of the jobs in hand, a segment per job per pass, while
+        there is room: the least-served job first on the hand's fair clock (the oldest on a
+        tie), so that a short job taken while a long one runs goes after that one's next
+        segment, not after all of it. A job that runs alone has the engine to itself."""
+        storing = self.outcomes.storing
         jobs = [
-            j
-            for j in self.in_hand.values()
-            if not (j.cancel or j.lost or j.completing or j.yielding)
+            j for j in self.in_hand.values() if j.hold is Hold.RUNNING and j.job_id not in storing
         ]
-        if any(j.solo for j in jobs):
-            jobs = [next(j for j in jobs if j.solo)]
+        jobs.sort(key=lambda j: j.served_s)  # stable: the oldest first on a tie
+        if any(j.alone for j in jobs):
+            jobs = [next(j for j in jobs if j.alone)]
             if any(key[0] != jobs[0].job_id for key in self.in_flight):
                 return  # it waits until the others have left the engine
         loop = asyncio.get_running_loop()
@@ -125,7 +128,7 @@ class Continuous:
         job handed back run to their end: no new ones are fed, see `feed`)."""
         for (job_id, _), segment in list(self.in_flight.items()):
             job = self.in_hand.get(job_id)
-            if job is None or job.cancel or job.lost:
+            if job is None or job.dropped:
                 self.engine.cancel(segment)
 
     async def collect(self) -> None:
@@ -154,17 +157,18 @@ class Continuous:
             job = self.in_hand.get(job_id)
             if job is not None:
                 job.engine_s += elapsed / len(self.in_flight)
+                job.served_s += elapsed / len(self.in_flight)
 
     async def _handle(self, segment: Segment, result: SegmentResult) -> None:
         self.in_flight.pop((segment.job_id, segment.index), None)
         job = self.in_hand.get(segment.job_id)
-        if job is None or job.lost or job.completing or result.error == "cancelled":
+        storing = job is not None and job.job_id in self.outcomes.storing
+        if job is None or job.hold is Hold.LOST or storing or result.error == "cancelled":
             return
         if result.error is not None:
             for key, other in list(self.in_flight.items()):
                 if key[0] == job.job_id:
                     self.engine.cancel(other)
-            retryable = result.error.startswith("out of memory")
             log.warning(
                 "job %s segment %d failed: %s",
                 job.job_id,
@@ -173,19 +177,13 @@ class Continuous:
                 extra=job_log(job.job_id),
             )
             self.chunks.close(job.job_id)
-            await self.outcomes.engine_failed([job], EngineError(result.error, retryable))
+            await self.outcomes.engine_failed(job, EngineError(result.error, result.retryable))
             return
-        if result.truncated:
-            log.warning(
-                "job %s segment %d hit max_new_token: its audio is cut",
-                *(job.job_id, segment.index),
-                extra=job_log(job.job_id),
-            )
         job.finished[segment.index] = result.audio
         while len(job.audio) in job.finished:  # in order: the job's next segment is back
             index = len(job.audio)
             samples = job.finished.pop(index)
             job.audio.append(samples)
             await self.outcomes.segment_done(job, job.segment(index), samples)
-        if job.done and not job.completing and not (job.cancel or job.lost):
+        if job.done and job.job_id not in self.outcomes.storing and not job.dropped:
             self.outcomes.complete_in_background(job)

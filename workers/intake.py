@@ -12,15 +12,14 @@ import numpy as np
 import orjson
 
 from core.infra.logs import job_log
-from core.infra.redis_client import RedisClient
 from core.queue.cache import cache_digest
 from core.queue.store import Started
 from core.queue.voices import BUILTIN_BY_NAME
-from workers.batch import ActiveJob
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
 from workers.engines import EngineError
 from workers.engines.base import Pieces
+from workers.jobs import ActiveJob
 from workers.leases import Reclaimer
 from workers.outcomes import Outcomes
 from workers.streams import StreamRoom
@@ -32,7 +31,6 @@ class Intake:
     def __init__(
         self,
         ctx: WorkerContext,
-        redis: RedisClient,
         reclaimer: Reclaimer,
         outcomes: Outcomes,
         chunks: ChunkPublisher,
@@ -40,7 +38,7 @@ class Intake:
     ) -> None:
         self.name, self.settings, self.queue = ctx.name, ctx.settings, ctx.queue
         self.engine, self.in_hand, self.metrics = ctx.engine, ctx.in_hand, ctx.metrics
-        self.redis, self.reclaimer = redis, reclaimer
+        self.reclaimer = reclaimer
         self.outcomes, self.chunks = outcomes, chunks
         self.in_engine = in_engine
         self.streams = StreamRoom(
@@ -57,13 +55,13 @@ class Intake:
     def capacity(self) -> int:
         # A job that runs alone (a previous attempt never finished: it may crash its worker)
         # has the worker to itself, so that no innocent job is charged an attempt with it.
-        if any(job.solo for job in self.in_hand.values()):
+        if any(job.alone for job in self.in_hand.values()):
             return 0
         return self.hand() - len(self.in_hand)
 
     def bulk_room(self) -> int:
         """Bulk jobs the worker may still take: as many as the engine runs at once, so that the
-        rest of its hand is kept for interactive work (which then goes next: batch.py)."""
+        rest of its hand is kept for interactive work (which then goes next: continuous.py)."""
         bulk = sum(1 for job in self.in_hand.values() if job.started.bulk)
         return max(0, max(1, self.engine.max_batch) - bulk)
 
@@ -139,11 +137,12 @@ class Intake:
                 reason = f"voice {request.voice!r} is not registered (any more)"
                 await self.outcomes.fail(job_id, started, reason)
                 return
-            if not self.engine.registered_voices:  # never spoken in another voice instead
+            if not self.engine.capabilities.registered_voices:  # never another voice instead
                 reason = (
                     f"voice {request.voice!r} is a registered ChatTTS voice, and this worker "
-                    f"runs {self.engine.name}, which speaks the built-in voices only: run a "
-                    "chattts worker, or use a built-in voice"
+                    f"runs {self.engine.name}, which speaks its built-in voices only: run a "
+                    "worker whose engine speaks registered voices (chattts), or use a built-in "
+                    "voice"
                 )
                 await self.outcomes.fail(job_id, started, reason)
                 return
@@ -164,18 +163,18 @@ class Intake:
                 request,
                 segments,
                 voice_data,
-                self.engine.deterministic,
+                self.engine.capabilities.deterministic,
                 started.client if self.settings.cache_scope == "client" else "",
             )
         )
         job = ActiveJob(job_id, entry, started, segments, voice_data, digest)
         job.spans = [(start, end) for _, start, end in pieces]
-        job.solo = started.suspect  # its last run never ended cleanly: it may crash its worker
+        job.alone = started.suspect  # its last run never ended cleanly: it may crash its worker
         if started.document and started.segments_done:
             # A document resumes after its last stored segment: those are not made again.
             job.audio = [np.zeros(0, np.float32)] * min(started.segments_done, len(segments))
             job.samples_done = started.samples_done
-            job.submitted = len(job.audio)  # continuous batching hands over the rest
+            job.submitted = len(job.audio)  # the rest are handed to the engine
             log.info(
                 "worker %s: job %s resumes after segment %d of %d",
                 *(self.name, job_id, len(job.audio), len(segments)),
@@ -187,7 +186,7 @@ class Intake:
             await self.outcomes.fail(job_id, started, "the text has nothing this engine can speak")
             return
         # The hand's fair clock: a job joins at the least-served one's engine time, so that it
-        # goes next after that one (batch.py), and no job in hand is passed over for long.
+        # goes next after that one (continuous.py), and no job in hand is passed over for long.
         others = [j.served_s for j in self.in_hand.values() if not j.done]
         job.served_s = min(others, default=0.0)
         self.in_hand[job_id] = job

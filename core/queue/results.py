@@ -177,7 +177,7 @@ class SegmentDone:
     duration_s: float
     samples: int  # its samples in the job's audio, the pause before it included
     sample_rate: int
-    cue: dict[str, int]  # its subtitle cue (workers/batch.py builds it)
+    cue: dict[str, int]  # its subtitle cue (workers/jobs.py builds it)
     eta: float | None = None  # when the job should end (unix time), from its pace so far
     document: bool = False
 

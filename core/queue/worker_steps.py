@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 from redis.commands.core import AsyncScript
+from redis.exceptions import OutOfMemoryError, ResponseError
 
 from core.infra.redis_client import RedisClient
 from core.infra.settings import Settings
@@ -43,7 +44,14 @@ class WorkerSteps:
         return [self.settings.job_events_maxlen, self.settings.client_events_maxlen]
 
     async def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        return await self._scripts[name](keys=keys, args=args)
+        try:
+            return await self._scripts[name](keys=keys, args=args)
+        except ResponseError as exc:
+            # A write refused inside a script that had started (Redis at its maxmemory) comes
+            # back as the script's error: the same wait as a refused command, not a crash.
+            if "OOM command not allowed" in str(exc) and not isinstance(exc, OutOfMemoryError):
+                raise OutOfMemoryError(str(exc)) from exc
+            raise
 
     # -- workers ----------------------------------------------------------------------------
 

@@ -4,36 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-import pytest
+import orjson
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 
 from cli.sse import SseEvent, sse_events
-from core.infra.settings import Settings
-from web.app import create_app
+from core.queue.keys import Keys
 from web.appkeys import COOKIE_SECRET
 from web.clients.identity import COOKIE, signed
-
-ClientFactory = Callable[..., Awaitable[TestClient[Any, Any]]]
-
-
-@pytest.fixture
-async def make_client(aiohttp_client: Any, settings: Settings) -> ClientFactory:
-    """A test client of create_app(settings with `changes`), served over real HTTP."""
-
-    async def make(**changes: Any) -> TestClient[Any, Any]:
-        client: TestClient[Any, Any] = await aiohttp_client(create_app(settings.replace(**changes)))
-        return client
-
-    return make
-
-
-@pytest.fixture
-async def client(make_client: ClientFactory) -> TestClient[Any, Any]:
-    return await make_client()
+from workers.engines.chattts import CAPABILITIES as CHATTTS
+from workers.engines.espeak import EspeakEngine
 
 
 async def collect_sse(response: ClientResponse, timeout: float = 20.0) -> list[SseEvent]:
@@ -73,3 +55,13 @@ async def wait_job(
             return body
         assert time.monotonic() < deadline, f"job {job_id} still {body}"
         await asyncio.sleep(0.05)
+
+
+async def live_worker(aredis: Any, keys: Keys, engine: str, name: str | None = None) -> None:
+    """The heartbeat a live worker of `engine` publishes (its name and capabilities): what the
+    web tier reads of the fleet, without running one."""
+    name = name or engine
+    capabilities = {"espeak": EspeakEngine.capabilities, "chattts": CHATTTS}[engine].public()
+    beat = {"name": name, "engine": engine, "capabilities": capabilities}
+    await aredis.set(keys.worker(name), orjson.dumps(beat), ex=60)
+    await aredis.zadd(keys.workers, {name: time.time()})

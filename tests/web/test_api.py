@@ -12,7 +12,8 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from core.infra.settings import Settings
-from tests.web.conftest import ClientFactory, submit
+from tests.conftest import ClientFactory
+from tests.web.conftest import submit
 
 Client = TestClient[Any, Any]
 

@@ -17,8 +17,8 @@ import pytest
 import soundfile as sf
 from aiohttp.test_utils import TestClient
 
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory, collect_sse, submit, wait_job
+from tests.conftest import ClientFactory, WorkerProcess
+from tests.web.conftest import collect_sse, submit, wait_job
 
 Client = TestClient[Any, Any]
 TERMINAL = {"succeeded", "failed", "cancelled", "dead"}

@@ -10,7 +10,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from cli.check import mask_url
-from tests.web.conftest import ClientFactory
+from tests.conftest import ClientFactory
 
 Client = TestClient[Any, Any]
 

@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.infra.settings import Settings
 from core.queue.keys import Keys
 from core.queue.store import Queue
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory, collect_sse, submit, wait_job
+from tests.conftest import ClientFactory, WorkerProcess
+from tests.web.conftest import collect_sse, submit, wait_job
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

@@ -7,7 +7,8 @@ from typing import Any
 import aiohttp
 from aiohttp.test_utils import TestClient
 
-from tests.web.conftest import ClientFactory, submit
+from tests.conftest import ClientFactory
+from tests.web.conftest import submit
 from tests.web.views.test_voices import EMBEDDING
 
 Client = TestClient[Any, Any]

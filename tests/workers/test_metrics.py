@@ -211,12 +211,12 @@ async def test_every_metric_is_served_and_moves_with_real_jobs(
     assert to_start > 4 * FROZEN_S
     assert to_start - 4 * SLACK_S <= first <= to_end + 4 * SLACK_S
 
-    # Batches: one observation per engine call (espeak: one segment of one job each).
+    # Batches: one observation per busy period (the engine never idle between its segments).
     assert moved("chattts_worker_batch_segments_count") == beat["batches"]
     assert moved("chattts_worker_batch_segments_sum") == beat["segments"]
     assert beat["segments"] == sum(max(1, j.segments_total) for j in jobs[:4])
     assert moved("chattts_worker_batch_jobs_count") == beat["batches"]
-    assert moved("chattts_worker_batch_jobs_sum") == beat["batches"]
+    assert beat["batches"] <= moved("chattts_worker_batch_jobs_sum") <= beat["segments"]
 
     for name in (
         "chattts_worker_redis_errors_total",

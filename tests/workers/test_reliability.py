@@ -277,7 +277,7 @@ async def test_a_full_redis_pauses_a_worker_and_its_job_ends_once_there_is_room(
         deadline = time.monotonic() + 60
         while b"command not allowed when used memory" not in worker.log().encode():
             assert worker.process.poll() is None, worker.log()
-            assert time.monotonic() < deadline, "Redis never filled up"
+            assert time.monotonic() < deadline, f"Redis never filled up: {worker.log()[-3000:]}"
             await asyncio.sleep(0.1)
         await asyncio.sleep(1.0)
         assert worker.process.poll() is None, worker.log()  # it waits; it did not crash

@@ -1,6 +1,7 @@
-"""What the live workers run, read from their heartbeats, and the submit-time checks it implies.
+"""What the live workers' engines can do, read from the capabilities in their heartbeats (never
+from an engine's name), and the submit-time checks it implies.
 
-When every live worker runs ChatTTS, text that ChatTTS's normalization reduces to nothing (only
+When every live worker reads text through ChatTTS's normalizer, text it reduces to nothing (only
 scripts it cannot read, emoji, symbols) is refused at submit with a clear error instead of failing
 later in a worker. The engines in use are looked up at most once per `ENGINES_TTL_S`.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Any
 from weakref import WeakKeyDictionary
 
 from core.queue.store import Queue
@@ -23,9 +25,19 @@ ENGINES_TTL_S = 1.5
 _NORMALIZE_ON_LOOP = 256
 
 
+@dataclass(frozen=True)
+class LiveEngines:
+    """The live workers' engines: their names (for messages), whether any speaks registered
+    voices, and the normalizer each reads text through (None: none the web tier knows)."""
+
+    names: frozenset[str]
+    registered_voices: bool
+    normalizers: frozenset[str | None]
+
+
 @dataclass
 class _Engines:
-    names: frozenset[str]
+    live: LiveEngines
     at: float
 
 
@@ -34,16 +46,32 @@ _ENGINES: WeakKeyDictionary[Queue, _Engines] = WeakKeyDictionary()
 _normalizer_loaded = False
 
 
-async def engines_in_use(queue: Queue) -> frozenset[str]:
-    """The engine names of the live workers (cached for ENGINES_TTL_S)."""
+async def engines_in_use(queue: Queue) -> LiveEngines:
+    """What the live workers' engines can do (cached for ENGINES_TTL_S)."""
     now = time.monotonic()
     cached = _ENGINES.get(queue)
     if cached is not None and now - cached.at < ENGINES_TTL_S:
-        return cached.names
+        return cached.live
     beats = await queue.fleet.heartbeats()
-    names = frozenset(str(beat.get("engine", "unknown")) for beat in beats)
-    _ENGINES[queue] = _Engines(names, now)
-    return names
+    capabilities = [capabilities_of(beat) for beat in beats]
+    live = LiveEngines(
+        names=frozenset(str(beat.get("engine", "unknown")) for beat in beats),
+        registered_voices=any(c.get("registered_voices") is True for c in capabilities),
+        normalizers=frozenset(_normalizer(c) for c in capabilities),
+    )
+    _ENGINES[queue] = _Engines(live, now)
+    return live
+
+
+def capabilities_of(beat: dict[str, Any]) -> dict[str, Any]:
+    """A heartbeat's engine capabilities ({} from a worker that publishes none)."""
+    capabilities = beat.get("capabilities")
+    return capabilities if isinstance(capabilities, dict) else {}
+
+
+def _normalizer(capabilities: dict[str, Any]) -> str | None:
+    normalizer = capabilities.get("normalizer")
+    return normalizer if isinstance(normalizer, str) else None
 
 
 def chattts_speakable(text: str, voice: str, spell: bool = True) -> bool:
@@ -67,24 +95,25 @@ def chattts_speakable(text: str, voice: str, spell: bool = True) -> bool:
 
 async def check_registered_voice(queue: Queue, voice: str) -> None:
     """422 `voice_needs_chattts` when a registered voice would reach only workers that cannot
-    speak it (every live worker runs an engine of built-in voices only: eSpeak NG)."""
-    engines = await engines_in_use(queue)
-    if engines and "chattts" not in engines:
+    speak it (no live worker's engine speaks registered voices: eSpeak NG's do not)."""
+    live = await engines_in_use(queue)
+    if live.names and not live.registered_voices:
         raise ApiError(
             422,
             f"voice {voice!r} is a registered ChatTTS voice, and the live workers run "
-            f"{', '.join(sorted(engines))}, which speaks the built-in voices only: use a "
-            "built-in voice (GET /v1/voices), or run a chattts worker",
+            f"{', '.join(sorted(live.names))}, which speaks the built-in voices only: use a "
+            "built-in voice (GET /v1/voices), or run a worker whose engine speaks registered "
+            "voices (chattts)",
             code="voice_needs_chattts",
             param="voice",
         )
 
 
 async def check_speakable(queue: Queue, text: str, voice: str, spell: bool = True) -> None:
-    """422 `text_not_speakable` when every live worker runs ChatTTS and it would say nothing
-    (`spell`: the request's `normalize`)."""
-    engines = await engines_in_use(queue)
-    if engines != {"chattts"}:
+    """422 `text_not_speakable` when every live worker reads text through ChatTTS's normalizer
+    and it would say nothing (`spell`: the request's `normalize`)."""
+    live = await engines_in_use(queue)
+    if live.normalizers != {"chattts"}:
         return
     if _normalizer_loaded and len(text) <= _NORMALIZE_ON_LOOP:
         speakable = chattts_speakable(text, voice, spell)

@@ -2,7 +2,7 @@
 two lines of 42 characters, at most 7 s, cut at sentence, then clause, then word boundaries),
 timed on the job's final audio, their text from the job's own text.
 
-The worker places each segment on the final audio (workers/batch.py `place`): its first and last
+The worker places each segment on the final audio (workers/jobs.py `place`): its first and last
 sample, its characters in the submitted text (as the job holds it: invisible characters removed,
 before any normalization) and, where the engine reports them, its words' times. The cues within
 a segment are cut and timed by `core/text/cues.py`; the files are written by

@@ -31,6 +31,7 @@ from web.appkeys import QUEUE, SETTINGS
 from web.clients.identity import client_id, is_admin
 from web.clients.limits import RateLimited
 from web.errors import ApiError, json_response, not_found
+from web.monitors.fleet import capabilities_of
 from web.monitors.memory import address
 from web.schemas.jobs import voice_field, voice_owner
 from web.views.voice_uploads import NAME, read_registration
@@ -108,6 +109,7 @@ async def list_voices(request: web.Request) -> web.Response:
     registered = await queue.voices.all()
     voices: dict[str, dict[str, Any]] = {}
     engines: dict[tuple[str, str], dict[str, Any]] = {}
+    speakers: set[str] = set()  # engines that speak registered voices
     for beat in beats:
         engine = str(beat.get("engine", "unknown"))
         version = str(beat.get("model_version", ""))
@@ -117,9 +119,12 @@ async def list_voices(request: web.Request) -> web.Response:
                 "name": engine,
                 "model_version": version,
                 "sample_rate": beat.get("sample_rate"),
+                "capabilities": capabilities_of(beat),
                 "workers": 0,
             },
         )
+        if info["capabilities"].get("registered_voices") is True:
+            speakers.add(engine)
         info["workers"] += 1
         for voice in beat.get("voices") or []:
             if not isinstance(voice, dict) or "name" not in voice:
@@ -130,13 +135,12 @@ async def list_voices(request: web.Request) -> web.Response:
     if not engines:  # no worker alive: what every engine will speak
         voices = {v.name: {**v.public(), "engines": []} for v in BUILTIN_VOICES}
     me, admin = client_id(request), is_admin(request)
-    # A registered voice is ChatTTS speaker data: the live chattts workers speak it, no other.
-    speakers = sorted({name for name, _ in engines if name == "chattts"})
+    # A registered voice is speaker data: the engines that speak registered voices speak it.
     for name, raw in sorted(registered.items()):
         owner = voice_owner(raw)
         if owner is not None and owner != me and not admin:
             continue  # another client's voice: theirs to list
-        voices.setdefault(name, {**_public_registered(name, raw), "engines": list(speakers)})
+        voices.setdefault(name, {**_public_registered(name, raw), "engines": sorted(speakers)})
     return json_response(
         {
             "voices": list(voices.values()),

@@ -1,15 +1,24 @@
-"""Synthesis engines. `create_engine` picks one by name; `auto` prefers ChatTTS when usable."""
+"""Synthesis engines: the registry `create_engine` picks from by name; `auto` prefers ChatTTS
+when it is usable. An engine is one module with a `create(settings) -> Engine`, and a line here."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 
 from core.infra.settings import Settings
 from workers.engines.base import Engine, EngineError, Segment
 
-__all__ = ["Engine", "EngineError", "Segment", "create_engine"]
+__all__ = ["ENGINES", "Engine", "EngineError", "Segment", "create_engine"]
 
 log = logging.getLogger(__name__)
+
+# Name -> the module whose `create(settings)` makes it (imported only when chosen: ChatTTS
+# imports torch). CHATTTS_ENGINE may also name an engine outside this tree as "package.module".
+ENGINES = {
+    "espeak": "workers.engines.espeak",
+    "chattts": "workers.engines.chattts",
+}
 
 
 def create_engine(settings: Settings) -> Engine:
@@ -22,16 +31,13 @@ def create_engine(settings: Settings) -> Engine:
         else:
             log.info("engine auto: using espeak because %s", reason)
             name = "espeak"
-    if name == "espeak":
-        from workers.engines.espeak import EspeakEngine
-
-        return EspeakEngine(settings)
-    if name == "chattts":
-        from workers.engines.chattts import ChatTTSEngine  # type: ignore[import-not-found,unused-ignore]
-
-        engine: Engine = ChatTTSEngine(settings)
-        return engine
-    raise ValueError(f"unknown engine {name!r}: use auto, espeak or chattts")
+    module_name = ENGINES.get(name, name if "." in name else None)
+    if module_name is None:
+        known = ", ".join(["auto", *ENGINES])
+        raise ValueError(f"unknown engine {name!r}: use {known}, or a module path")
+    module = importlib.import_module(module_name)
+    engine: Engine = module.create(settings)
+    return engine
 
 
 def _chattts_unavailable(settings: Settings) -> str | None:

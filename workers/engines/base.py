@@ -1,6 +1,6 @@
-"""What every engine provides (`Engine`: load, warm up, list voices, synthesize a batch of
-segments), and what a continuously batching one adds (`ContinuousEngine`: segments submitted one
-by one while its thread serves them, results handed back one by one)."""
+"""The one boundary between the worker and a model (`Engine`): segments submitted one by one
+while the engine's thread serves them, results handed back one by one; and what an engine says
+it can do (`Capabilities`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -21,14 +22,18 @@ from core.queue.voices import Voice
 
 __all__ = [
     "SAMPLE_RATE",
+    "Capabilities",
     "ChunkSink",
-    "ContinuousEngine",
     "Engine",
+    "EngineCalls",
     "EngineError",
     "PlaybackClock",
     "Segment",
+    "SegmentDone",
     "SegmentResult",
-    "as_continuous",
+    "Spoken",
+    "run_segments",
+    "synthesize",
 ]
 
 
@@ -108,32 +113,87 @@ class PlaybackClock:
         return None if first is None else self.sent_s - (now - first)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine can do, published in its workers' heartbeats: the web tier and the page
+    read these, never an engine's name."""
+
+    # It speaks registered voices (their stored speaker data); else only its built-in names.
+    registered_voices: bool = False
+    # The request's fields it honours besides text, voice and format.
+    knobs: frozenset[str] = frozenset({"speed"})
+    # "chunks": a segment's audio goes out in pieces as it is made; "segments": whole.
+    streaming: str = "segments"
+    alignment: bool = False  # each word's time in the audio (subtitle cues by word)
+    # The same text, voice and parameters always give the same samples: results of unseeded
+    # requests may be cached too.
+    deterministic: bool = False
+    # The normalizer it reads text through, when text it would reduce to nothing can be
+    # refused at submit ("chattts": Chinese and English letters, numbers spelled out).
+    normalizer: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "registered_voices": self.registered_voices,
+            "knobs": sorted(self.knobs),
+            "streaming": self.streaming,
+            "alignment": self.alignment,
+            "deterministic": self.deterministic,
+            "normalizer": self.normalizer,
+        }
+
+
 class SegmentResult(Protocol):
-    """What a continuously batching engine hands back for one segment."""
+    """What an engine hands back for one segment."""
 
     audio: np.ndarray
-    truncated: bool
+    truncated: bool  # it hit the engine's budget: its audio is cut (docs/engines.md)
     error: str | None  # "cancelled", or why the segment failed
+
+    @property
+    def retryable(self) -> bool:
+        """Another attempt could succeed (an out-of-memory error, say)."""
+
+
+@dataclass
+class Spoken:
+    """A SegmentResult for engines without their own."""
+
+    audio: np.ndarray
+    truncated: bool = False
+    error: str | None = None
+    retryable: bool = False
+
+    @classmethod
+    def failed(cls, error: str, retryable: bool = False) -> Spoken:
+        return cls(np.zeros(0, np.float32), False, error, retryable)
+
+
+SegmentDone = Callable[[Segment, Any], None]  # (segment, its SegmentResult), once per segment
 
 
 class Engine(Protocol):
-    """All methods are called from the worker's single engine thread, never concurrently."""
-
-    name: str
-    model_version: str
-    sample_rate: int
-    max_batch: int
-    # The same text, voice and parameters always give the same samples: results of unseeded
-    # requests may be cached too.
-    deterministic: bool
-    # It speaks registered voices (their stored speaker data); else only the built-in names.
-    registered_voices: bool
-    # What the worker should log about the last `synthesize` (a segment cut short, ...).
-    last_warnings: list[str]
+    """One model on one device, served continuously: segments are submitted one by one (from
+    any thread) while the engine thread runs `serve`, and each comes back with its own result.
+    `load`, `warmup`, `voices`, `pieces` and `stats` run in the engine thread too (through
+    `call` while it serves): engines are not thread-safe. Engines that make whole segments
+    are served through this by `batching.Batched`."""
 
     @property
-    def continuous(self) -> bool:
-        """True when this engine serves segments continuously (a ContinuousEngine) as loaded."""
+    def name(self) -> str: ...
+
+    @property
+    def model_version(self) -> str: ...
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    @property
+    def max_batch(self) -> int:
+        """Segments it makes at once."""
+
+    @property
+    def capabilities(self) -> Capabilities: ...
 
     def stats(self) -> dict[str, Any]:
         """The engine's own counters, published in the worker's heartbeat."""
@@ -153,30 +213,16 @@ class Engine(Protocol):
         (subtitle cues point there). `language` (a BCP 47 tag) is a registered voice's;
         built-in voices carry their own."""
 
-    def batch_key(self, request: SynthesisRequest) -> Hashable:
-        """Segments whose requests share this key may run in one batch."""
-
-    def synthesize(
-        self, segments: list[Segment], on_chunk: ChunkSink | None = None
-    ) -> list[np.ndarray]:
-        """One float32 mono array at `sample_rate` per segment, in order. `on_chunk` receives
-        each segment's audio as it is produced, in pieces that join into the returned array,
-        the last with `final` set (from the engine thread)."""
-
-
-class ContinuousEngine(Engine, Protocol):
-    """An engine whose thread runs `serve`: segments join its running batch between two steps
-    and leave it as they end, each with its own result."""
-
     def submit(
         self,
         segment: Segment,
         on_chunk: ChunkSink | None,
-        on_done: Callable[[Segment, Any], None],
+        on_done: SegmentDone,
         clock: PlaybackClock | None = None,
     ) -> None:
-        """Queue one segment (from any thread); `on_done` gets its SegmentResult. `clock`: a
-        listener plays it as it comes (the engine keeps it ahead, and first)."""
+        """Queue one segment (from any thread); `on_done` gets its SegmentResult, `on_chunk` its
+        audio as it is made. `clock`: a listener plays it as it comes (an engine that can keeps
+        it ahead, and first)."""
 
     def cancel(self, segment: Segment) -> None:
         """Drop a submitted segment; its result comes back as cancelled."""
@@ -185,9 +231,67 @@ class ContinuousEngine(Engine, Protocol):
         """Run `fn` in the engine thread between two steps of `serve` (from any thread)."""
 
     def serve(self, stop: threading.Event) -> None:
-        """The engine thread's loop: admit submitted segments, step, until `stop` is set."""
+        """The engine thread's loop: take submitted segments and make them, until `stop`."""
 
 
-def as_continuous(engine: Engine) -> ContinuousEngine | None:
-    """The engine as a ContinuousEngine when it serves continuously as loaded, else None."""
-    return cast(ContinuousEngine, engine) if engine.continuous else None
+class EngineCalls:
+    """Functions handed to an engine's thread from others (`Engine.call`), run there between two
+    steps of its serving loop: while the loop runs, it is the only thread that touches the model.
+    `wakeup` is set when one arrives, so that an idle loop runs it at once."""
+
+    def __init__(self, wakeup: threading.Event) -> None:
+        self._calls: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
+        self._lock = threading.Lock()
+        self._wakeup = wakeup
+
+    def call(self, fn: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            self._calls.append((fn, future))
+        self._wakeup.set()
+        return future
+
+    def run(self) -> None:
+        """Run the calls waiting (in the engine thread)."""
+        while True:
+            with self._lock:
+                if not self._calls:
+                    return
+                fn, future = self._calls.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to the caller, whatever it is
+                future.set_exception(exc)
+
+
+def run_segments(
+    engine: Engine, segments: Sequence[Segment], on_chunk: ChunkSink | None = None
+) -> list[Any]:
+    """Make `segments` to the end in this thread (which must be free to be the engine's): their
+    SegmentResults, in order. For warm-ups, benchmarks and tests; the worker serves instead.
+    Raises EngineError for the first segment that failed."""
+    results: dict[int, Any] = {}
+    stop = threading.Event()
+
+    def done(segment: Segment, result: Any) -> None:
+        results[index[id(segment)]] = result
+        if len(results) == len(segments):
+            stop.set()
+
+    index = {id(segment): i for i, segment in enumerate(segments)}
+    for segment in segments:
+        engine.submit(segment, on_chunk, done)
+    if segments:
+        engine.serve(stop)
+    ordered = [results[i] for i in range(len(segments))]
+    for result in ordered:
+        if result.error is not None:
+            raise EngineError(result.error, retryable=result.retryable)
+    return ordered
+
+
+def synthesize(engine: Engine, segments: Sequence[Segment]) -> list[np.ndarray]:
+    """The audio of `segments`, made to the end in this thread (see `run_segments`)."""
+    return [result.audio for result in run_segments(engine, segments)]

@@ -23,7 +23,16 @@ from core.queue.job import SynthesisRequest
 from core.queue.voices import BUILTIN_VOICES, Voice
 from core.text.control_tokens import PAUSE_MS, TOKEN_SHAPE
 from core.text.sentences import is_cjk, locate, split_sentences
-from workers.engines.base import SAMPLE_RATE, ChunkSink, EngineError, Pieces, Segment
+from workers.engines.base import (
+    SAMPLE_RATE,
+    Capabilities,
+    ChunkSink,
+    Engine,
+    EngineError,
+    Pieces,
+    Segment,
+)
+from workers.engines.batching import Batched
 
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
 _CHARS_UTF8 = 1
@@ -68,13 +77,24 @@ _CALLBACK = ctypes.CFUNCTYPE(
 )
 
 
+def create(settings: Settings) -> Engine:
+    """The engine registry's entry: eSpeak NG served a segment at a time."""
+    return Batched(EspeakEngine(settings))
+
+
 class EspeakEngine:
     name = "espeak"
     sample_rate = SAMPLE_RATE
     max_batch = 1  # eSpeak synthesizes one text at a time; batching would only add latency
-    deterministic = True  # same text and voice, same samples: results may be cached
-    registered_voices = False  # its voices are its own: a registered ChatTTS voice is refused
-    continuous = False  # one segment at a time, in batches of one
+    # Its voices are its own (a registered ChatTTS voice is refused); same text and voice, same
+    # samples (results may be cached); a segment takes milliseconds, so it goes out whole.
+    capabilities = Capabilities(
+        registered_voices=False,
+        knobs=frozenset({"speed"}),
+        streaming="segments",
+        alignment=True,
+        deterministic=True,
+    )
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

@@ -20,8 +20,8 @@ from standardwebhooks import Webhook
 
 from core.infra.embedded_redis import free_port
 from core.infra.settings import Settings
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory, cookie
+from tests.conftest import ClientFactory, WorkerProcess
+from tests.web.conftest import cookie
 from tests.web.webproc import WebProcess, start_web
 from web.callbacks.sender import IN_FLIGHT, IN_FLIGHT_PER_CLIENT
 from web.callbacks.targets import parse_allow, refusal

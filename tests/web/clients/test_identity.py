@@ -8,8 +8,8 @@ from typing import Any
 import aiohttp
 from aiohttp.test_utils import TestClient
 
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory, wait_job
+from tests.conftest import ClientFactory, WorkerProcess
+from tests.web.conftest import wait_job
 from web.clients.identity import COOKIE, TOKEN_HEADER
 
 Client = TestClient[Any, Any]

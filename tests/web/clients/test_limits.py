@@ -9,7 +9,8 @@ import aiohttp
 from aiohttp.test_utils import TestClient
 
 from core.queue.voices import QUEUE_ACCOUNT
-from tests.web.conftest import ClientFactory, cookie
+from tests.conftest import ClientFactory
+from tests.web.conftest import cookie
 from tests.web.views.test_voices import EMBEDDING
 
 Client = TestClient[Any, Any]

@@ -7,7 +7,7 @@ from typing import Any
 import aiohttp
 from aiohttp.test_utils import TestClient
 
-from tests.web.conftest import ClientFactory
+from tests.conftest import ClientFactory
 from web.clients.key_guesses import WRONG_KEYS_BURST
 from web.clients.operators import SESSION_COOKIE
 

@@ -10,7 +10,8 @@ from redis.asyncio import Redis
 
 from core.audio.sizes import expected_bytes, stream_bytes
 from core.infra.embedded_redis import EmbeddedRedis
-from tests.web.conftest import ClientFactory, cookie
+from tests.conftest import ClientFactory
+from tests.web.conftest import cookie
 from web.appkeys import QUEUE, THROUGHPUT
 
 TEXT = "A sentence of a few words to speak, once and again. " * 20  # about 1,040 characters

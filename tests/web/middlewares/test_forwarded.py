@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.web.conftest import ClientFactory
+from tests.conftest import ClientFactory
 from web.middlewares.forwarded import parse_proxies
 
 LIMITED = {"submit_rate_per_address": 0.001, "submit_burst_per_address": 1}

@@ -17,7 +17,8 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from core.queue.keys import Keys
-from tests.web.conftest import ClientFactory, cookie, submit
+from tests.conftest import ClientFactory
+from tests.web.conftest import cookie, submit
 from web.monitors import store as throughput
 from web.monitors.store import DEFAULT_S, MAX_S, WINDOW_S, ThroughputMeter
 

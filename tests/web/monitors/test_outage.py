@@ -17,8 +17,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from core.infra.embedded_redis import EmbeddedRedis
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory, sse_events, submit, wait_job
+from tests.conftest import ClientFactory, WorkerProcess
+from tests.web.conftest import sse_events, submit, wait_job
 from web.monitors import store as throughput
 from web.monitors.store import ThroughputMeter
 

@@ -13,8 +13,7 @@ from redis.asyncio import Redis
 from core.infra.embedded_redis import EmbeddedRedis
 from core.infra.settings import LIMITS_OFF
 from core.queue.retention import RETAIN_BELOW
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory
+from tests.conftest import ClientFactory, WorkerProcess
 from web.appkeys import THROUGHPUT
 
 

@@ -11,8 +11,8 @@ from typing import Any
 from aiohttp.test_utils import TestClient
 
 from cli.sse import sse_events
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory, wait_job
+from tests.conftest import ClientFactory, WorkerProcess
+from tests.web.conftest import wait_job
 
 Client = TestClient[Any, Any]
 ADMIN_KEY = "root-key-1234"

@@ -14,8 +14,8 @@ from redis.asyncio import Redis
 
 from core.infra.settings import Settings
 from core.queue.store import Queue
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory, submit, wait_job
+from tests.conftest import ClientFactory, WorkerProcess
+from tests.web.conftest import submit, wait_job
 from web.appkeys import MEMORY, QUEUE, SETTINGS
 from web.views.audio import SEGMENT_RESERVE_BYTES
 from web.views.sending import PIECE_BYTES

@@ -16,8 +16,8 @@ from redis.asyncio import Redis
 from bench.s3_server import S3Server
 from core.infra.settings import Settings
 from core.queue.store import Queue
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory, submit, wait_job
+from tests.conftest import ClientFactory, WorkerProcess
+from tests.web.conftest import submit, wait_job
 from web.appkeys import QUEUE
 
 LONG = "This sentence is one of several that make a long text to speak. " * 8

@@ -11,8 +11,7 @@ from typing import Any
 import soundfile as sf
 from aiohttp.test_utils import TestClient
 
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory
+from tests.conftest import ClientFactory, WorkerProcess
 
 Client = TestClient[Any, Any]
 TEXT = "Hello there, my friend. [lbreak] How are you today?"

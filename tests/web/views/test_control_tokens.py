@@ -4,7 +4,6 @@ and text that cannot be spoken without our spelling is refused when only ChatTTS
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import orjson
@@ -12,7 +11,8 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from core.queue.keys import Keys
-from tests.web.conftest import ClientFactory, submit
+from tests.conftest import ClientFactory
+from tests.web.conftest import live_worker, submit
 
 Client = TestClient[Any, Any]
 
@@ -107,14 +107,6 @@ async def test_normalize_is_stored_and_defaults_to_true(
     assert error["param"] == "normalize"
 
 
-async def _chattts_worker(aredis: Any, keys: Keys) -> None:
-    """The heartbeat a live ChatTTS worker publishes (the fleet check reads only `engine`)."""
-    await aredis.set(
-        keys.worker("tts-1"), orjson.dumps({"name": "tts-1", "engine": "chattts"}), ex=60
-    )
-    await aredis.zadd(keys.workers, {"tts-1": time.time()})
-
-
 async def test_without_normalization_digits_alone_are_refused_when_only_chattts_runs(
     make_client: ClientFactory, aredis: Any, keys: Keys
 ) -> None:
@@ -122,7 +114,7 @@ async def test_without_normalization_digits_alone_are_refused_when_only_chattts_
     # No ChatTTS worker yet: eSpeak NG would read the digits.
     await submit(client, text="123", normalize=False)
 
-    await _chattts_worker(aredis, keys)
+    await live_worker(aredis, keys, "chattts", "tts-1")
     client = await make_client()
     await submit(client, text="123")  # spelled out: "one hundred and twenty three"
     await submit(client, text="I have 3 cats", normalize=False)  # "I have cats"

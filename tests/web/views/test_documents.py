@@ -19,8 +19,7 @@ from core.audio.formats import SAMPLE_RATE, SEGMENT_GAP_S
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.store import Queue
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory
+from tests.conftest import ClientFactory, WorkerProcess
 from tests.workers.test_process import wait_terminal
 
 SENTENCES = 240

@@ -12,8 +12,7 @@ import pytest
 import soundfile as sf
 from aiohttp.test_utils import TestClient
 
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory
+from tests.conftest import ClientFactory, WorkerProcess
 
 Client = TestClient[Any, Any]
 

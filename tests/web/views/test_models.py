@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp.test_utils import TestClient
 
 from core.queue.voices import BUILTIN_VOICES, OPENAI_VOICES
-from tests.web.conftest import ClientFactory
+from tests.conftest import ClientFactory
 from tests.web.views.test_voices import EMBEDDING
 
 Client = TestClient[Any, Any]

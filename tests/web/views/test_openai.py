@@ -23,8 +23,8 @@ from redis.asyncio import Redis
 from core.infra.settings import Settings
 from core.queue.keys import Keys
 from core.queue.voices import mostly_mandarin
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory, wait_job
+from tests.conftest import ClientFactory, WorkerProcess
+from tests.web.conftest import wait_job
 from web.app import create_app
 from web.appkeys import HUB
 from web.schemas.openai import resolve_voice

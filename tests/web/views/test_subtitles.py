@@ -17,8 +17,7 @@ import webvtt
 from aiohttp.test_utils import TestClient
 
 from core.text.cues import shown
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory
+from tests.conftest import ClientFactory, WorkerProcess
 from web.appkeys import DERIVED
 
 SENTENCES = [

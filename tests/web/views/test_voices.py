@@ -20,7 +20,8 @@ from aiohttp.test_utils import TestClient
 
 from core.queue.keys import Keys
 from core.voices.chattts import builtin_embeddings, validate_voice_data
-from tests.web.conftest import ClientFactory, submit
+from tests.conftest import ClientFactory
+from tests.web.conftest import live_worker, submit
 from web.monitors.fleet import ENGINES_TTL_S
 
 Client = TestClient[Any, Any]
@@ -164,21 +165,15 @@ async def test_unreadable_forms_are_400(client: Client, content_type: str, body:
     assert (await response.json())["error"]["code"] == "invalid_multipart"
 
 
-async def _fake_worker(aredis: Any, keys: Keys, engine: str) -> None:
-    """A heartbeat as a live worker of `engine` publishes it (only its `engine` matters here)."""
-    await aredis.set(keys.worker(engine), orjson.dumps({"name": engine, "engine": engine}), ex=60)
-    await aredis.zadd(keys.workers, {engine: time.time()})
-
-
 async def test_text_chattts_cannot_speak_is_refused_when_only_chattts_runs(
     make_client: ClientFactory, aredis: Any, keys: Keys
 ) -> None:
     text = "Привет, мир"  # letters, but none ChatTTS reads
-    await _fake_worker(aredis, keys, "espeak")
+    await live_worker(aredis, keys, "espeak")
     assert (await (await make_client()).post("/v1/tts/jobs", json={"text": text})).status == 202
 
     await aredis.delete(keys.worker("espeak"))
-    await _fake_worker(aredis, keys, "chattts")
+    await live_worker(aredis, keys, "chattts")
     client = await make_client()
     response = await client.post("/v1/tts/jobs", json={"text": text})
     body = await response.json()
@@ -197,7 +192,7 @@ async def test_a_registered_voice_is_refused_where_only_espeak_runs(
     client = await make_client()
     voice = {"name": "narrator-x", "embedding": EMBEDDING}
     assert (await client.post("/v1/voices", json=voice)).status == 201
-    await _fake_worker(aredis, keys, "espeak")
+    await live_worker(aredis, keys, "espeak")
     response = await client.post("/v1/tts/jobs", json={"text": "Hello.", "voice": "narrator-x"})
     body = await response.json()
     assert response.status == 422, body
@@ -205,7 +200,7 @@ async def test_a_registered_voice_is_refused_where_only_espeak_runs(
     assert "built-in" in body["error"]["message"]
     builtin = {"text": "Hello.", "voice": "en_male"}
     assert (await client.post("/v1/tts/jobs", json=builtin)).status == 202
-    await _fake_worker(aredis, keys, "chattts")
+    await live_worker(aredis, keys, "chattts")
     await asyncio.sleep(ENGINES_TTL_S)  # the web tier's look at the live engines is that old
     response = await client.post("/v1/tts/jobs", json={"text": "Hello.", "voice": "narrator-x"})
     assert response.status == 202, await response.text()

@@ -8,8 +8,8 @@ from typing import Any
 import aiohttp
 from aiohttp.test_utils import TestClient
 
-from tests.conftest import WorkerProcess
-from tests.web.conftest import ClientFactory, submit, wait_job
+from tests.conftest import ClientFactory, WorkerProcess
+from tests.web.conftest import submit, wait_job
 
 Client = TestClient[Any, Any]
 

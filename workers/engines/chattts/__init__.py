@@ -1,7 +1,8 @@
 """The ChatTTS engine (`pip install '.[chattts]'`): its light API here, the engine on first use.
 
 Importing this module does not import torch: `find_weights`, voice validation and text
-normalization serve `create_engine("auto")` and the web tier; `ChatTTSEngine` loads on access.
+normalization serve `create_engine("auto")` and the web tier; `create` (the engine registry's
+entry) and `ChatTTSEngine` load the engine on use.
 """
 
 from __future__ import annotations
@@ -15,13 +16,18 @@ from core.voices.chattts import (
     sample_voice_data,
     validate_voice_data,
 )
+from workers.engines.base import Capabilities
 from workers.engines.chattts.loading.loader import find_weights
 
 if TYPE_CHECKING:
+    from core.infra.settings import Settings
+    from workers.engines.base import Engine
     from workers.engines.chattts.engine import ChatTTSEngine
 
 __all__ = [
+    "CAPABILITIES",
     "ChatTTSEngine",
+    "create",
     "find_weights",
     "is_speakable",
     "normalize",
@@ -30,6 +36,34 @@ __all__ = [
     "sample_voice_data",
     "validate_voice_data",
 ]
+
+
+# What ChatTTS does on our runtime (the library's `infer` hands each segment over whole).
+CAPABILITIES = Capabilities(
+    registered_voices=True,
+    knobs=frozenset({"speed", "seed", "temperature", "top_p", "top_k", "refine", "prompt"}),
+    streaming="chunks",
+    alignment=False,
+    deterministic=False,  # unseeded rows draw fresh randomness: no result cached for them
+    normalizer="chattts",
+)
+
+
+def create(settings: Settings) -> Engine:
+    """The engine registry's entry: our decode runtime, or ChatTTS's own `infer` behind the
+    batch adapter (CHATTTS_RUNTIME=library)."""
+    from workers.engines.base import EngineError
+
+    if settings.runtime == "library":
+        from workers.engines.batching import Batched
+        from workers.engines.chattts.library_engine import LibraryEngine
+
+        return Batched(LibraryEngine(settings))
+    if settings.runtime != "ours":
+        raise EngineError(f"unknown CHATTTS_RUNTIME {settings.runtime!r}: use ours or library")
+    from workers.engines.chattts.engine import ChatTTSEngine
+
+    return ChatTTSEngine(settings)
 
 
 def __getattr__(name: str) -> Any:

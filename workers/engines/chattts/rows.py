@@ -1,6 +1,6 @@
 """Segments as rows of the decode runtime: each row's prompt (its voice, its text as ChatTTS would
-speak it, its speed) and sampling (its parameters and seed); run as one batch, or fed one by one
-to a runtime that keeps serving (continuous batching across the worker's jobs)."""
+speak it, its speed) and sampling (its parameters and seed), fed one by one to a runtime that
+keeps serving (continuous batching across the worker's jobs)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,16 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-import numpy as np
 import torch
 
-from workers.engines.base import ChunkSink, EngineError, Segment
+from workers.engines.base import ChunkSink, EngineCalls, EngineError, Segment
 from workers.engines.chattts.library.params import (
     REPETITION_PENALTY,
     infer_params,
     row_generators,
     speed_level,
 )
-from workers.engines.chattts.library.sampling import Batch, Row
+from workers.engines.chattts.library.sampling import Batch
 from workers.engines.chattts.prompt import prompt_embeddings, spoken_text
 from workers.engines.chattts.runtime.admission import Clock
 from workers.engines.chattts.runtime.runtime import Runtime
@@ -44,11 +43,6 @@ def row_seed(segment: Segment, part: int, base: int) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
 
 
-def row_error(result: RowResult) -> EngineError:
-    retryable = (result.error or "").startswith("out of memory")
-    return EngineError(f"ChatTTS runtime: {result.error}", retryable=retryable)
-
-
 class RuntimeRows:
     """All methods but `submit` and `cancel` run in the engine thread."""
 
@@ -65,8 +59,8 @@ class RuntimeRows:
         self.model, self.speakers, self.runtime, self.device = model, speakers, runtime, device
         self.whole_chat = whole_chat
         self._inbox: deque[Submitted] = deque()
-        self._calls: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
         self._wakeup = threading.Event()
+        self._calls = EngineCalls(self._wakeup)
         self._lock = threading.Lock()
 
     def row(self, segment: Segment, seed: int, max_new_token: int) -> tuple[torch.Tensor, Sampling]:
@@ -92,20 +86,6 @@ class RuntimeRows:
         )
         return prompt, sampling
 
-    def run(
-        self, segments: list[Segment], seeds: list[int], max_new_token: int, sink: ChunkSink | None
-    ) -> list[Row]:
-        """The rows as one batch; the first row that fails fails the batch (EngineError)."""
-        rows = [self.row(s, seed, max_new_token) for s, seed in zip(segments, seeds, strict=True)]
-        on_chunk = None
-        if sink is not None:
-            on_chunk = _row_sink(sink, segments)
-        results = self.runtime.run(rows, on_chunk)
-        for result in results:
-            if result.error is not None:
-                raise row_error(result)
-        return [Row(r.audio, r.tokens, r.truncated) for r in results]
-
     # -- continuous service ------------------------------------------------------------------
 
     def submit(
@@ -123,13 +103,8 @@ class RuntimeRows:
         self._wakeup.set()
 
     def call(self, fn: Callable[[], Any]) -> Future[Any]:
-        """Run `fn` in the serving loop's thread between two rounds (from any thread): while the
-        loop runs, it is the only thread that may touch the model."""
-        future: Future[Any] = Future()
-        with self._lock:
-            self._calls.append((fn, future))
-        self._wakeup.set()
-        return future
+        """Run `fn` in the serving loop's thread between two rounds (from any thread)."""
+        return self._calls.call(fn)
 
     def cancel(self, segment: Segment) -> None:
         """Stop a segment at the runtime's next look (from any thread)."""
@@ -140,7 +115,7 @@ class RuntimeRows:
         then end as cancelled."""
         scheduler = self.runtime.scheduler
         while not stop.is_set():
-            self._run_calls()
+            self._calls.run()
             self._admit()
             if scheduler.busy:
                 scheduler.run_round()
@@ -156,20 +131,7 @@ class RuntimeRows:
             on_done(segment, RowResult.failed("cancelled"))
         while scheduler.busy:
             scheduler.run_round()
-        self._run_calls()
-
-    def _run_calls(self) -> None:
-        while True:
-            with self._lock:
-                if not self._calls:
-                    return
-                fn, future = self._calls.popleft()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn())
-            except BaseException as exc:  # handed to the caller, whatever it is
-                future.set_exception(exc)
+        self._calls.run()
 
     def _admit(self) -> None:
         while True:
@@ -186,7 +148,3 @@ class RuntimeRows:
             # result, straight to the worker's sinks.
             request = RowRequest(segment, prompt, sampling, on_done, sink, clock=clock)
             self.runtime.scheduler.submit(request)
-
-
-def _row_sink(sink: ChunkSink, segments: list[Segment]) -> Callable[[int, np.ndarray, bool], None]:
-    return lambda row, audio, final: sink(segments[row], audio, final)

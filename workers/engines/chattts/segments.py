@@ -1,9 +1,7 @@
 """A job's text as ChatTTS segments: sentences as submitted, each spelled out in its language,
-cut again where spelling made one too long; and a segment cut in two to retry it shorter."""
+cut again where spelling made one too long."""
 
 from __future__ import annotations
-
-import math
 
 from core.queue.job import SynthesisRequest
 from core.queue.voices import BUILTIN_BY_NAME
@@ -37,8 +35,3 @@ def pieces(text: str, request: SynthesisRequest, registered: str | None = None) 
     if not out:
         raise EngineError("the text holds nothing ChatTTS can speak", retryable=False)
     return out
-
-
-def halves(text: str) -> list[str]:
-    """A segment cut in (about) two at a sentence, clause or word break."""
-    return split_sentences(text, max(4, math.ceil(len(text) / 2)))

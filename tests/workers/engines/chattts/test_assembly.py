@@ -106,6 +106,7 @@ START = r"""
 import json, sys, logging
 logging.disable(logging.WARNING)
 from workers.engines import create_engine
+from workers.engines.base import synthesize
 from core.infra.settings import Settings
 from workers.engines.base import Segment
 from core.queue.job import SynthesisRequest
@@ -124,7 +125,7 @@ engine.voice_from_recording(tone.astype(np.float32), 24000, "你好")
 out["recording"] = state()
 engine.max_new_token = 8
 request = SynthesisRequest(text="你好", voice="zh_female", seed=1, refine=True)
-engine.synthesize([Segment("j", 0, request.text, request)])
+synthesize(engine, [Segment("j", 0, request.text, request)])
 out["refined"] = state()
 print("OUT " + json.dumps(out))
 """

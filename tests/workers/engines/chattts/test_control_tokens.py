@@ -14,7 +14,7 @@ import pytest
 from core.queue.job import SynthesisRequest
 from core.text.control_tokens import PROMPT_TOKENS, SPEED_TOKENS, VOCABULARY, WORD_TOKENS
 from tests.workers.engines.chattts.conftest import requires_chattts
-from tests.workers.engines.helpers import split
+from tests.workers.engines.helpers import split, synthesize
 from workers.engines.base import EngineError, Segment
 
 pytestmark = [
@@ -103,7 +103,7 @@ def _ids(engine: Any, *tokens: str) -> list[int]:
 def _synthesize(engine: Any, text: str, **params: Any) -> list[str]:
     request = SynthesisRequest(text=text, seed=3, **params)
     parts = split(engine, text, request)
-    engine.synthesize([Segment("tokens", i, part, request) for i, part in enumerate(parts)])
+    synthesize(engine, [Segment("tokens", i, part, request) for i, part in enumerate(parts)])
     return list(parts)
 
 

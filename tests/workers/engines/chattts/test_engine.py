@@ -9,8 +9,8 @@ import pytest
 
 from core.queue.job import SynthesisRequest
 from tests.workers.engines.chattts.conftest import requires_chattts
-from tests.workers.engines.helpers import split
-from workers.engines.base import EngineError, Segment
+from tests.workers.engines.helpers import split, synthesize
+from workers.engines.base import EngineError, Segment, run_segments
 
 pytestmark = [
     pytest.mark.chattts,
@@ -42,34 +42,46 @@ def segments(texts: list[str], seed: int | None = 7, **request: Any) -> list[Seg
     return out
 
 
-def test_segments_of_many_jobs_run_as_one_infer(engine: Any) -> None:
-    before = engine.infer_calls
-    audio = engine.synthesize(segments(TEXTS))
-    assert engine.last_batch_sizes[0] == len(TEXTS)
-    assert engine.infer_calls - before == len(engine.last_batch_sizes)
+def rows_at_once(engine: Any, segs: list[Segment]) -> tuple[list[np.ndarray], int]:
+    """The segments' audio through the engine's boundary, and the most rows that shared a step."""
+    counters = engine.runtime.scheduler.counters
+    counters.peak_rows = 0
+    audio = synthesize(engine, segs)
+    return audio, counters.peak_rows
+
+
+def test_segments_of_many_jobs_run_as_one_batch(engine: Any, library_engine: Any) -> None:
+    audio, rows = rows_at_once(engine, segments(TEXTS))
+    assert rows == len(TEXTS)
     assert len(audio) == len(TEXTS)
     assert all(a.dtype == np.float32 and a.ndim == 1 and a.size > 0 for a in audio)
+    before = library_engine.infer_calls
+    audio = library_engine.synthesize(segments(TEXTS))
+    assert library_engine.last_batch_sizes == [len(TEXTS)]
+    assert library_engine.infer_calls - before == 1 and len(audio) == len(TEXTS)
 
 
 def test_each_row_is_trimmed_to_its_own_length(engine: Any) -> None:
-    audio = engine.synthesize(segments(TEXTS))
-    tokens = list(engine.last_token_lengths)
-    assert engine.last_batch_sizes == [len(TEXTS)] and not engine.last_warnings
+    truncations = engine.truncations
+    results = run_segments(engine, segments(TEXTS))
+    audio, tokens = [r.audio for r in results], [r.tokens for r in results]
+    assert engine.truncations == truncations
     assert len(set(tokens)) > 1, "rows of one batch should end at different lengths"
     # The vocoder yields (2n - 1) hops for n tokens: exactly what the row alone decodes to.
     assert [a.size for a in audio] == [(2 * n - 1) * SAMPLES_PER_TOKEN // 2 for n in tokens]
     for row in (int(np.argmin(tokens)), int(np.argmax(tokens))):
-        alone = engine.synthesize(segments(TEXTS)[row : row + 1])
-        assert engine.last_token_lengths == [tokens[row]]
+        [result] = run_segments(engine, segments(TEXTS)[row : row + 1])
+        alone = [result.audio]
+        assert result.tokens == tokens[row]
         assert_same_audio(audio[row], alone[0])
     # The longest row had no padding to trim: it is its solo decode, sample for sample.
     np.testing.assert_allclose(audio[row], alone[0], atol=1e-4)
 
 
 def test_same_seed_same_audio_different_seed_different_audio(engine: Any) -> None:
-    first = engine.synthesize(segments(TEXTS[:2], seed=11))
-    again = engine.synthesize(segments(TEXTS[:2], seed=11))
-    other = engine.synthesize(segments(TEXTS[:2], seed=12))
+    first = synthesize(engine, segments(TEXTS[:2], seed=11))
+    again = synthesize(engine, segments(TEXTS[:2], seed=11))
+    other = synthesize(engine, segments(TEXTS[:2], seed=12))
     for a, b in zip(first, again, strict=True):
         np.testing.assert_array_equal(a, b)
     assert any(
@@ -78,8 +90,8 @@ def test_same_seed_same_audio_different_seed_different_audio(engine: Any) -> Non
 
 
 def test_a_row_sounds_the_same_whatever_it_is_batched_with(engine: Any) -> None:
-    [alone] = engine.synthesize(segments(TEXTS[:1], seed=21))
-    batched = engine.synthesize(segments(TEXTS, seed=21))
+    [alone] = synthesize(engine, segments(TEXTS[:1], seed=21))
+    batched = synthesize(engine, segments(TEXTS, seed=21))
     assert_same_audio(batched[0], alone)
 
 
@@ -87,8 +99,8 @@ def test_requests_never_touch_the_global_rng(engine: Any) -> None:
     import torch
 
     state = torch.get_rng_state()
-    engine.synthesize(segments(TEXTS[:2], seed=None))
-    engine.synthesize(segments(TEXTS[:2], seed=3))
+    synthesize(engine, segments(TEXTS[:2], seed=None))
+    synthesize(engine, segments(TEXTS[:2], seed=3))
     assert torch.equal(state, torch.get_rng_state())
 
 
@@ -97,7 +109,7 @@ def test_library_defaults_are_not_mutated(engine: Any) -> None:
 
     defaults = ChatTTS.Chat.infer.__defaults__
     code = next(d for d in defaults if isinstance(d, ChatTTS.Chat.InferCodeParams))
-    engine.synthesize(segments(TEXTS[:1], speed=1.5, temperature=0.5))
+    synthesize(engine, segments(TEXTS[:1], speed=1.5, temperature=0.5))
     assert (code.prompt, code.spk_emb, code.spk_smp, code.temperature, code.manual_seed) == (
         "[speed_5]",
         None,
@@ -109,10 +121,10 @@ def test_library_defaults_are_not_mutated(engine: Any) -> None:
 
 def test_out_of_memory_halves_the_batch_until_it_fits(library_engine: Any) -> None:
     engine = library_engine
-    expected = engine.synthesize(segments(TEXTS, seed=31))
+    expected = synthesize(engine, segments(TEXTS, seed=31))
     splits = engine.oom_splits
     engine.inject_oom(1)  # the GPT now raises a real torch.OutOfMemoryError above one row
-    audio = engine.synthesize(segments(TEXTS, seed=31))
+    audio = synthesize(engine, segments(TEXTS, seed=31))
     assert engine.last_batch_sizes == [1, 1, 1, 1]
     assert engine.oom_splits - splits == 3  # 4 -> 2 + 2 -> 1 + 1 + 1 + 1
     for a, b in zip(audio, expected, strict=True):  # per-row seeds: the same audio
@@ -122,11 +134,11 @@ def test_out_of_memory_halves_the_batch_until_it_fits(library_engine: Any) -> No
 def test_out_of_memory_shrinks_the_runtime_until_it_fits(engine: Any) -> None:
     """A real torch.OutOfMemoryError in a step halves the rows that may run at once; the rows
     put back start again and, their draws being counter-based, make the same audio."""
-    expected = engine.synthesize(segments(TEXTS, seed=31))
+    expected = synthesize(engine, segments(TEXTS, seed=31))
     scheduler = engine.runtime.scheduler
     shrinks = scheduler.counters.oom_shrinks
     engine.inject_oom(1)  # the decoder now raises a real torch.OutOfMemoryError above one row
-    audio = engine.synthesize(segments(TEXTS, seed=31))
+    audio = synthesize(engine, segments(TEXTS, seed=31))
     assert scheduler.max_rows == 1
     assert scheduler.counters.oom_shrinks - shrinks == 2  # 4 -> 2 -> 1
     for a, b in zip(audio, expected, strict=True):
@@ -140,32 +152,29 @@ def test_out_of_memory_on_one_segment_is_a_retryable_error(
     engine = engine if runtime == "ours" else library_engine
     engine.inject_oom(0)
     with pytest.raises(EngineError, match="out of memory") as info:
-        engine.synthesize(segments(TEXTS[:1]))
+        synthesize(engine, segments(TEXTS[:1]))
     assert info.value.retryable
 
 
-def test_truncated_segment_is_retried_shorter_and_reported(engine: Any) -> None:
+@pytest.mark.parametrize("runtime", ["ours", "library"])
+def test_a_truncated_segment_is_cut_and_reported(
+    runtime: str, engine: Any, library_engine: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One rule for both runtimes: a segment that hits its budget keeps its audio, cut, and
+    says so (a warning naming it, the `truncations` counter)."""
+    engine = engine if runtime == "ours" else library_engine
     engine.max_new_token = 1  # no row ends at its first token: every row is cut
-    text = "今天天气很好，我们欢迎你。"
-    [audio] = engine.synthesize(segments([text]))
-    assert engine.last_batch_sizes == [1, 2]  # the segment, then its two halves in one batch
-    assert engine.last_token_lengths == [2]
-    assert audio.size == 2 * SAMPLES_PER_TOKEN // 2
-    assert len(engine.last_warnings) == 1
-    assert "job0 segment 0" in engine.last_warnings[0]
-    assert "max_new_token" in engine.last_warnings[0]
-
-
-def test_truncated_segment_that_cannot_be_split_is_reported(engine: Any) -> None:
-    engine.max_new_token = 1
-    engine.synthesize(segments(["你好"]))
-    assert engine.last_batch_sizes == [1]
-    assert "too short to split" in engine.last_warnings[0]
+    truncations = engine.truncations
+    [audio] = synthesize(engine, segments(["今天天气很好，我们欢迎你。"]))
+    assert audio.size == SAMPLES_PER_TOKEN // 2  # one token: (2 * 1 - 1) hops
+    assert engine.truncations - truncations == 1
+    warnings = [r.getMessage() for r in caplog.records if "its audio is cut" in r.getMessage()]
+    assert len(warnings) == 1 and "job0 segment 0" in warnings[0]
 
 
 def test_refine_runs_the_refinement_pass(engine: Any) -> None:
-    audio = engine.synthesize(segments(TEXTS[:2], refine=True))
-    assert engine.last_batch_sizes[0] == 2 and all(a.size for a in audio)
+    audio, rows = rows_at_once(engine, segments(TEXTS[:2], refine=True))
+    assert rows == 2 and all(a.size for a in audio)
 
 
 def test_registered_voices_embedding_and_recording(engine: Any) -> None:
@@ -185,17 +194,17 @@ def test_registered_voices_embedding_and_recording(engine: Any) -> None:
             )
             for i, text in enumerate(TEXTS[:2])
         ]
-        audio = engine.synthesize(segs)
-        assert engine.last_batch_sizes[0] == 2 and all(a.size for a in audio)
+        audio, rows = rows_at_once(engine, segs)
+        assert rows == 2 and all(a.size for a in audio)
 
 
 def test_invalid_voice_data_and_unknown_voice_are_permanent_errors(engine: Any) -> None:
     req = SynthesisRequest(text="你好", voice="mine")
     with pytest.raises(EngineError) as info:
-        engine.synthesize([Segment("j", 0, "你好", req, voice_data="not a voice")])
+        synthesize(engine, [Segment("j", 0, "你好", req, voice_data="not a voice")])
     assert not info.value.retryable
     with pytest.raises(EngineError, match="unknown voice"):
-        engine.synthesize([Segment("j", 0, "你好", req)])
+        synthesize(engine, [Segment("j", 0, "你好", req)])
 
 
 def test_split_normalizes_then_cuts_sentences(engine: Any) -> None:
@@ -229,14 +238,13 @@ def test_any_mix_of_requests_shares_one_runtime_batch(engine: Any) -> None:
         *segments(TEXTS[2:3], voice="zh_male_2", temperature=0.7, top_p=0.9),
         *segments(TEXTS[3:], voice="en_female", top_k=5, seed=99),
     ]
-    assert len({engine.batch_key(s.request) for s in mixed}) == 1
     counters = engine.runtime.scheduler.counters
     shared = counters.shared_steps
-    audio = engine.synthesize(mixed)
-    assert engine.last_batch_sizes == [4] and all(a.size for a in audio)
+    audio, rows = rows_at_once(engine, mixed)
+    assert rows == 4 and all(a.size for a in audio)
     assert counters.shared_steps > shared
     for i, segment in enumerate(mixed):  # and each row is what it would be alone
-        [alone] = engine.synthesize([segment])
+        [alone] = synthesize(engine, [segment])
         np.testing.assert_allclose(audio[i], alone, atol=1e-4)
 
 
@@ -269,5 +277,5 @@ def test_the_runtime_in_bfloat16_speaks_every_row(tiny_checkpoint: Any) -> None:
     engine.load()
     assert engine.runtime is not None and engine.runtime.decoder.dtype == torch.bfloat16
     assert engine.runtime.decoder.k_cache.dtype == torch.bfloat16
-    audio = engine.synthesize(segments(TEXTS))
+    audio = synthesize(engine, segments(TEXTS))
     assert all(a.size > 0 and np.isfinite(a).all() for a in audio)

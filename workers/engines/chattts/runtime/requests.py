@@ -32,6 +32,11 @@ class RowResult:
     error: str | None = None
     codes: np.ndarray | None = None  # [tokens, num_vq]: the audio codes drawn
 
+    @property
+    def retryable(self) -> bool:
+        """Another attempt could succeed: the device ran out of memory."""
+        return (self.error or "").startswith("out of memory")
+
     @classmethod
     def failed(cls, error: str, tokens: int = 0) -> RowResult:
         """A row that ended without audio, and why ("cancelled", or what went wrong)."""

@@ -1,9 +1,11 @@
-"""Jobs in a worker's hands and how their segments are grouped into engine batches."""
+"""Jobs in a worker's hand: what each holds (its segments, its audio so far, its cues) and the
+one state it is in (`Hold`)."""
 
 from __future__ import annotations
 
+import enum
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +14,20 @@ import numpy as np
 from core.audio import formats as audio
 from core.queue.store import Started
 from core.text.cues import align_words
-from workers.engines import Engine, Segment
+from workers.engines import Segment
+
+
+class Hold(enum.Enum):
+    """What happens next to a job in hand. While its result is stored it stays as it is (the
+    completion is fenced: a job lost meanwhile is refused there)."""
+
+    RUNNING = "running"  # its segments are being made
+    # A document's slice ended while another client's work waits: it goes back to the queue
+    # once its rows are out, and resumes after its stored parts (lua/progress.lua).
+    YIELDING = "yielding"
+    # Cancelled by its client, or failing (`failure` says why): it stops at its next boundary.
+    STOPPING = "stopping"
+    LOST = "lost"  # another worker holds it now: dropped, nothing written
 
 
 @dataclass
@@ -24,18 +39,14 @@ class ActiveJob:
     voice_data: str | None
     cache_digest: str | None = None
     audio: list[np.ndarray] = field(default_factory=list)
-    cancel: bool = False
-    lost: bool = False
-    failure: str = ""  # why it stops, failed, at its next boundary (with `cancel` set)
-    # A document's slice ended while another client's work waits: it goes back to the queue
-    # and resumes after its stored parts (lua/progress.lua).
-    yielding: bool = False
-    completing: bool = False  # its result is being encoded and stored in the background
+    hold: Hold = Hold.RUNNING
+    failure: str = ""  # why it stops, failed, at its next boundary (Hold.STOPPING)
     store_failing_since: float = 0.0  # when the audio store first refused its file (monotonic)
-    solo: bool = False  # a batch it was in failed: it runs alone from now on
-    engine_s: float = 0.0  # its share of the engine time of the batches it was in
+    # Its last run never ended cleanly (it may crash its worker): it has the engine to itself.
+    alone: bool = False
+    engine_s: float = 0.0  # its share of the engine's time while its segments were in it
     served_s: float = 0.0  # the same on the hand's fair clock (intake.py sets where it starts)
-    # Continuous batching: segments handed to the engine, and those back out of order.
+    # Segments handed to the engine, and those back out of order.
     submitted: int = 0
     finished: dict[int, np.ndarray] = field(default_factory=dict)
     # Each segment's characters in the request's text (subtitle cues point into it).
@@ -43,6 +54,25 @@ class ActiveJob:
     samples_done: int = 0  # samples of the job's audio so far, pauses included
     cues: list[dict[str, Any]] = field(default_factory=list)  # this attempt's, in order
     started_at: float = field(default_factory=time.time)  # this attempt's start (for the ETA)
+
+    def stop(self, failure: str = "") -> None:
+        """Cancelled (or failing, with why): it stops at its next boundary."""
+        if self.hold in (Hold.RUNNING, Hold.YIELDING):
+            self.hold, self.failure = Hold.STOPPING, failure
+
+    def lose(self) -> None:
+        """Another worker holds it now."""
+        self.hold = Hold.LOST
+
+    def hand_back(self) -> None:
+        """Its document's slice ended: it goes back to the queue once its rows are out."""
+        if self.hold is Hold.RUNNING:
+            self.hold = Hold.YIELDING
+
+    @property
+    def dropped(self) -> bool:
+        """Cancelled, failing or lost: none of its segments are made any more."""
+        return self.hold in (Hold.STOPPING, Hold.LOST)
 
     @property
     def document(self) -> bool:
@@ -92,41 +122,6 @@ class ActiveJob:
         return Segment(
             self.job_id, index, self.segments[index], self.started.request, self.voice_data
         )
-
-
-def next_batch(in_hand: Mapping[str, ActiveJob], engine: Engine) -> list[tuple[ActiveJob, Segment]]:
-    """Segments sharing the lead job's batch key: one per job first, then more per job. The lead
-    is the least-served job on the hand's fair clock (the oldest on a tie), so that a short job
-    taken while a long one runs goes after that one's next segment, not after all of it (the
-    queue's fair order, kept in hand), and no job waits behind a stream of newcomers.
-
-    Rows come back ordered by job (oldest first), then by segment index.
-    """
-    order = {job_id: i for i, job_id in enumerate(in_hand)}
-    jobs = [j for j in in_hand.values() if not j.done]
-    if not jobs:
-        return []
-    solo = next((j for j in jobs if j.solo), None)
-    if solo is not None:
-        mates = [solo]
-    else:
-        jobs.sort(key=lambda j: j.served_s)  # stable: the oldest first on a tie
-        key = engine.batch_key(jobs[0].started.request)
-        mates = [j for j in jobs if engine.batch_key(j.started.request) == key]
-    batch: list[tuple[ActiveJob, Segment]] = []
-    offset = 0
-    while len(batch) < engine.max_batch:
-        added = False
-        for job in mates:
-            segment = job.next_segment(offset)
-            if segment is not None and len(batch) < engine.max_batch:
-                batch.append((job, segment))
-                added = True
-        if not added:
-            break
-        offset += 1
-    batch.sort(key=lambda pair: (order[pair[0].job_id], pair[1].index))
-    return batch
 
 
 def render(parts: list[np.ndarray], rate: int, fmt: str) -> tuple[bytes, float]:
