@@ -265,12 +265,17 @@ async def submit(
     if output != "-":
         print(f"wrote {output}", file=sys.stderr)
     if subtitles:
-        for number, cue in enumerate(cues, start=1):
-            cue["index"] = number
-        path = Path(output if output != "-" else "speech").with_suffix(f".{subtitles}")
-        path.write_text(to_srt(cues) if subtitles == "srt" else to_vtt(cues), encoding="utf-8")
-        print(f"wrote {path}", file=sys.stderr)
+        _write_subtitles(cues, output, subtitles)
     return OK
+
+
+def _write_subtitles(cues: list[dict[str, Any]], output: str, kind: str) -> None:
+    """The cues of every part, numbered, as `kind` (srt or vtt) beside `output`."""
+    for number, cue in enumerate(cues, start=1):
+        cue["index"] = number
+    path = Path(output if output != "-" else "speech").with_suffix(f".{kind}")
+    path.write_text(to_srt(cues) if kind == "srt" else to_vtt(cues), encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
 
 
 async def _download(api: Api, url: str, writer: PcmWriter) -> int:

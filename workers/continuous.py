@@ -71,8 +71,9 @@ class Continuous:
 
     @property
     def capacity(self) -> int:
-        """Rows to keep handed over: the runtime's slots, and as many waiting to fill them."""
-        return 2 * max(1, int(self.engine.max_batch))
+        """Segments to keep handed over: those the engine makes at once, and those it keeps
+        waiting to fill a free row."""
+        return max(1, int(self.engine.max_batch)) + max(0, int(self.engine.waiting_room))
 
     def feed(self) -> None:
         """Hand over the next segments of the jobs in hand, a segment per job per pass, while

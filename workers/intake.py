@@ -20,7 +20,6 @@ from workers.context import WorkerContext
 from workers.engines import EngineError
 from workers.engines.base import Pieces
 from workers.jobs import ActiveJob
-from workers.leases import Reclaimer
 from workers.outcomes import Outcomes
 from workers.streams import StreamRoom
 
@@ -31,14 +30,13 @@ class Intake:
     def __init__(
         self,
         ctx: WorkerContext,
-        reclaimer: Reclaimer,
         outcomes: Outcomes,
         chunks: ChunkPublisher,
         in_engine: Callable[..., Awaitable[Any]],
     ) -> None:
         self.name, self.settings, self.queue = ctx.name, ctx.settings, ctx.queue
         self.engine, self.in_hand, self.metrics = ctx.engine, ctx.in_hand, ctx.metrics
-        self.reclaimer = reclaimer
+        self.reclaimer = ctx.queue.reclaimer(ctx.name)
         self.outcomes, self.chunks = outcomes, chunks
         self.in_engine = in_engine
         self.streams = StreamRoom(

@@ -31,7 +31,7 @@ from workers.continuous import Continuous
 from workers.engines import Engine, create_engine
 from workers.intake import Intake
 from workers.jobs import ActiveJob, Hold
-from workers.leases import Reclaimer, renew_leases
+from workers.leases import renew_leases
 from workers.metrics import WorkerMetrics
 from workers.outcomes import Outcomes
 from workers.stats import WorkerStats, publish_heartbeats
@@ -65,7 +65,6 @@ class Worker:
         self._serving: Engine | None = None
         self.redis: RedisClient | None = None
         self.queue: Queue | None = None
-        self.reclaimer: Reclaimer
         self.intake: Intake
         self.outcomes: Outcomes
         self.chunks: ChunkPublisher
@@ -127,7 +126,6 @@ class Worker:
             loaded - t0,
             time.perf_counter() - loaded,
         )
-        self.reclaimer = Reclaimer(self.redis, self.queue.keys, self.name, self.settings.lease_ms)
         gaps = self.metrics.stream_gaps.inc
         self.chunks = ChunkPublisher(self.queue, self.engine.sample_rate, on_gap=gaps)
         self.chunks.start()
@@ -135,7 +133,7 @@ class Worker:
             self.name, self.settings, self.queue, self.engine, self.in_hand, self.metrics
         )
         self.outcomes = Outcomes(ctx, self.chunks)
-        self.intake = Intake(ctx, self.reclaimer, self.outcomes, self.chunks, self.in_engine)
+        self.intake = Intake(ctx, self.outcomes, self.chunks, self.in_engine)
         await self._until_redis(self.queue.ensure_group)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -26,6 +26,7 @@ from core.queue.lanes import KeyShare, place
 from core.queue.limits import Limits
 from core.queue.pipelined import Pipelined
 from core.queue.readings import Readings
+from core.queue.reclaim import Reclaimer
 from core.queue.results import (
     BacklogFull,
     BacklogShareFull,
@@ -110,6 +111,10 @@ class Queue(WorkerSteps):
         self._pipelined: Pipelined | None = None
         if isinstance(redis, Redis) and not redis.single_connection_client:
             self._pipelined = Pipelined(redis)
+
+    def reclaimer(self, consumer: str) -> Reclaimer:
+        """What `consumer` (a worker) reclaims expired leases with, its cursors its own."""
+        return Reclaimer(self._redis, self.keys, consumer, self.settings.lease_ms)
 
     async def _run_acknowledged(
         self, name: str, keys: list[str], args: list[Any], *changed: str

@@ -175,17 +175,23 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await _answer(request, handler)
 
 
+def _refuse_early(request: web.Request) -> None:
+    """Raise what the request gets before its handler runs: a missing static file, or a store
+    down, full or short of replicas."""
+    if _missing_static(request):
+        raise web.HTTPNotFound()
+    if _store_down(request):
+        _count_redis_error(request)
+        raise redis_unavailable()
+    if _store_full(request):
+        raise _store_full_error()
+    if (in_sync := _replicas_short(request)) is not None:
+        raise _replicas_short_error(in_sync, request.app[SETTINGS].redis_min_replicas)
+
+
 async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
-        if _missing_static(request):
-            raise web.HTTPNotFound()
-        if _store_down(request):
-            _count_redis_error(request)
-            raise redis_unavailable()
-        if _store_full(request):
-            raise _store_full_error()
-        if (in_sync := _replicas_short(request)) is not None:
-            raise _replicas_short_error(in_sync, request.app[SETTINGS].redis_min_replicas)
+        _refuse_early(request)
         return await handler(request)
     except ApiError as exc:
         error = exc

@@ -193,6 +193,12 @@ class Engine(Protocol):
         """Segments it makes at once."""
 
     @property
+    def waiting_room(self) -> int:
+        """Segments it keeps submitted beyond those it makes: a continuously batching engine
+        fills a free row from them at once; one that makes whole batches keeps none, so that
+        each batch is chosen (the least-served job first) only when it starts."""
+
+    @property
     def capabilities(self) -> Capabilities: ...
 
     def stats(self) -> dict[str, Any]:

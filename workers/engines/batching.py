@@ -107,6 +107,10 @@ class Batched:
         return self.engine.max_batch
 
     @property
+    def waiting_room(self) -> int:
+        return 0
+
+    @property
     def capabilities(self) -> Capabilities:
         return self.engine.capabilities
 

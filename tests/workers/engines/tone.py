@@ -53,6 +53,7 @@ class ToneEngine:
     model_version = "tone-1"
     sample_rate = SAMPLE_RATE
     max_batch = 4
+    waiting_room = 4
     capabilities = Capabilities(
         registered_voices=False,
         knobs=frozenset({"speed"}),

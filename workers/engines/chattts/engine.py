@@ -26,6 +26,10 @@ class ChatTTSEngine(ChatTTSModel):
 
     rows: RuntimeRows | None = None
 
+    @property
+    def waiting_room(self) -> int:
+        return self.max_batch  # as many waiting as the runtime has slots
+
     def _loaded(self, model: assembly.Model) -> None:
         s = self.settings
         config = RuntimeConfig(
