@@ -25,6 +25,7 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from bench.runs import p99
 from core.infra.embedded_redis import EmbeddedRedis
 from core.infra.settings import LIMITS_OFF, Settings
 from core.queue.job import SynthesisRequest
@@ -223,17 +224,12 @@ async def tally(
         "reclaimed": int(stats.get("reclaimed", 0)),
         "kills_with_jobs_in_hand": len(recoveries),
         "recovery_p50_s": round(statistics.median(recoveries), 3) if recoveries else None,
-        "recovery_p99_s": round(_p99(recoveries), 3) if recoveries else None,
+        "recovery_p99_s": round(p99(recoveries), 3) if recoveries else None,
         "recovery_max_s": round(max(recoveries), 3) if recoveries else None,
         "recoveries_s": sorted(round(r, 2) for r in recoveries),
         "recovery_bound_s": bound,
         "elapsed_s": round(elapsed, 1),
     }
-
-
-def _p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
 
 
 def main() -> int:

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -60,7 +60,9 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    model_dir = ensure_checkpoint(Path(args.model_dir))
+    from bench.checkpoints import random_checkpoint
+
+    model_dir = random_checkpoint("full", root=Path(args.model_dir))
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -168,18 +170,6 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def ensure_checkpoint(model_dir: Path) -> Path:
-    from workers.engines.chattts.loading.checkpoint import MANIFEST, build_checkpoint
-
-    if (model_dir / MANIFEST).is_file():
-        return model_dir
-    print(f"building the full-size random checkpoint in {model_dir} ...", flush=True)
-    started = time.perf_counter()
-    build_checkpoint(model_dir, "full", max_new_token=None, shape_eos=False)
-    print(f"built in {time.perf_counter() - started:.0f} s", flush=True)
-    return model_dir
-
-
 def cold_start(model_dir: Path, device: str) -> dict[str, float]:
     size = sum(f.stat().st_size for f in (model_dir / "asset").rglob("*") if f.is_file())
     started = time.perf_counter()
@@ -220,7 +210,7 @@ def run_batches(
 
     import torch
 
-    from core.infra.settings import Settings
+    from core.infra.settings import RuntimeName, Settings
     from core.queue.job import SynthesisRequest
     from workers.engines.base import Segment, run_segments
     from workers.engines.chattts import create
@@ -229,7 +219,7 @@ def run_batches(
         model_dir=str(model_dir),
         device=device,
         max_batch=max(batches),
-        runtime=runtime,
+        runtime=cast(RuntimeName, runtime),
         context=tokens + 256,  # no room wasted: the rows' prompts are short
     )
     engine: Any = create(settings)

@@ -193,9 +193,9 @@ def main() -> int:
     )
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
-    from bench.chattts_bench import ensure_checkpoint
+    from bench.checkpoints import random_checkpoint
 
-    model_dir = ensure_checkpoint(args.model_dir)
+    model_dir = random_checkpoint("full", root=args.model_dir)
     size = sum(f.stat().st_size for f in (model_dir / "asset").rglob("*") if f.is_file())
     trees = {"now": ROOT}
     if args.against:

@@ -31,6 +31,7 @@ from typing import Any, Literal, cast
 import aiohttp
 
 from bench.procs import Processes, bench_run
+from bench.runs import p99
 from bench.servers import REPO_ROOT, start_redis, wait_http
 from bench.table import Row
 from cli.sse import sse_events
@@ -153,7 +154,7 @@ async def measure(url: str, args: argparse.Namespace, run: str) -> dict[str, Any
         flooded = await interactive(small, args.seconds, args.gap)
         await big.wait(ids, timeout=1800)
         bulk_flood_s = max(big.done[i] for i in ids) - started  # it may end before the rest
-    p99_alone, p99_flood = _p99(alone), _p99(flooded)
+    p99_alone, p99_flood = p99(alone), p99(flooded)
     return {
         "interactive_jobs": len(alone) + len(flooded),
         "alone_p50_ms": statistics.median(alone) * 1000,
@@ -227,11 +228,6 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out["p99_met"] = out["flood_p99_ms"] <= out["p99_target_ms"]
     out["bulk_throughput_met"] = out["bulk_throughput_ratio"] >= BULK_RATIO_TARGET
     return out
-
-
-def _p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
 
 
 def start_stack(procs: Processes, tmp: Path, workers: int, tag: str, order: str) -> str:

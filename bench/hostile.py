@@ -36,6 +36,7 @@ import redis
 
 from bench.attacks import EVIL, LOOP_RATE, Tally, attack_process, request, session
 from bench.procs import Processes, bench_run
+from bench.runs import p99
 from bench.servers import REPO_ROOT, start_ours, start_redis, wait_http
 from core.audio.sizes import expected_bytes
 from core.infra.settings import LIMITS_OFF, Settings
@@ -304,15 +305,15 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
             "cancelled_job_kept_s": ttl,
             **fill,
             **charged,
-            "healthz_p99_ms_under_attack": _p99(readings["healthz"]) * 1000,
+            "healthz_p99_ms_under_attack": p99(readings["healthz"]) * 1000,
             "healthz_max_ms_under_attack": max(readings["healthz"]) * 1000,
             "redis_peak_mb_under_attack": readings["redis_peak"] / 1024**2,
             "redis_maxmemory_mb": REDIS_MAXMEMORY / 1024**2,
             "store_min_free_mb_under_attack": (readings["store_min_free"] or 0) / 1024**2,
             "honest_idle_p50_ms": statistics.median(idle) * 1000,
-            "honest_idle_p99_ms": _p99(idle) * 1000,
+            "honest_idle_p99_ms": p99(idle) * 1000,
             "honest_attack_p50_ms": statistics.median(under) * 1000,
-            "honest_attack_p99_ms": _p99(under) * 1000,
+            "honest_attack_p99_ms": p99(under) * 1000,
             "honest_jobs_succeeded": 2 * args.jobs,
             "attack_requests_per_s": sum(n for (k, _), n in counts.items() if k != "honest submit")
             / args.seconds,
@@ -322,11 +323,6 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
         return asyncio.run(run())
     finally:
         store.close()
-
-
-def _p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
 
 
 def _peak_rss_kb(pid: int) -> int:

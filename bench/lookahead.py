@@ -13,7 +13,6 @@ import argparse
 import re
 import statistics
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -42,12 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO_ROOT))
     import torch
 
-    from bench.chattts_bench import ensure_checkpoint
+    from bench.checkpoints import random_checkpoint
     from workers.engines.chattts.loading import loader
     from workers.engines.chattts.runtime.vocoder import Cursor, Vocoder
 
     torch.manual_seed(0)
-    root = ensure_checkpoint(Path("/tmp/chattts-online-bench-full"))
+    root = random_checkpoint("full")
     chat = loader.load_chat(loader.locate(str(root)), torch.device("cpu"))
     # An untrained ConvNeXt block scales its output by 1e-6 (its layer scale's initial value):
     # random weights would pass the input through and hide the networks' reach. Trained ones

@@ -31,6 +31,7 @@ import aiohttp
 
 from bench import harness
 from bench.batching import missing
+from bench.checkpoints import random_checkpoint
 from bench.playback import underrun
 from bench.procs import Processes, bench_run
 from bench.servers import start_redis, wait_http
@@ -46,16 +47,6 @@ MIXED_TARGET = 1.5
 THROUGHPUT_TARGET = 0.9  # audio per second with admission, of what it is without
 TEXT = "今天天气很好，我们去公园散步吧。"  # one segment; the endless checkpoint speaks its budget
 DOCUMENT = "今天天气很好，我们去公园散步吧。" * 300  # past 4000 characters: a document
-
-
-def ensure_checkpoint(tokens: int, size: str) -> Path:
-    from workers.engines.chattts.loading.checkpoint import MANIFEST, build_checkpoint
-
-    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
-    root = tmp / f"chattts-online-bench-players-{size}-{tokens}"
-    if not (root / MANIFEST).is_file():
-        build_checkpoint(root, size, max_new_token=tokens, shape_eos=False)
-    return root
 
 
 async def listen(session: aiohttp.ClientSession, url: str, seed: int) -> dict[str, float]:
@@ -249,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         harness.write(Path(args.output), [], {}, skipped=why)
         print(f"players skipped: {why}")
         return 0
-    args.model = ensure_checkpoint(args.tokens, args.size)
+    args.model = random_checkpoint(args.size, args.tokens)
     where = f"{os.cpu_count()} CPUs, {args.size} random weights, {args.tokens} tokens a stream"
     report: dict[str, Any] = {"where": where}
     with bench_run("chattts-players-", args.keep_logs) as (procs, tmp):

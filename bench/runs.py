@@ -77,6 +77,14 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
+def p99(values: Sequence[float]) -> float:
+    """The 99th percentile by nearest rank (0 for no values)."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+
+
 def stats(values: Sequence[float]) -> dict[str, float]:
     if not values:
         return {}

@@ -30,6 +30,7 @@ import aiohttp
 import redis
 
 from bench.procs import Processes, bench_run
+from bench.runs import p99
 from bench.servers import REPO_ROOT, start_redis, wait_http
 from core.infra.embedded_redis import free_port
 from core.infra.settings import Settings
@@ -232,11 +233,6 @@ def figures(samples: list[dict[str, Any]], limit_mb: float, names: list[str]) ->
         growth = after[-1][f"{name}_mb"] - after[0][f"{name}_mb"]
         out[f"{name}_mb_per_hour_after_warmup"] = growth / hours
     return out
-
-
-def p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[int(0.99 * (len(ordered) - 1))] if ordered else 0.0
 
 
 def server_limit_mb(args: argparse.Namespace) -> float:

@@ -24,10 +24,11 @@ from typing import Any, Literal, cast
 
 import aiohttp
 
+from bench.checkpoints import random_checkpoint
 from bench.procs import Processes, bench_run
 from bench.stack import REPO_ROOT
 from core.infra.embedded_redis import EmbeddedRedis, free_port
-from core.infra.settings import Settings
+from core.infra.settings import RuntimeName, Settings
 
 RATE = 24_000
 VOICES = (
@@ -36,20 +37,6 @@ VOICES = (
 )
 TEXT = "今天天气很好，我们去公园散步吧。"  # one segment; random weights speak the whole budget
 READY_TIMEOUT_S = 600.0  # the library path loads, warms up and steps a 1 GB model on a CPU
-
-
-def ensure_checkpoint(tokens: int, size: str = "full") -> Path:
-    """A random checkpoint (`full`: the real architecture; `tiny`) whose rows never end: each
-    runs exactly `tokens`."""
-    sys.path.insert(0, str(REPO_ROOT))
-    from workers.engines.chattts.loading.checkpoint import MANIFEST, build_checkpoint
-
-    suffix = "" if size == "full" else f"-{size}"
-    root = Path(os.environ.get("TMPDIR", "/tmp")) / f"chattts-online-bench-streams-{tokens}{suffix}"
-    if not (root / MANIFEST).is_file():
-        print(f"building the {size} random checkpoint in {root} ...", flush=True)
-        build_checkpoint(root, size, max_new_token=tokens, shape_eos=False)
-    return root
 
 
 async def one_request(
@@ -135,7 +122,7 @@ def run_path(
             engine="chattts",
             device=args.device,
             model_dir=str(model),
-            runtime=runtime,
+            runtime=cast(RuntimeName, runtime),
             max_batch=max(args.streams),
             port=port,
             data_dir=str(tmp / "data"),
@@ -241,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-png", action="store_true", help="write the figures as JSON only")
     p.add_argument("--keep-logs", action="store_true")
     args = p.parse_args(argv)
-    model = ensure_checkpoint(args.tokens, args.size)
+    model = random_checkpoint(args.size, args.tokens)
     paths = [
         (runtime, admission)
         for runtime in args.runtimes

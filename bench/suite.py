@@ -41,6 +41,7 @@ SECTIONS = {
     5: "5. SSE capacity",
     6: "6. ChatTTS batching",
     7: "7. fair share",
+    8: "8. streams",
 }
 
 

@@ -133,8 +133,15 @@ class Continuous:
                 self.engine.cancel(segment)
 
     async def collect(self) -> None:
-        """Take the segments that finished (waiting a little for the first), in order per job."""
+        """Take the segments that finished (waiting a little for the first), in order per job.
+        With nothing in the engine, it waits for a result being stored instead (it frees a
+        place in the hand), and not at all when there is none."""
         first = None
+        if not self.in_flight and self._results.empty():
+            if self.outcomes.completions:
+                await asyncio.wait(self.outcomes.completions, timeout=RESULT_WAIT_S)
+            self._account()
+            return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(RESULT_WAIT_S):  # the wait only: handling is not cut short
                 first = await self._results.get()

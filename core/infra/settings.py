@@ -59,6 +59,10 @@ LIMITS_OFF: dict[str, float] = {
 }
 
 
+# ChatTTS's decode paths: our runtime, or its own `infer`.
+RuntimeName = Literal["ours", "library"]
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every knob of the service. Each field is read from `CHATTTS_<FIELD NAME IN CAPITALS>`."""
@@ -127,7 +131,7 @@ class Settings:
     # "client": a result answers only the client that asked for it first (an instant answer
     # would tell another client what someone submitted); "global": any client (clients that
     # trust each other, e.g. one application behind one key, share more hits).
-    cache_scope: str = "client"
+    cache_scope: Literal["client", "global"] = "client"
     # Bytes one web process holds for requests in flight (bodies being read, audio being sent),
     # in all and per source address: clients that never read or never finish sending are
     # refused (503 busy, 429 too_much_in_flight) before they take the process's memory.
@@ -203,12 +207,13 @@ class Settings:
     compile: bool = False
     # ChatTTS's decode runtime (workers/engines/chattts/runtime/): "ours", or "library" for
     # ChatTTS's own `infer` (the benchmarks' "before"). Its slots are `max_batch`.
-    runtime: str = "ours"
+    runtime: RuntimeName = "ours"
     context: int = 0  # positions per slot; 0: the audio budget plus room for a prompt
     stream_tokens: int = 24  # audio tokens per streamed chunk: about half a second
     first_chunk_tokens: int = 0  # the first chunk's tokens; 0: 8 (a sixth of a second)
     lookahead_tokens: int = -1  # right context before a chunk leaves; -1: 16 on CUDA, 8 on CPU
-    dtype: str = "auto"  # transformer weights and cache: auto (bfloat16 on CUDA), float32, ...
+    # Transformer weights and cache: auto (bfloat16 on CUDA and CPUs that multiply it natively).
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     worker_name: str = field(default_factory=_default_worker_name)
 
     # Events: enough history to replay one job fully, and a tab's recent jobs.
@@ -242,7 +247,7 @@ class Settings:
     data_dir: str = "./data"
     log_level: str = "INFO"
     # "text" for people at a terminal, "json" (one object per line) for log collectors.
-    log_format: str = "text"
+    log_format: Literal["text", "json"] = "text"
 
     # Callbacks (webhooks, Standard Webhooks): a job's `callback_url` is POSTed when it ends.
     callbacks: bool = True  # web processes deliver them (any number: each attempt goes once)

@@ -32,6 +32,22 @@ def test_bad_value_names_the_variable() -> None:
         Settings.from_env({"CHATTTS_LEASE_MS": "soon"})
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("CHATTTS_RUNTIME", "fast"),
+        ("CHATTTS_DTYPE", "float8"),
+        ("CHATTTS_LOG_FORMAT", "xml"),
+        ("CHATTTS_CACHE_SCOPE", "everyone"),
+        ("CHATTTS_SCHEDULER", "lifo"),
+        ("CHATTTS_STREAM_ADMISSION", "maybe"),
+    ],
+)
+def test_a_choice_outside_its_values_is_refused_at_start(variable: str, value: str) -> None:
+    with pytest.raises(ValueError, match=f"{variable}='{value}' is not a valid"):
+        Settings.from_env({variable: value})
+
+
 def test_configuration_documents_every_setting() -> None:
     text = CONFIGURATION.read_text()
     missing = [f.name for f in fields(Settings) if f"`CHATTTS_{f.name.upper()}`" not in text]
