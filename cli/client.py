@@ -29,13 +29,14 @@ from cli.errors import FAILED, INTERRUPTED, OK, UNAVAILABLE, USAGE, CliError, ex
 from cli.interrupts import CANCEL_TIMEOUT_S, until_interrupted
 from cli.output import PcmWriter, Progress, opened
 from cli.sse import sse_events
-from core.audio.formats import FORMATS, SAMPLE_RATE, SEGMENT_GAP_S, extension
+from core.audio.catalog import FORMATS, OPENAI_FORMATS
+from core.audio.formats import SAMPLE_RATE, SEGMENT_GAP_S, extension
 from core.queue.job import TERMINAL_NAMES as TERMINAL
 from core.text.sentences import clean_text, split_sentences
 from core.text.subtitles import to_srt, to_vtt
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-SAY_FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")  # what /v1/audio/speech returns
+SAY_FORMATS = OPENAI_FORMATS  # what /v1/audio/speech returns
 EXTENSIONS = {f".{extension(f)}": f for f in FORMATS} | {".oga": "ogg", ".raw": "pcm"}
 # Server default of CHATTTS_MAX_TEXT_CHARS: one job's text at most.
 # Characters per job: the server's CHATTTS_MAX_DOCUMENT_CHARS (a book is one job, or a few).

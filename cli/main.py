@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cli import admin, client
 from cli.client import DEFAULT_URL, MAX_CHARS, SAY_FORMATS
-from core.audio.formats import FORMATS
+from core.audio.catalog import FORMATS
 from core.infra import logs
 from core.infra.settings import Settings
 

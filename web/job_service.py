@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from core.audio.documents import DOCUMENT_FORMATS
+from core.audio.catalog import DOCUMENT_FORMATS
 from core.audio.sizes import expected_bytes
 from core.queue.job import Job, SynthesisRequest
 from core.queue.store import QueueError, Room, Submitted

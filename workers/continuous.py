@@ -187,11 +187,11 @@ class Continuous:
             self.chunks.close(job.job_id)
             await self.outcomes.engine_failed(job, EngineError(result.error, result.retryable))
             return
-        job.finished[segment.index] = result.audio
+        job.finished[segment.index] = (segment, result.audio)
         while len(job.audio) in job.finished:  # in order: the job's next segment is back
-            index = len(job.audio)
-            samples = job.finished.pop(index)
+            # (the segment the engine made: where it reports them, its words' times are on it)
+            done, samples = job.finished.pop(len(job.audio))
             job.audio.append(samples)
-            await self.outcomes.segment_done(job, job.segment(index), samples)
+            await self.outcomes.segment_done(job, done, samples)
         if job.done and job.job_id not in self.outcomes.storing and not job.dropped:
             self.outcomes.complete_in_background(job)

@@ -48,7 +48,7 @@ class ActiveJob:
     served_s: float = 0.0  # the same on the hand's fair clock (intake.py sets where it starts)
     # Segments handed to the engine, and those back out of order.
     submitted: int = 0
-    finished: dict[int, np.ndarray] = field(default_factory=dict)
+    finished: dict[int, tuple[Segment, np.ndarray]] = field(default_factory=dict)
     # Each segment's characters in the request's text (subtitle cues point into it).
     spans: list[tuple[int, int]] = field(default_factory=list)
     samples_done: int = 0  # samples of the job's audio so far, pauses included

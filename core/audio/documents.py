@@ -9,7 +9,6 @@ a 44-byte header: known in size before a byte is read, so HTTP ranges work.
 
 from __future__ import annotations
 
-DOCUMENT_FORMATS = ("wav", "pcm")
 WAV_HEADER_BYTES = 44
 BYTES_PER_SAMPLE = 2  # 16-bit mono
 

@@ -7,6 +7,7 @@ import io
 import numpy as np
 import soundfile as sf
 
+from core.audio.catalog import CATALOG
 from core.audio.stream_encode import encode_whole, to_pcm16
 
 # Every engine delivers 24 kHz mono: ChatTTS's native rate, one of Opus's rates, OpenAI's pcm rate.
@@ -15,37 +16,26 @@ SAMPLE_RATE = 24_000
 # join streamed segments, insert the same).
 SEGMENT_GAP_S = 0.12
 
-# (soundfile container, subtype, MIME type, file extension) per format name. libsndfile has no
-# AAC: "aac" (ADTS frames, what OpenAI's API returns) is encoded by FFmpeg through PyAV.
-FORMATS: dict[str, tuple[str, str, str, str]] = {
-    "wav": ("WAV", "PCM_16", "audio/wav", "wav"),
-    "mp3": ("MP3", "MPEG_LAYER_III", "audio/mpeg", "mp3"),
-    "opus": ("OGG", "OPUS", "audio/ogg; codecs=opus", "opus"),
-    "ogg": ("OGG", "VORBIS", "audio/ogg", "ogg"),
-    "flac": ("FLAC", "PCM_16", "audio/flac", "flac"),
-    "pcm": ("RAW", "PCM_16", "audio/pcm", "pcm"),  # 16-bit little-endian mono at 24 kHz
-    "aac": ("ADTS", "AAC", "audio/aac", "aac"),
-}
-
 
 def mime_type(fmt: str) -> str:
-    return FORMATS[fmt][2]
+    return CATALOG[fmt].mime
 
 
 def extension(fmt: str) -> str:
-    return FORMATS[fmt][3]
+    return CATALOG[fmt].extension
 
 
 def encode(audio: np.ndarray, sample_rate: int, fmt: str) -> bytes:
     """Encode mono float32 samples in [-1, 1] as `fmt`."""
-    container, subtype, _, _ = FORMATS[fmt]
+    sndfile = CATALOG[fmt].sndfile
     clipped = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
     if fmt == "pcm":
         # Converted as the WAV would be: a job's PCM (and its streamed chunks) are exactly the
         # samples of the same job's WAV.
         return to_pcm16(clipped)
-    if fmt == "aac":
+    if sndfile is None:
         return encode_whole(clipped, sample_rate, fmt)
+    container, subtype = sndfile
     buffer = io.BytesIO()
     sf.write(buffer, clipped, sample_rate, format=container, subtype=subtype)
     return buffer.getvalue()

@@ -22,14 +22,8 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-# Container, codec, bit rate (None: the codec's own choice) of the formats FFmpeg encodes.
-AV_FORMATS: dict[str, tuple[str, str, int | None]] = {
-    "mp3": ("mp3", "libmp3lame", 64_000),
-    "opus": ("ogg", "libopus", 32_000),
-    "flac": ("flac", "flac", None),
-    "aac": ("adts", "aac", 64_000),
-}
-STREAMABLE = frozenset({"pcm", "wav", *AV_FORMATS})
+from core.audio.catalog import AV_FORMATS, STREAMABLE
+
 # Ogg pages are cut at least this often (µs), so that Opus leaves in small steps.
 _OGG_PAGE_DURATION_US = 100_000
 _UNKNOWN = 0xFFFFFFFF  # a streamed WAV's sizes: "until the end"

@@ -19,13 +19,12 @@ from core.infra.settings import Settings
 from core.queue.keys import Keys
 from core.queue.store import Queue
 from tests.conftest import WorkerProcess
+from tests.support.followers import TEXT as LONG_TEXT
+from tests.support.followers import SseReader, WsReader, wait_until
+from tests.support.jobs import wait_running, wait_terminal
+from tests.support.voices import EMBEDDING
 from tests.topologies.conftest import StartService
-from tests.web.test_shutdown import TEXT as LONG_TEXT
-from tests.web.test_shutdown import SseReader, WsReader, wait_until
-from tests.web.views.test_voices import EMBEDDING
 from tests.web.webproc import WebProcess
-from tests.workers.test_process import wait_terminal
-from tests.workers.test_reliability import wait_running
 
 KEY = "cluster-test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}

@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from core.audio.formats import FORMATS
+from core.audio.catalog import FORMATS
 from core.queue.voices import BUILTIN_VOICES
 
 MAX_BODY = 64 * 1024

@@ -8,8 +8,8 @@ import aiohttp
 from aiohttp.test_utils import TestClient
 
 from tests.conftest import ClientFactory
+from tests.support.voices import EMBEDDING
 from tests.web.conftest import submit
-from tests.web.views.test_voices import EMBEDDING
 
 Client = TestClient[Any, Any]
 

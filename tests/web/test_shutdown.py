@@ -14,15 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-from aiohttp import WSMsgType
 
 from core.infra.settings import Settings
-from core.queue.job import TERMINAL_STATES
 from core.queue.keys import Keys
 from core.queue.store import Queue
 from tests.conftest import WorkerProcess
+from tests.support.followers import TERMINAL, TEXT, SseReader, WsReader, wait_until
 from tests.web import webproc
-from tests.web.conftest import sse_events
 from tests.web.webproc import WebProcess
 from web.clients.identity import key_client
 
@@ -31,71 +29,7 @@ start_web = webproc.start_web  # a fixture
 AUTH = {"Authorization": "Bearer shutdown-test"}
 SECRET = "shutdown-test-cookie-secret"
 CLIENT = key_client(SECRET.encode(), "shutdown-test")
-TERMINAL = {state.value for state in TERMINAL_STATES}
-TEXT = " ".join(f"Sentence {i} keeps the worker busy for a while longer." for i in range(60))
 CLOSE_S = 3.0  # streams end this soon after SIGTERM (the process's shutdown timeout: 5 s)
-
-
-class Reader:
-    """(id, type) of each event of the job one connection received, and when it ended."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str]] = []
-        self.ended_at: float | None = None
-
-    @property
-    def cursor(self) -> str | None:
-        return self.events[-1][0] if self.events else None
-
-
-class SseReader(Reader):
-    """Reads one SSE stream in the background until the job's terminal event or the end."""
-
-    def __init__(self, response: aiohttp.ClientResponse, job_id: str) -> None:
-        super().__init__()
-        self.job_id = job_id
-        self.task = asyncio.create_task(self._read(response))
-
-    async def _read(self, response: aiohttp.ClientResponse) -> None:
-        try:
-            async for event in sse_events(response):
-                if event.id is not None and event.json()["job"].get("id") == self.job_id:
-                    self.events.append((event.id, event.event))
-                    if event.event in TERMINAL:
-                        return
-        except aiohttp.ClientError:
-            pass
-        finally:
-            self.ended_at = time.monotonic()
-
-
-class WsReader(Reader):
-    """One WebSocket subscribed to the job, read in the background."""
-
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse, job_id: str) -> None:
-        super().__init__()
-        self.ws = ws
-        self.task = asyncio.create_task(self._read(job_id))
-
-    async def _read(self, job_id: str) -> None:
-        try:
-            async for msg in self.ws:
-                if msg.type != WSMsgType.TEXT:
-                    continue
-                frame = msg.json()
-                if frame.get("type") == "event" and frame["job_id"] == job_id:
-                    self.events.append((frame["id"], frame["event"]["type"]))
-                    if frame["event"]["type"] in TERMINAL:
-                        return
-        finally:
-            self.ended_at = time.monotonic()
-
-
-async def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.02)
 
 
 async def open_readers(

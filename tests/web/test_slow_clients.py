@@ -12,7 +12,6 @@ import asyncio
 import base64
 import contextlib
 import os
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +24,7 @@ from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.keys import Keys
 from core.queue.store import Queue
+from tests.support.sockets import dead_socket, ports
 from tests.web import webproc
 from tests.web.conftest import sse_events
 from tests.web.webproc import WebProcess
@@ -39,15 +39,6 @@ DEAD_SSE, DEAD_WS = 40, 20
 BURSTS, PER_BURST = 4, 150
 PAD = "x" * 4000  # ~4 KB per event: the buffers of a dead client fill after a few dozen
 NAME = "slowweb"  # the web process's Redis connections carry this name (CLIENT LIST)
-
-
-def dead_socket(port: int, request: bytes) -> socket.socket:
-    """Connect with a tiny receive buffer, send `request`, and never read."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect(("127.0.0.1", port))
-    sock.sendall(request)
-    return sock
 
 
 def sse_request(path: str) -> bytes:
@@ -99,10 +90,6 @@ async def wait_for(check: Callable[[], bool], timeout: float, what: Callable[[],
     while not check():
         assert time.monotonic() < deadline, what()
         await asyncio.sleep(0.1)
-
-
-def ports(socks: list[socket.socket]) -> set[int]:
-    return {sock.getsockname()[1] for sock in socks}
 
 
 async def test_dead_clients_are_dropped_and_resources_stay_flat(

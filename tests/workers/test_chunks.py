@@ -16,7 +16,7 @@ from core.queue.job import SynthesisRequest
 from core.queue.keys import CHUNKS_LINGER_S
 from core.queue.store import Queue, Room
 from tests.conftest import WorkerProcess
-from tests.workers.test_process import wait_terminal
+from tests.support.jobs import wait_terminal
 
 TEXT = "The first sentence of several. " * 12 + "And one that ends it all."
 

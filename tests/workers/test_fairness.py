@@ -12,7 +12,7 @@ from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.store import Queue
 from tests.conftest import WorkerProcess
-from tests.workers.test_process import wait_terminal
+from tests.support.jobs import wait_terminal
 
 # About 15 s of speech: a tenth of a second of eSpeak NG, long enough to keep both workers busy.
 FLOOD = "A flood of work from one client, sentence after sentence, keeps the workers busy. " * 2

@@ -13,7 +13,6 @@ from typing import Any
 
 import aiohttp
 import orjson
-from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
 from core.infra.embedded_redis import EmbeddedRedis, free_port
@@ -21,8 +20,8 @@ from core.infra.settings import Settings
 from core.queue.job import Job, SynthesisRequest
 from core.queue.store import Queue
 from tests.conftest import WorkerProcess
-from tests.workers.test_process import wait_terminal
-from tests.workers.test_reliability import LONG_TEXT, wait_running
+from tests.support.jobs import LONG_TEXT, wait_running, wait_terminal
+from tests.support.metrics import Samples, scrape, value
 
 FAMILIES = {
     "chattts_worker_jobs": "counter",
@@ -48,30 +47,6 @@ OUTCOMES = {"succeeded", "cache_hit", "failed", "cancelled", "dead", "released",
 SLACK_S = 0.05
 # How long the worker is frozen (SIGSTOP) while jobs are submitted; below the heartbeat key's TTL.
 FROZEN_S = 0.5
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-async def scrape(port: int) -> tuple[dict[str, str], Samples]:
-    """GET /metrics: {family: type} and {(sample name, labels): value}."""
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(f"http://127.0.0.1:{port}/metrics") as response,
-    ):
-        assert response.status == 200
-        assert response.content_type == "text/plain"
-        text = await response.text()
-    families: dict[str, str] = {}
-    samples: Samples = {}
-    for family in text_string_to_metric_families(text):
-        families[family.name] = family.type
-        for sample in family.samples:
-            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return families, samples
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples[(name, frozenset(labels.items()))]
 
 
 def delta(after: Samples, before: Samples, name: str, **labels: str) -> float:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,21 +15,7 @@ from core.infra.settings import Settings
 from core.queue.job import JobState, SynthesisRequest
 from core.queue.store import Queue
 from tests.conftest import WorkerProcess
-
-TERMINAL = {"succeeded", "failed", "cancelled", "dead"}
-
-
-async def wait_terminal(queue: Queue, job_id: str, timeout: float = 20.0) -> list[dict[str, Any]]:
-    """All events of a job once its terminal event is there."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        events = [
-            e for _, e in await queue.events.after(queue.keys.job_events(job_id), None, 10_000)
-        ]
-        if events and events[-1]["type"] in TERMINAL:
-            return events
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"job {job_id} did not finish")
+from tests.support.jobs import wait_terminal
 
 
 async def test_job_runs_to_success_with_ordered_events(

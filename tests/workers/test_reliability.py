@@ -16,24 +16,7 @@ from core.queue.job import JobState, SynthesisRequest
 from core.queue.keys import CONSUMER_GROUP
 from core.queue.store import BacklogFull, ClientCapReached, Queue, Started
 from tests.conftest import WorkerProcess
-from tests.workers.test_process import wait_terminal
-
-LONG_TEXT = " ".join(
-    f"Sentence number {i} keeps this worker busy for a little while." for i in range(80)
-)
-
-
-async def wait_running(
-    queue: Queue, job_id: str, timeout: float = 20.0, not_owner: str | None = None
-) -> str:
-    """The owner of a job once it runs (on a worker other than `not_owner`)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        [(state, owner)] = await queue.held([job_id])
-        if state == "running" and owner and owner != not_owner:
-            return owner
-        await asyncio.sleep(0.01)
-    raise TimeoutError(f"job {job_id} never ran")
+from tests.support.jobs import LONG_TEXT, wait_running, wait_terminal
 
 
 async def test_killed_worker_job_completes_elsewhere_once(

@@ -18,8 +18,8 @@ from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.store import Queue
 from tests.conftest import WorkerProcess
+from tests.support.jobs import wait_terminal
 from tests.workers.engines.chattts.conftest import requires_chattts
-from tests.workers.test_process import wait_terminal
 
 pytestmark = [pytest.mark.chattts, requires_chattts]
 TOKENS = 96  # two seconds of speech a job: long enough for jobs taken together to overlap

@@ -9,13 +9,14 @@ from typing import Any
 
 from aiohttp import web
 
+from core.audio.catalog import OPENAI_FORMATS
 from core.queue.job import SynthesisRequest
 from core.queue.voices import openai_voice
 from web.appkeys import QUEUE, SETTINGS
 from web.errors import ApiError
 from web.schemas.jobs import synthesis_request
 
-FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
+FORMATS = OPENAI_FORMATS
 STREAM_FORMATS = ("audio", "sse")
 MAX_INPUT_CHARS = 4096  # OpenAI's limit; a lower CHATTTS_MAX_TEXT_CHARS bounds it further
 MAX_INSTRUCTIONS_CHARS = 4096

@@ -14,10 +14,9 @@ from web import job_service
 from web.appkeys import MEMORY, QUEUE, SETTINGS
 from web.errors import ApiError, not_found
 from web.monitors.memory import address
-from web.views.document_audio import stream_document
-from web.views.sending import PIECE_BYTES, holding, send_bytes, send_pieces
+from web.replies.documents import stream_document
+from web.replies.sending import PIECE_BYTES, disposition, holding, send_bytes, send_pieces
 
-_TRUE = ("1", "true", "yes", "on")
 # What a segment may take, reserved before it is read: a ChatTTS segment at its longest (about
 # 95 s) is 4.6 MB of WAV; a document's part as much of PCM.
 SEGMENT_RESERVE_BYTES = 5 * 1024 * 1024
@@ -42,11 +41,6 @@ def _ended(job: Job) -> ApiError:
         code=f"job_{job.state.value}",
         extra={"state": job.state.value},
     )
-
-
-def disposition(request: web.Request, filename: str) -> str:
-    kind = "attachment" if request.query.get("download", "").lower() in _TRUE else "inline"
-    return f'{kind}; filename="{filename}"'
 
 
 async def job_audio(request: web.Request) -> web.StreamResponse:
@@ -177,7 +171,7 @@ def _requested_range(request: web.Request, size: int) -> tuple[int, int] | bool 
 
 
 async def _document(request: web.Request, job: Job) -> web.StreamResponse:
-    """A document's file, joined from its parts as it is sent (web/views/document_audio.py)."""
+    """A document's file, joined from its parts as it is sent (web/replies/documents.py)."""
     fmt = job.request.format
     etag = f'"{job.id}"'
     attachment = disposition(request, f"tts-{job.id[:8]}.{extension(fmt)}")

@@ -16,11 +16,11 @@ from web.clients.identity import client_id
 from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, json_response
 from web.monitors.memory import address
+from web.replies.sending import holding
+from web.replies.timings import words_file
+from web.replies.waiting import succeeded
 from web.schemas.jobs import json_body
 from web.schemas.openai import Speech, parse
-from web.views.openai import succeeded
-from web.views.sending import holding
-from web.views.subtitles import words_file
 
 EXTENSIONS = ("return_timestamps", "stream", "lang_code")  # Kokoro's, beside OpenAI's body
 

@@ -1,6 +1,5 @@
 """A streaming job's audio as it is made: `GET /v1/tts/jobs/{id}/stream` (what the demo page
-plays from), over the chunk reader of web/job_service.py; and the helpers of requests that wait
-on a job while their client may leave.
+plays from), over the chunk reader of web/job_service.py.
 
 `GET /v1/tts/jobs/{id}/stream` answers a job submitted with `"stream": true` with a chunked body
 of 16-bit little-endian mono PCM at 24 kHz (`audio/pcm`, the rate also in `X-Sample-Rate`), from
@@ -14,10 +13,7 @@ byte are JSON errors; after it the body ends short (an incomplete transfer).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import Awaitable
-from typing import TypeVar
 
 from aiohttp import web
 
@@ -26,36 +22,9 @@ from web import job_service
 from web.clients.limits import stream_lease
 from web.errors import ApiError
 from web.job_service import Closing, closing_error, pcm_pieces
+from web.replies.sending import paced_write
+from web.replies.waiting import unless_gone
 from web.schemas.jobs import valid_job_id
-from web.views.sending import paced_write
-
-T = TypeVar("T")
-
-GONE_POLL_S = 0.25  # how often a waiting request checks that its client is still there
-
-
-async def gone(request: web.Request) -> None:
-    """Returns once the client has closed its connection."""
-    while True:
-        transport = request.transport
-        if transport is None or transport.is_closing():
-            return
-        await asyncio.sleep(GONE_POLL_S)
-
-
-async def unless_gone(request: web.Request, work: Awaitable[T]) -> tuple[bool, T | None]:
-    """Run `work` until it ends or the client goes away (then it is cancelled): (done, result)."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.create_task(gone(request))
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for t in (task, watcher):
-            t.cancel()
-        await asyncio.gather(task, watcher, return_exceptions=True)
-    if task.cancelled():
-        return False, None
-    return True, task.result()
 
 
 async def job_stream(request: web.Request) -> web.StreamResponse:

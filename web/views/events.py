@@ -15,20 +15,13 @@ from web.clients.identity import client_id
 from web.clients.limits import stream_lease
 from web.errors import dumps, job_not_found
 from web.hub import TERMINAL_TYPES, follow
+from web.replies.sending import send_timeout_s
 from web.schemas.jobs import valid_cursor, valid_job_id
 
 log = logging.getLogger("chattts_online.web.sse")
 
-# A client that takes longer than this to accept one write is dropped (it resumes by cursor):
-# two ping periods, at most SEND_TIMEOUT_S (production: 10 s; tests compress the ping period).
-SEND_TIMEOUT_S = 10.0
 # Browsers reconnect this long after a dropped stream (the SSE `retry:` field), in ms.
 RECONNECT_MS = 1000
-
-
-def send_timeout_s(ping_s: float) -> float:
-    """How long one write may wait for a client that does not read (then it is dropped)."""
-    return min(SEND_TIMEOUT_S, max(1.0, 2 * ping_s))
 
 
 def _cursor(request: web.Request) -> str | None:

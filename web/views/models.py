@@ -10,7 +10,6 @@ from web.appkeys import QUEUE
 from web.clients.identity import client_id, is_admin
 from web.errors import json_response
 from web.schemas.jobs import voice_owner
-from web.views.voices import live_workers
 
 # `/v1/audio/speech` takes any model name: these are the ones OpenAI clients send, all served by
 # the same engines (which one serves a job is the fleet's, not the request's).
@@ -19,7 +18,8 @@ OWNER = "chattts-online"
 
 
 async def list_models(request: web.Request) -> web.Response:
-    engines = sorted({str(b.get("engine", "unknown")) for b in await live_workers(request)})
+    beats = await request.app[QUEUE].fleet.heartbeats()
+    engines = sorted({str(b.get("engine", "unknown")) for b in beats})
     names = [*MODEL_ALIASES, *(e for e in engines if e not in MODEL_ALIASES)]
     data = [{"id": name, "object": "model", "created": 0, "owned_by": OWNER} for name in names]
     return json_response({"object": "list", "data": data})

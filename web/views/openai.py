@@ -21,19 +21,20 @@ from typing import Any
 
 from aiohttp import web
 
+from core.audio.catalog import AV_FORMATS
 from core.audio.formats import SAMPLE_RATE, mime_type
-from core.audio.stream_encode import AV_FORMATS, StreamEncoder
+from core.audio.stream_encode import StreamEncoder
 from web import job_service
 from web.appkeys import ENCODING, QUEUE
 from web.clients.identity import client_id
 from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, dumps
-from web.job_service import Closing, closing_error, job_error, pcm_pieces
+from web.job_service import Closing, closing_error, pcm_pieces
 from web.monitors.memory import address
+from web.replies.sending import holding, paced_write, send_bytes
+from web.replies.waiting import succeeded, unless_gone
 from web.schemas.jobs import json_body
 from web.schemas.openai import Speech, parse
-from web.views.chunks import unless_gone
-from web.views.sending import holding, paced_write, send_bytes
 
 DELTA_BYTES = 32 * 1024  # audio bytes per SSE delta, at most
 FRAME_MS = 20  # usage: one output "token" per 20 ms of audio
@@ -57,21 +58,6 @@ async def speech(request: web.Request) -> web.StreamResponse:
             return await _whole(request, params, submitted.job_id, submitted.event_id)
         submitted = await job_service.enqueue(app, params.request, client, source=address(request))
         return await _streamed(request, params, submitted.job_id, submitted.event_id)
-
-
-async def succeeded(request: web.Request, job_id: str, cursor: str | None) -> dict[str, Any] | None:
-    """The job's snapshot once it succeeded; None when the client left first. Its failure, or
-    the server closing, is the ApiError to answer."""
-    try:
-        done, event = await unless_gone(request, job_service.wait_end(request.app, job_id, cursor))
-    except Closing:
-        raise closing_error(job_id) from None
-    if not done or event is None:  # nobody is listening any more
-        return None
-    if event.get("type") != "succeeded":
-        raise job_error(event)
-    finished: dict[str, Any] = event.get("job") or {}
-    return finished
 
 
 async def _whole(

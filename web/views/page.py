@@ -5,7 +5,7 @@ from __future__ import annotations
 import aiohttp_jinja2
 from aiohttp import web
 
-from core.audio.formats import FORMATS
+from core.audio.catalog import FORMATS
 from core.queue.voices import BUILTIN_VOICES, DEFAULT_VOICES
 from web.appkeys import SETTINGS
 

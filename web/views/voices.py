@@ -42,11 +42,6 @@ _MAX_FIELD_CHARS = 256
 _PRIVATE_FIELDS = frozenset({"embedding", "owner", "source"})
 
 
-async def live_workers(request: web.Request) -> list[dict[str, Any]]:
-    """Heartbeats of the workers alive now (their heartbeat key has not expired)."""
-    return await request.app[QUEUE].fleet.heartbeats()
-
-
 def _quotas(settings: Settings) -> tuple[tuple[int, int], ...]:
     """(most voices, most bytes) of an owner, of a source address (a fresh cookie is a fresh
     owner: the address that mints them has a quota of its own) and of the queue in all."""
@@ -105,7 +100,7 @@ def _public_registered(name: str, raw: bytes) -> dict[str, Any]:
 
 async def list_voices(request: web.Request) -> web.Response:
     queue = request.app[QUEUE]
-    beats = await live_workers(request)
+    beats = await queue.fleet.heartbeats()  # the workers alive now
     registered = await queue.voices.all()
     voices: dict[str, dict[str, Any]] = {}
     engines: dict[tuple[str, str], dict[str, Any]] = {}

@@ -60,8 +60,8 @@ from web.hub import follow
 from web.job_service import ChunkReader
 from web.middlewares.origin import origin_allowed
 from web.monitors.memory import address
+from web.replies.sending import send_timeout_s
 from web.schemas.jobs import idempotency_key, valid_cursor, valid_job_id
-from web.views.events import send_timeout_s
 
 log = logging.getLogger("chattts_online.web.ws")
 

@@ -10,8 +10,8 @@ from aiohttp.test_utils import TestClient
 
 from core.queue.voices import QUEUE_ACCOUNT
 from tests.conftest import ClientFactory
+from tests.support.voices import EMBEDDING
 from tests.web.conftest import cookie
-from tests.web.views.test_voices import EMBEDDING
 
 Client = TestClient[Any, Any]
 

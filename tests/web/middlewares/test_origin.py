@@ -10,8 +10,8 @@ from aiohttp.test_utils import TestClient
 
 from core.infra.settings import Settings
 from tests.conftest import ClientFactory
+from tests.support.voices import recording_form, wav_bytes
 from tests.web.conftest import submit
-from tests.web.views.test_voices import recording_form, wav_bytes
 from web.middlewares.origin import host_allowed, is_loopback_name
 
 Client = TestClient[Any, Any]

@@ -17,8 +17,8 @@ from core.queue.store import Queue
 from tests.conftest import ClientFactory, WorkerProcess
 from tests.web.conftest import submit, wait_job
 from web.appkeys import MEMORY, QUEUE, SETTINGS
+from web.replies.sending import PIECE_BYTES
 from web.views.audio import SEGMENT_RESERVE_BYTES
-from web.views.sending import PIECE_BYTES
 
 
 async def test_files_and_cached_results_live_in_the_store_and_serve_as_before(

@@ -20,7 +20,7 @@ from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.store import Queue
 from tests.conftest import ClientFactory, WorkerProcess
-from tests.workers.test_process import wait_terminal
+from tests.support.jobs import wait_terminal
 
 SENTENCES = 240
 DOCUMENT = " ".join(

@@ -9,7 +9,7 @@ from aiohttp.test_utils import TestClient
 
 from core.queue.voices import BUILTIN_VOICES, OPENAI_VOICES
 from tests.conftest import ClientFactory
-from tests.web.views.test_voices import EMBEDDING
+from tests.support.voices import EMBEDDING
 
 Client = TestClient[Any, Any]
 

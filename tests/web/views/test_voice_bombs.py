@@ -25,7 +25,7 @@ from aiohttp.test_utils import TestClient
 
 from core.infra.settings import Settings
 from core.voices.chattts import MAX_B14_CHARS
-from tests.web.views.test_voices import recording_form, wav_bytes
+from tests.support.voices import recording_form, wav_bytes
 from tests.web.webproc import WebProcess
 from web.views import voice_uploads as voice_views
 

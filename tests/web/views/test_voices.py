@@ -7,42 +7,22 @@ real ChatTTS worker is tested in tests/workers/engines/chattts/test_service.py.
 from __future__ import annotations
 
 import asyncio
-import io
 import time
 from typing import Any
 
 import aiohttp
-import numpy as np
 import orjson
 import pytest
-import soundfile as sf
 from aiohttp.test_utils import TestClient
 
 from core.queue.keys import Keys
-from core.voices.chattts import builtin_embeddings, validate_voice_data
+from core.voices.chattts import validate_voice_data
 from tests.conftest import ClientFactory
+from tests.support.voices import EMBEDDING, recording_form, wav_bytes
 from tests.web.conftest import live_worker, submit
 from web.monitors.fleet import ENGINES_TTL_S
 
 Client = TestClient[Any, Any]
-EMBEDDING = builtin_embeddings()["en_male_2"]
-
-
-def wav_bytes(seconds: float, rate: int = 16_000, fmt: str = "WAV") -> bytes:
-    t = np.arange(int(rate * seconds)) / rate
-    buffer = io.BytesIO()
-    sf.write(buffer, (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), rate, format=fmt)
-    return buffer.getvalue()
-
-
-def recording_form(name: str, audio: bytes | None, transcript: str | None) -> aiohttp.FormData:
-    form = aiohttp.FormData()
-    form.add_field("name", name)
-    if transcript is not None:
-        form.add_field("transcript", transcript)
-    if audio is not None:
-        form.add_field("audio", audio, filename="me.wav", content_type="audio/wav")
-    return form
 
 
 async def test_register_use_and_delete_an_embedding_voice(

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from core.infra.settings import Settings
+from tests.support.files import link_copy
 from tests.workers.engines.chattts.conftest import requires_chattts
 from workers.engines.base import EngineError
 from workers.engines.chattts.loading.loader import (
-    ASSET_FILES,
     MANIFEST,
     find_weights,
     locate,
@@ -20,20 +19,6 @@ from workers.engines.chattts.loading.loader import (
 )
 
 pytestmark = pytest.mark.chattts
-
-
-def link_copy(src: Path, dst: Path, skip: str | None = None, copy: str | None = None) -> Path:
-    """A checkpoint whose files are symlinks to `src` (one skipped, one really copied)."""
-    for relative in (*ASSET_FILES, MANIFEST):
-        if relative == skip:
-            continue
-        target = dst / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if relative == copy:
-            shutil.copyfile(src / relative, target)
-        else:
-            target.symlink_to(src / relative)
-    return dst
 
 
 def test_find_weights_explains_what_is_missing(tiny_checkpoint: Path, tmp_path: Path) -> None:

@@ -22,6 +22,8 @@ import soundfile as sf
 
 from core.voices.chattts import validate_voice_data
 from tests.conftest import WorkerProcess
+from tests.support.files import link_copy
+from tests.support.metrics import scrape, value
 from tests.web.conftest import sse_events, submit, wait_job
 from tests.workers.engines.chattts.conftest import requires_chattts
 from tests.workers.engines.chattts.service import (
@@ -41,8 +43,6 @@ from tests.workers.engines.chattts.service import (
     run_alone,
     run_together,
 )
-from tests.workers.engines.chattts.test_loader import link_copy
-from tests.workers.test_metrics import scrape, value
 
 pytestmark = [pytest.mark.chattts, requires_chattts]
 

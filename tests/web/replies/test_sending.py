@@ -15,10 +15,10 @@ import aiohttp
 
 from core.infra.settings import Settings
 from tests.conftest import WorkerProcess
+from tests.support.sockets import dead_socket, ports
 from tests.web import webproc
-from tests.web.test_slow_clients import dead_socket, ports
 from tests.web.webproc import WebProcess
-from web.views.sending import PIECE_BYTES
+from web.replies.sending import PIECE_BYTES
 
 start_web = webproc.start_web  # a fixture
 

@@ -14,7 +14,7 @@ from core.audio.stream_encode import wav_header
 from core.queue.job import Job
 from web.appkeys import QUEUE
 from web.errors import ApiError, not_found
-from web.views.sending import holding, paced_write
+from web.replies.sending import holding, paced_write
 
 PARTS_PER_READ = 16  # parts fetched per round trip: a few MB, whatever the document's length
 

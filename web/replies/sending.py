@@ -14,7 +14,6 @@ from aiohttp import web
 from web.appkeys import EGRESS, MEMORY, SETTINGS
 from web.errors import ApiError
 from web.monitors.memory import address
-from web.views.events import send_timeout_s
 
 log = logging.getLogger("chattts_online.web")
 
@@ -119,3 +118,21 @@ async def send_pieces(
         if held:
             memory.give(source, held)
     return response
+
+
+# A client that takes longer than this to accept one write is dropped (it resumes by cursor):
+# two ping periods, at most SEND_TIMEOUT_S (production: 10 s; tests compress the ping period).
+SEND_TIMEOUT_S = 10.0
+
+
+def send_timeout_s(ping_s: float) -> float:
+    """How long one write may wait for a client that does not read (then it is dropped)."""
+    return min(SEND_TIMEOUT_S, max(1.0, 2 * ping_s))
+
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def disposition(request: web.Request, filename: str) -> str:
+    kind = "attachment" if request.query.get("download", "").lower() in _TRUE else "inline"
+    return f'{kind}; filename="{filename}"'
