@@ -24,7 +24,7 @@ from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.keys import USAGE_CLIENTS_PER_DAY
 from core.queue.store import Queue, Started
-from web.views.admin import queue_view
+from web.replies.console import queue_view
 
 
 async def _fill(queue: Queue, jobs: int, clients: int) -> list[str]:

@@ -14,6 +14,7 @@ from cli.client import DEFAULT_URL, MAX_CHARS, SAY_FORMATS
 from core.audio.catalog import FORMATS
 from core.infra import logs
 from core.infra.settings import Settings
+from workers.engines import ENGINES
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -30,8 +31,9 @@ def _web_options(parser: argparse.ArgumentParser) -> None:
 def _worker_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
-        choices=["auto", "espeak", "chattts"],
-        help="synthesis engine (env CHATTTS_ENGINE, default auto)",
+        choices=["auto", *ENGINES],
+        help="synthesis engine (env CHATTTS_ENGINE, default auto; the variable may also name an "
+        "engine's module)",
     )
     parser.add_argument("--device", help="auto, cpu, cuda or cuda:N (env CHATTTS_DEVICE)")
     parser.add_argument("--model-dir", help="ChatTTS weights (env CHATTTS_MODEL_DIR)")

@@ -6,82 +6,16 @@ from __future__ import annotations
 import csv
 import datetime
 import io
-import time
-from typing import Any
 
 from aiohttp import web
 
-from core.queue.readings import QueueReading
-from core.queue.store import Queue
 from web.appkeys import COOKIE_SECRET, QUEUE, SETTINGS
 from web.clients.identity import key_client, shown_client
 from web.clients.operators import require_operator
 from web.errors import ApiError, json_response
+from web.replies.console import queue_view, workers_page
 from web.schemas import admin as params
 from web.schemas.jobs import json_body
-
-# The windows of the throughput figures, in minutes.
-WINDOWS_MIN = (1, 5, 15)
-
-
-def _rates(minutes: list[dict[str, float]], now: float) -> dict[str, dict[str, float]]:
-    """Per second over each window, the minute under way counted for its seconds so far."""
-    out = {}
-    for window in WINDOWS_MIN:
-        last = minutes[-window:]
-        seconds = 60.0 * (len(last) - 1) + max(1.0, now - last[-1]["minute"])
-        out[f"{window}m"] = {
-            "jobs_per_s": round(sum(m["jobs"] for m in last) / seconds, 4),
-            "audio_s_per_s": round(sum(m["audio_s"] for m in last) / seconds, 4),
-        }
-    return out
-
-
-async def queue_view(queue: Queue) -> dict[str, Any]:
-    """The queue at a glance (the console's first view, also sent live)."""
-    reading: QueueReading = await queue.readings.queue(usage=False)  # (usage has its own view)
-    pause = await queue.console.paused()
-    now = time.time()
-    minutes = await queue.console.throughput(max(WINDOWS_MIN), now)
-    stats = reading.stats
-    in_hand = sum(s.pending for s in reading.streams.values())
-    waiting_streams = sum(s.lag for s in reading.streams.values())
-    return {
-        "queue": queue.keys.queue,
-        "paused": pause.public() if pause else None,
-        "counts": {
-            "queued": sum(reading.waiting.values()) + waiting_streams,
-            "running": in_hand,
-            "dead_letters": reading.dead_letters,
-            **{
-                state: int(stats.get(state, 0))
-                for state in ("succeeded", "failed", "cancelled", "dead")
-            },
-            "submitted": int(stats.get("submitted", 0)),
-            "requeued": int(stats.get("requeued", 0)),
-        },
-        "lanes": {
-            lane: {
-                "jobs": reading.waiting.get(lane, 0),
-                "clients": reading.waiting_clients.get(lane, 0),
-                "oldest_age_s": round(reading.oldest_waiting_age_s.get(lane, 0.0), 3),
-            }
-            for lane in reading.waiting
-        },
-        "streams": {
-            label: {
-                "entries": s.length,
-                "unread": s.lag,
-                "in_hand": s.pending,
-                "oldest_waiting_age_s": round(s.oldest_waiting_age_s, 3),
-            }
-            for label, s in reading.streams.items()
-        },
-        "throughput": _rates(minutes, now),
-        "minutes": minutes,
-        "workers_alive": reading.workers_alive,
-        "realtime_streams": reading.streams_fleet.public(),
-    }
 
 
 async def get_queue(request: web.Request) -> web.Response:
@@ -106,41 +40,6 @@ async def resume_queue(request: web.Request) -> web.Response:
 
 
 # -- workers -----------------------------------------------------------------------------------
-
-# Fields of a heartbeat the console shows, as the worker wrote them (workers/stats.py).
-WORKER_FIELDS = (
-    "name",
-    "host",
-    "pid",
-    "engine",
-    "device",
-    "model_version",
-    "state",
-    "in_hand",
-    "holding",
-    "steps_per_s",
-    "started_at",
-    "ready_s",
-    "ts",
-    "jobs_succeeded",
-    "jobs_failed",
-    "audio_seconds",
-    "max_batch",
-)
-
-
-def _worker(beat: dict[str, Any]) -> dict[str, Any]:
-    out = {name: beat.get(name) for name in WORKER_FIELDS}
-    raw = beat.get("streams")
-    streams: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    out["streams"] = {"capacity": streams.get("capacity"), "playing": streams.get("playing")}
-    return out
-
-
-async def workers_page(queue: Queue) -> list[dict[str, Any]]:
-    """Every live worker (loading ones too), by name."""
-    beats = await queue.fleet.heartbeats(loading=True)
-    return sorted((_worker(b) for b in beats), key=lambda w: str(w["name"]))
 
 
 async def list_workers(request: web.Request) -> web.Response:

@@ -7,32 +7,13 @@ from typing import Any
 
 from aiohttp import web
 
-from core.queue.console import DeadLetter
-from core.queue.store import Queue
 from web.appkeys import QUEUE
 from web.clients.identity import shown_client
 from web.clients.operators import require_operator
 from web.errors import ApiError, job_not_found, json_response
+from web.replies.console import dead_letter_view, listed_job
 from web.schemas import admin as params
 from web.schemas.jobs import job_urls, json_body, valid_job_id
-
-# A listed job's text: its start, as a client's own list shows it.
-LISTED_TEXT_CHARS = 200
-
-
-def _listed(record: dict[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = dict(record)
-    out["text"] = out.pop("head", "")[:LISTED_TEXT_CHARS]
-    if "client" in out:
-        out["client"] = shown_client(out["client"])
-    for name in ("created_at", "finished_at", "duration_s"):
-        if out.get(name):
-            out[name] = float(out[name])
-    for name in ("attempts", "starts", "chars", "requeues"):
-        if out.get(name):
-            out[name] = int(out[name])
-    out["document"] = out.get("document") == "1"
-    return out
 
 
 async def search_jobs(request: web.Request) -> web.Response:
@@ -56,7 +37,7 @@ async def search_jobs(request: web.Request) -> web.Response:
     found, next_cursor = await request.app[QUEUE].console.search(
         match, limit, since, cursor if cursor is not None else until, fragment
     )
-    return json_response({"jobs": [_listed(r) for r in found], "next_cursor": next_cursor})
+    return json_response({"jobs": [listed_job(r) for r in found], "next_cursor": next_cursor})
 
 
 def _names(record: dict[str, str]) -> tuple[str | None, ...]:
@@ -78,31 +59,13 @@ async def job_record(request: web.Request) -> web.Response:
     return json_response({**record, "links": job_urls(request.app, job_id)})
 
 
-def _letter(letter: DeadLetter) -> dict[str, Any]:
-    return {
-        "entry": letter.entry,
-        "id": letter.job_id,
-        "reason": letter.reason,
-        "dead_at": letter.at,
-        "last_worker": letter.worker or None,
-        "job": _listed(letter.job) if letter.job else None,
-        "requeueable": bool(letter.job and letter.job.get("state") == "dead"),
-    }
-
-
-async def dead_letter_page(queue: Queue, limit: int) -> list[dict[str, Any]]:
-    """The newest `limit` dead letters (the live view's)."""
-    letters, _ = await queue.console.dead_letters(limit)
-    return [_letter(letter) for letter in letters]
-
-
 async def dead_letters(request: web.Request) -> web.Response:
     """GET /admin/v1/dlq: the newest first, with each one's reason and last worker."""
     require_operator(request)
     limit = params.integer(request, "limit", 50, 1, params.MAX_PAGE)
     cursor = params.entry_cursor(request)
     letters, next_cursor = await request.app[QUEUE].console.dead_letters(limit, cursor)
-    body = [_letter(letter) for letter in letters]
+    body = [dead_letter_view(letter) for letter in letters]
     return json_response({"dead_letters": body, "next_cursor": next_cursor})
 
 
