@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlunsplit
 
 import redis
 from redis.asyncio import Redis
@@ -72,25 +72,25 @@ class Topology:
 
 def parse_url(url: str) -> Topology:
     """The topology a Redis URL names; ValueError says what is wrong with it."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
+    raw_scheme, netloc, path_text, query = _split_url(url)
+    scheme = raw_scheme.lower()
     base, _, mode = scheme.partition("+")
     if base not in ("redis", "rediss", "unix") or mode not in ("", "sentinel", "cluster"):
         raise ValueError(
-            f"unsupported Redis URL scheme {parts.scheme!r}: use redis://, rediss://, unix://, "
+            f"unsupported Redis URL scheme {raw_scheme!r}: use redis://, rediss://, unix://, "
             "redis+sentinel://, rediss+sentinel://, redis+cluster:// or rediss+cluster://"
         )
     if not mode:
         return Topology("single", url)
     if base == "unix":
         raise ValueError(f"{scheme}:// is not a thing: sentinels and clusters are reached by TCP")
-    credentials, _, hosts = parts.netloc.rpartition("@")
+    credentials, _, hosts = netloc.rpartition("@")
     username, _, password = credentials.partition(":")
     nodes = tuple(
         _host_port(h, DEFAULT_SENTINEL_PORT if mode == "sentinel" else DEFAULT_PORT)
         for h in hosts.split(",")
     )
-    path = [p for p in parts.path.split("/") if p]
+    path = [p for p in path_text.split("/") if p]
     master, db = "", 0
     if mode == "sentinel":
         if not path:
@@ -100,7 +100,6 @@ def parse_url(url: str) -> Topology:
     elif path:
         raise ValueError("a cluster URL has no path: a Redis Cluster has database 0 only")
     auth = f"{credentials}@" if credentials else ""
-    query = parts.query
     data_url = urlunsplit((base, f"{auth}{nodes[0][0]}:{nodes[0][1]}", f"/{db}", query, ""))
     return Topology(
         shape=mode,  # type: ignore[arg-type]
@@ -112,6 +111,18 @@ def parse_url(url: str) -> Topology:
         password=unquote(password) if password else None,
         tls=base == "rediss",
     )
+
+
+def _split_url(url: str) -> tuple[str, str, str, str]:
+    """(scheme, hosts, path, query) of a URL, split by hand rather than by urlsplit: a list of
+    hosts with an IPv6 one in brackets ("s1,[::1]:26380") is no URL netloc, and some Python
+    releases refuse it as one."""
+    scheme, _, rest = url.partition("://")
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    netloc, rest = rest[:end], rest[end:]
+    rest = rest.partition("#")[0]
+    path, _, query = rest.partition("?")
+    return scheme, netloc, path, query
 
 
 def _host_port(text: str, default_port: int) -> tuple[str, int]:
@@ -232,16 +243,17 @@ async def target_of(client: RedisClient, key: str) -> dict[str, Any]:
 
 def mask_url(url: str) -> str:
     """The URL with its password (in the authority or the query) replaced by ***."""
-    parts = urlsplit(url)
-    if parts.query:
-        pairs = parse_qsl(parts.query, keep_blank_values=True)
+    if "://" not in url:
+        return url
+    scheme, netloc, path, query = _split_url(url)
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
         masked = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs]
-        parts = parts._replace(query=urlencode(masked, safe="*"))
-    credentials, at, hosts = parts.netloc.rpartition("@")
-    if not at or ":" not in credentials:
-        return urlunsplit(parts)
-    user = credentials.partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{hosts}"))
+        query = urlencode(masked, safe="*")
+    credentials, at, hosts = netloc.rpartition("@")
+    if at and ":" in credentials:
+        netloc = f"{credentials.partition(':')[0]}:***@{hosts}"
+    return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
 
 
 # Query parameters that carry a secret (redis-py reads ?password=; others use the rest).
