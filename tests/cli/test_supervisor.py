@@ -99,7 +99,12 @@ def test_run_starts_supervises_and_stops_everything(tmp_path: Path) -> None:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: get_json(f"{base}/readyz")[0] == 200, 60, "the service never got ready")
+        try:
+            wait_for(lambda: get_json(f"{base}/readyz")[0] == 200, 60, "never ready")
+        except TimeoutError:
+            log.flush()
+            tail = (tmp_path / "run.log").read_text(errors="replace")[-4000:]
+            raise TimeoutError(f"the service never got ready; its log ends:\n{tail}") from None
         kids = children_of(run.pid)
         assert any("redis-server" in cmd for cmd in kids.values())
         assert (tmp_path / "data" / "redis").is_dir()  # its data and AOF live there
