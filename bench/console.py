@@ -34,10 +34,10 @@ async def _fill(queue: Queue, jobs: int, clients: int) -> list[str]:
         ids.append((await queue.enqueue(request, f"client-{i % clients}")).job_id)
     ended = 0
     while ended < jobs:
-        for stream, entry, job_id, client in await queue.take("bench", 64):
-            started = await queue.start(job_id, entry, "bench", stream, client)
+        for stream, entry, job_id, client in await queue.work.take("bench", 64):
+            started = await queue.work.start(job_id, entry, "bench", stream, client)
             assert isinstance(started, Started), started
-            await queue.finish(job_id, client, started.token, "failed", "bench", stream)
+            await queue.work.finish(job_id, client, started.token, "failed", "bench", stream)
             ended += 1
     return ids
 

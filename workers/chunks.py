@@ -159,7 +159,7 @@ class ChunkPublisher:
         job = stream.job
         pcm = audio.encode(piece, self.rate, "pcm")
         try:
-            verdict = await self.queue.chunk(
+            verdict = await self.queue.work.chunk(
                 job.job_id,
                 job.started.token,
                 stream.published + 1,

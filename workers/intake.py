@@ -36,7 +36,7 @@ class Intake:
     ) -> None:
         self.name, self.settings, self.queue = ctx.name, ctx.settings, ctx.queue
         self.engine, self.in_hand, self.metrics = ctx.engine, ctx.in_hand, ctx.metrics
-        self.reclaimer = ctx.queue.reclaimer(ctx.name)
+        self.reclaimer = ctx.queue.work.reclaimer(ctx.name)
         self.outcomes, self.chunks = outcomes, chunks
         self.in_engine = in_engine
         self.streams = StreamRoom(
@@ -90,7 +90,7 @@ class Intake:
                 window_ends = window_ends or time.monotonic() + self.settings.batch_wait_ms / 1000
                 remaining_ms = int((window_ends - time.monotonic()) * 1000)
                 block_ms = remaining_ms if remaining_ms >= 1 else None
-            taken = await self.queue.take(
+            taken = await self.queue.work.take(
                 self.name, self.capacity(), self.bulk_room(), self.streams.room()
             )
             for stream, entry, job_id, client in taken:
@@ -101,7 +101,7 @@ class Intake:
             # worker's Redis client allows blocks of block_ms (process.py).
             woken = False
             if not taken:
-                if not await self.queue.wait_for_work(block_ms / 1000):
+                if not await self.queue.work.wait_for_work(block_ms / 1000):
                     return
                 woken = True
 
@@ -119,7 +119,7 @@ class Intake:
             await self._take(stream, entry, fields[b"id"].decode(), client)
 
     async def _take(self, stream: str, entry: str, job_id: str, client: str | None) -> None:
-        started = await self.queue.start(job_id, entry, self.name, stream, client or None)
+        started = await self.queue.work.start(job_id, entry, self.name, stream, client or None)
         if not isinstance(started, Started):
             self.metrics.start_refused(started)
             log.info(

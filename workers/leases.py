@@ -29,7 +29,7 @@ async def renew_leases(
         await asyncio.sleep(lease_ms / 3000)
         for job in list(in_hand.values()):
             try:
-                verdict = await queue.renew(
+                verdict = await queue.work.renew(
                     job.job_id, job.started.token, worker, stream=job.started.stream
                 )
             except RedisError as exc:

@@ -45,7 +45,7 @@ class Outcomes:
 
     async def fail(self, job_id: str, started: Started, reason: str) -> None:
         """A started job that cannot run (bad voice, nothing to speak): it fails at once."""
-        await self.queue.finish(
+        await self.queue.work.finish(
             job_id, started.client, started.token, "failed", reason, stream=started.stream
         )
         self.metrics.outcome("failed")
@@ -65,7 +65,7 @@ class Outcomes:
             size = int(cached[b"audio_size"])
         elif b"audio" not in cached:
             return False
-        ok = await self.queue.complete(
+        ok = await self.queue.work.complete(
             job.job_id,
             job.started.client,
             job.started.token,
@@ -134,7 +134,7 @@ class Outcomes:
             self.in_hand.pop(job.job_id, None)
             self.metrics.outcome("failed")
             with contextlib.suppress(RedisError):
-                await self.queue.finish(
+                await self.queue.work.finish(
                     job.job_id,
                     job.started.client,
                     job.started.token,
@@ -194,7 +194,7 @@ class Outcomes:
         self.in_hand.pop(job.job_id, None)
         self.metrics.outcome("failed")
         with contextlib.suppress(RedisError):
-            await self.queue.finish(
+            await self.queue.work.finish(
                 job.job_id,
                 job.started.client,
                 job.started.token,
@@ -231,7 +231,7 @@ class Outcomes:
         delay, full_since = PROGRESS_RETRY_S, None
         while True:
             try:
-                return await self.queue.progress(
+                return await self.queue.work.progress(
                     job.job_id, job.started.client, job.started.token, done
                 )
             except REDIS_UNAVAILABLE as exc:
@@ -280,7 +280,7 @@ class Outcomes:
             size = len(data)
             if job.cache_digest:
                 cache_ref = await stored.copy_for("cache", job.cache_digest, audio_ref)
-        ok = await self.queue.complete(
+        ok = await self.queue.work.complete(
             job.job_id,
             job.started.client,
             job.started.token,
@@ -320,7 +320,7 @@ class Outcomes:
         """Stop a job that was cancelled (finish it as such) or lost (leave it to its new owner)."""
         self.in_hand.pop(job.job_id, None)
         if job.hold is Hold.STOPPING:
-            await self.queue.finish(
+            await self.queue.work.finish(
                 job.job_id,
                 job.started.client,
                 job.started.token,
@@ -337,7 +337,7 @@ class Outcomes:
         """A document whose slice ended goes back to the queue (the attempt not counted) and
         resumes after its stored parts wherever it is taken next."""
         self.in_hand.pop(job.job_id, None)
-        ok = await self.queue.release(
+        ok = await self.queue.work.release(
             job.job_id, job.started.client, job.started.token, "", stream=job.started.stream
         )
         self.metrics.outcome("yielded" if ok else "lost")
@@ -353,7 +353,7 @@ class Outcomes:
                 *(self.name, job.job_id, exc),
                 extra=job_log(job.job_id),
             )
-            await self.queue.release(
+            await self.queue.work.release(
                 job.job_id,
                 job.started.client,
                 job.started.token,
@@ -363,7 +363,7 @@ class Outcomes:
             )
             self.metrics.outcome("released")  # counted once Redis took it (else: reclaimed)
         else:
-            await self.queue.finish(
+            await self.queue.work.finish(
                 job.job_id,
                 job.started.client,
                 job.started.token,
@@ -377,7 +377,7 @@ class Outcomes:
         """Give every job in hand back to the queue; with Redis down, their leases will lapse."""
         try:
             for job in list(self.in_hand.values()):
-                await self.queue.release(
+                await self.queue.work.release(
                     job.job_id,
                     job.started.client,
                     job.started.token,

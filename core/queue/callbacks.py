@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
-from redis.commands.core import AsyncScript
 
 from core.infra.redis_client import RedisClient
 from core.queue import scripts
@@ -43,8 +42,8 @@ class Outbox:
     def __init__(self, redis: RedisClient, keys: Keys) -> None:
         self.redis = redis
         self.keys = keys
-        self._claim: AsyncScript = scripts.register(redis, "callback_claim")
-        self._result: AsyncScript = scripts.register(redis, "callback_result")
+        self._claim = scripts.register(redis, "callback_claim")
+        self._result = scripts.register(redis, "callback_result")
 
     async def claim(
         self,
@@ -59,11 +58,21 @@ class Outbox:
         `per_client` in flight for one client, counting `busy` (its deliveries in flight
         already): its others are deferred by `defer_ms`."""
         token = uuid.uuid4().hex
-        keys = [self.keys.callbacks_due, self.keys.callbacks]
-        args: list[str | int] = [now_ms, lease_ms, limit, token, per_client, defer_ms]
+        in_flight: list[str | int] = []
         for client, n in (busy or {}).items():
-            args += [client, n]
-        reply: list[bytes] = await self._claim(keys=keys, args=args)
+            in_flight += [client, n]
+        reply: list[bytes] = await self._claim(
+            keys={"due": self.keys.callbacks_due, "data": self.keys.callbacks},
+            args={
+                "now": now_ms,
+                "lease_ms": lease_ms,
+                "max": limit,
+                "claim": token,
+                "per_client": per_client,
+                "defer_ms": defer_ms,
+                "in_flight": in_flight,
+            },
+        )
         out: list[Callback] = []
         for job_id, raw in zip(reply[::2], reply[1::2], strict=True):
             record = orjson.loads(raw)
@@ -83,12 +92,18 @@ class Outbox:
         self, callback: Callback, outcome: Outcome, next_ms: int = 0, error: str = ""
     ) -> str:
         """Record an attempt: 'ok', 'stale' (the claim lapsed) or 'gone'."""
-        keys = [
-            self.keys.callbacks_due,
-            self.keys.callbacks,
-            self.keys.job(callback.job_id),
-            self.keys.stats,
-        ]
-        args: list[str | int] = [callback.job_id, callback.claim, outcome, next_ms, error[:300]]
+        keys = {
+            "due": self.keys.callbacks_due,
+            "data": self.keys.callbacks,
+            "job": self.keys.job(callback.job_id),
+            "stats": self.keys.stats,
+        }
+        args = {
+            "id": callback.job_id,
+            "claim": callback.claim,
+            "outcome": outcome,
+            "next_ms": next_ms,
+            "error": error[:300],
+        }
         verdict: bytes = await self._result(keys=keys, args=args)
         return verdict.decode()

@@ -1,4 +1,5 @@
-"""Every Redis key and channel name of one queue, in one place.
+"""Every Redis key and channel name of one queue, in one place: Python reads them here, and the
+Lua scripts call the same definitions, written into their generated header (scripts.py).
 
 All names share the hash tag `{queue}` so that multi-key Lua scripts stay in one Redis Cluster slot.
 """
@@ -50,8 +51,8 @@ class Keys:
     def stream(self, priority: str) -> str:
         return self.jobs_high if priority == "high" else self.jobs
 
-    # The fair scheduler's waiting room (lua/take.lua). Lane "i" is interactive work, "b" bulk.
-    # The scripts build the names of one client's list themselves (`waiting`), from `base`.
+    # The fair scheduler's waiting room (lua/take.lua). Lane "i" is interactive work, "b" bulk,
+    # "s" streams.
 
     def lane(self, lane: str) -> str:
         """Sorted set of the clients with jobs waiting in a lane, scored by their pass (the
@@ -71,6 +72,11 @@ class Keys:
         """Hash of the scheduler's clocks (each lane's pass and virtual time), `queued` (jobs
         waiting) and `n:<lane>` (per lane)."""
         return f"{self.base}:fair"
+
+    def gone(self, lane: str) -> str:
+        """Sorted set of the clients whose list in a lane ran dry, by the pass they had: one
+        that comes back resumes from it (coming and going gains nothing)."""
+        return f"{self.base}:gone:{lane}"
 
     @property
     def wake(self) -> str:
@@ -175,11 +181,30 @@ class Keys:
         take (lua/enqueue.lua)."""
         return f"{self.base}:pending"
 
-    def chunk_usage(self, owner: str | None = None) -> str:
-        """Hash of the chunk bytes streams keep in Redis (job id -> bytes, and `total`): the
-        queue's (`owner` None) or one client's or address's, with `chunks_exp[:owner]` by when
-        each lapses (CHUNKS_LINGER_S after its job ended)."""
-        return f"{self.base}:chunks" + (f":{owner}" if owner else "")
+    @property
+    def chunk_usage(self) -> str:
+        """Hash of the chunk bytes streams keep in Redis: job id -> bytes, and `total` (the
+        queue's chunk budget, enqueue.lua)."""
+        return f"{self.base}:chunks"
+
+    @property
+    def chunk_usage_expiry(self) -> str:
+        """Sorted set of the same job ids, by when each charge lapses (CHUNKS_LINGER_S after its
+        job ended)."""
+        return f"{self.base}:chunks_exp"
+
+    def owner_chunk_usage(self, owner: str) -> str:
+        """The same account for one client or source address (half the budget each)."""
+        return f"{self.base}:chunks:{owner}"
+
+    def owner_chunk_usage_expiry(self, owner: str) -> str:
+        return f"{self.base}:chunks_exp:{owner}"
+
+    @property
+    def backlog(self) -> str:
+        """Hash of each backlog owner's (an API key's, or a source address's) jobs waiting or
+        running: its share of the backlog (enqueue.lua)."""
+        return f"{self.base}:backlog"
 
     def active(self, client: str) -> str:
         """Set of a client's unfinished job ids (the per-client cap)."""

@@ -40,12 +40,12 @@ class Limits:
         if not buckets:
             return None
         keys = [self._keys.rate(f"{scope}:{b.kind}", b.who) for b in buckets]
-        args: list[float | str] = []
+        limits: list[float] = []
         for b in buckets:
-            args += [1000.0 / b.per_s, max(1, b.burst)]
-        if peek:
-            args.append("peek")
-        refused, wait_ms = await self._take(keys=keys, args=args)
+            limits += [1000.0 / b.per_s, max(1, b.burst)]
+        refused, wait_ms = await self._take(
+            keys={"buckets": keys}, args={"peek": "1" if peek else "", "limits": limits}
+        )
         if not int(refused):
             return None
         return buckets[int(refused) - 1], int(wait_ms) / 1000.0
@@ -55,7 +55,8 @@ class Limits:
 
     async def lease(self, key: str, member: str, cap: int, ttl_s: float) -> bool:
         """Hold (or renew) `member`'s place under `key` for `ttl_s`; False when `cap` are held."""
-        return bool(await self._lease(keys=[key], args=[member, cap, ttl_s]))
+        args = {"member": member, "places": cap, "seconds": ttl_s}
+        return bool(await self._lease(keys={"leases": key}, args=args))
 
     async def release(self, keys: list[str], member: str) -> None:
         async with self._redis.pipeline(transaction=False) as pipe:

@@ -25,6 +25,7 @@ class Retention:
         if not limit or used < RETAIN_BELOW * limit:
             return 0
         removed, _ = await self._retain(
-            keys=[self._keys.index, self._keys.stats], args=[BATCH, LOOK]
+            keys={"index": self._keys.index, "stats": self._keys.stats},
+            args={"most": BATCH, "look": LOOK},
         )
         return int(removed)

@@ -206,8 +206,8 @@ class StoredAudio:
     async def chunks_of_run(self, job_id: str, start: int, stop: int) -> tuple[list[bytes], int]:
         """Chunks `start`..`stop` (0-based, inclusive) and the run of the job they belong to
         (its `starts`), in one atomic read."""
-        keys = [self._keys.job(job_id), self._keys.chunks(job_id)]
-        reply: list[Any] = await self._chunk_read(keys=keys, args=[start, stop])
+        keys = {"job": self._keys.job(job_id), "chunks": self._keys.chunks(job_id)}
+        reply: list[Any] = await self._chunk_read(keys=keys, args={"first": start, "last": stop})
         return list(reply[1:]), int(reply[0])
 
     async def chunks(self, job_id: str, start: int, stop: int) -> list[bytes]:

@@ -158,12 +158,21 @@ class VoiceRegistry:
             if name
         ]
         size = len(record) + len(data.encode())
-        limits = [n for _, _, quota in pairs for n in quota]
+        keys, args = self._register.order(
+            {"voices": k.voices, "voice_data": k.voice_data, "accounts": [k for _, k, _ in pairs]},
+            {
+                "name": name,
+                "metadata": record,
+                "data": data,
+                "size": size,
+                "quotas": [n for _, _, quota in pairs for n in quota],
+            },
+        )
         result = await run_replicated(
             self._redis,
-            self._register,
-            [k.voices, k.voice_data, *(key for _, key, _ in pairs)],
-            [name, record, data, size, *limits],
+            self._register.registered,
+            keys,
+            args,
             self._settings.redis_min_replicas,
             self._settings.redis_replica_wait_ms,
             changed=lambda r: r == 1,

@@ -120,7 +120,7 @@ async def test_pending_age_and_dead_letters(
     job = await submit(client, text="read and never finished")
     queue = Queue(aredis, settings)
     await queue.ensure_group()
-    assert [taken[2] for taken in await queue.take("stuck", 1)] == [job["id"]]
+    assert [taken[2] for taken in await queue.work.take("stuck", 1)] == [job["id"]]
     await aredis.xadd(keys.dlq, {"job_id": job["id"], "reason": "test"})
     await asyncio.sleep(0.3)
     samples = await scrape(client)

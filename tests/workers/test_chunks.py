@@ -91,7 +91,7 @@ async def test_a_stream_that_outgrows_its_charge_past_the_budget_fails_with_the_
     assert charge == stream_bytes(TEXT)
     # An underestimate: one byte, on the job and its accounts (the queue's and its client's).
     await aredis.hset(queue.keys.job(submitted.job_id), "chunk_charge", 1)
-    for account in (queue.keys.chunk_usage(), queue.keys.chunk_usage("c-over")):
+    for account in (queue.keys.chunk_usage, queue.keys.owner_chunk_usage("c-over")):
         await aredis.hset(account, mapping={submitted.job_id: 1, "total": 1})
     start_worker(CHATTTS_STREAM_CHUNK_BYTES="2000000")  # half of it per client: 21 s of PCM
     events = await wait_terminal(queue, submitted.job_id)
@@ -100,7 +100,7 @@ async def test_a_stream_that_outgrows_its_charge_past_the_budget_fails_with_the_
     kept = b"".join(await queue.stored.chunks(submitted.job_id, 0, -1))
     assert 0 < len(kept) <= 1_000_000
     # Its charge lapses with the chunks' linger: the queue's account holds it meanwhile.
-    exp = float(await aredis.zscore(queue.keys.chunk_usage() + "_exp", submitted.job_id))
+    exp = float(await aredis.zscore(queue.keys.chunk_usage_expiry, submitted.job_id))
     assert exp > time.time() + CHUNKS_LINGER_S - 60
 
 

@@ -93,18 +93,18 @@ async def test_stale_worker_completion_is_refused(settings: Settings, aredis: Re
     queue = Queue(aredis, settings)
     await queue.ensure_group()
     submitted = await queue.enqueue(SynthesisRequest(text="Hello", voice="en_male"), "c1")
-    entry = (await queue.take("slow", 1))[0][1]
-    slow = await queue.start(submitted.job_id, entry, "slow")
+    entry = (await queue.work.take("slow", 1))[0][1]
+    slow = await queue.work.start(submitted.job_id, entry, "slow")
     assert isinstance(slow, Started)
     await asyncio.sleep(0.05)
     claimed = await aredis.xautoclaim(queue.keys.jobs, CONSUMER_GROUP, "fast", 10, "0-0")
     assert [e[0].decode() for e in claimed[1]] == [entry]
-    fast = await queue.start(submitted.job_id, entry, "fast")
+    fast = await queue.work.start(submitted.job_id, entry, "fast")
     assert isinstance(fast, Started) and fast.token != slow.token
-    assert await queue.renew(submitted.job_id, slow.token, "slow") == "lost"
-    assert not await queue.complete(submitted.job_id, "c1", slow.token, b"late", 1.0, 24_000)
-    assert not await queue.finish(submitted.job_id, "c1", slow.token, "failed", "late")
-    assert await queue.complete(submitted.job_id, "c1", fast.token, b"audio", 1.0, 24_000)
+    assert await queue.work.renew(submitted.job_id, slow.token, "slow") == "lost"
+    assert not await queue.work.complete(submitted.job_id, "c1", slow.token, b"late", 1.0, 24_000)
+    assert not await queue.work.finish(submitted.job_id, "c1", slow.token, "failed", "late")
+    assert await queue.work.complete(submitted.job_id, "c1", fast.token, b"audio", 1.0, 24_000)
     assert await queue.stored.file(submitted.job_id) == b"audio"
     assert (await queue.stats())["fenced"] == 2
 
@@ -115,7 +115,7 @@ async def test_ten_concurrent_reclaimers_never_start_a_job_twice(
     queue = Queue(aredis, settings)
     await queue.ensure_group()
     ids = [(await queue.enqueue(SynthesisRequest(text=f"job {i}"), "c1")).job_id for i in range(30)]
-    assert len(await queue.take("dead-worker", 100)) == 30
+    assert len(await queue.work.take("dead-worker", 100)) == 30
     lease_ms = 1_000
     await asyncio.sleep(lease_ms / 1000 + 0.1)  # every entry's lease has now expired
     starts: list[tuple[str, str]] = []
@@ -133,7 +133,7 @@ async def test_ten_concurrent_reclaimers_never_start_a_job_twice(
                 if cursor == "0-0" and not result[1]:
                     return
                 for entry_id, fields in result[1]:
-                    started = await mine.start(fields[b"id"].decode(), entry_id.decode(), name)
+                    started = await mine.work.start(fields[b"id"].decode(), entry_id.decode(), name)
                     if isinstance(started, Started):
                         starts.append((fields[b"id"].decode(), name))
         finally:

@@ -1,9 +1,9 @@
 -- Shared by every script (prepended at load time, scripts.py): fencing, job snapshots and event
 -- emission. An event is appended to the job's and the client's event streams, then the queue's
--- doorbell channel (keys.py: the queue's base name and ':n') is told both stream names.
--- `DOORBELL` (PUBLISH, or SPUBLISH in a Redis Cluster) and `TERMINAL` (the terminal states) come
--- from the header scripts.py writes. Atomic with the state change that calls it. `emit` returns
--- the job stream's new id and the event JSON.
+-- doorbell channel (keys.py: doorbell) is told both stream names.
+-- `DOORBELL` (PUBLISH, or SPUBLISH in a Redis Cluster), `TERMINAL` (the terminal states) and
+-- `K` (the key names, keys.py) come from the header scripts.py writes. Atomic with the state
+-- change that calls it. `emit` returns the job stream's new id and the event JSON.
 
 -- The fencing check of every script a worker runs on a job it holds: the job's `state`, `token`
 -- and the other fields named, if it is running under `token` (the attempt number); else nil and
@@ -40,9 +40,9 @@ local function snapshot(job_key)
   return snap
 end
 
--- The doorbell channel of the queue that an event stream belongs to.
-local function doorbell_of(stream)
-  return (string.gsub(stream, ':ev:.*$', ':n', 1))
+-- The doorbell channel of the queue that a job's event stream belongs to.
+local function doorbell_of(ev_job)
+  return K.doorbell((string.gsub(ev_job, K.job_events('', '.*') .. '$', '')))
 end
 
 -- A stream written for the last time, rewritten to its exact size: Redis keeps a new stream
@@ -73,7 +73,7 @@ end
 
 -- The queue's base name (keys.py: base) of one of its job keys.
 local function base_of(job_key)
-  return (string.gsub(job_key, ':job:[^:]*$', ''))
+  return (string.gsub(job_key, K.job('', '[^:]*') .. '$', ''))
 end
 
 -- Byte accounts: what jobs hold of a shared resource (keys.py: usage, pending, chunks). An
@@ -120,8 +120,8 @@ local function recharge(job_key, real)
   local f = redis.call('HMGET', job_key, 'charge', 'id', 'client', 'source_account')
   if not f[1] then return end
   local base = base_of(job_key)
-  account_correct(base .. ':usage:' .. f[3], f[2], real)
-  if f[4] then account_correct(base .. ':usage:' .. f[4], f[2], real) end
+  account_correct(K.usage(base, f[3]), f[2], real)
+  if f[4] then account_correct(K.usage(base, f[4]), f[2], real) end
   redis.call('HSET', job_key, 'charge', real)
 end
 
@@ -130,9 +130,9 @@ end
 local function chunk_accounts(base, job_key)
   local owners = redis.call('HGET', job_key, 'chunk_owners')
   if not owners then return {} end
-  local out = {{base .. ':chunks', base .. ':chunks_exp'}}
+  local out = {{K.chunk_usage(base), K.chunk_usage_expiry(base)}}
   for owner in string.gmatch(owners, '[^\n]+') do
-    out[#out + 1] = {base .. ':chunks:' .. owner, base .. ':chunks_exp:' .. owner}
+    out[#out + 1] = {K.owner_chunk_usage(base, owner), K.owner_chunk_usage_expiry(base, owner)}
   end
   return out
 end
@@ -141,14 +141,14 @@ end
 -- the operators (console.py): the last 64, kept as long as the job.
 -- (Every job does this: the trim and the expiry only when they change something.)
 local function record_run(job_key, id, run, ttl)
-  local runs = base_of(job_key) .. ':runs:' .. id
+  local runs = K.runs(base_of(job_key), id)
   local n = redis.call('RPUSH', runs, cjson.encode(run))
   if n == 1 then redis.call('EXPIRE', runs, ttl) elseif n > 64 then
     redis.call('LTRIM', runs, -64, -1)
   end
 end
 
--- A job that asked for a callback gets one queued (keys.py: callbacks, callbacks:data) in the
+-- A job that asked for a callback gets one queued (keys.py: callbacks_due, callbacks) in the
 -- same script that ends it: no crash can come between "ended" and "callback queued". The
 -- callback carries the job as it ended, so that it outlives the job's own record.
 local function queue_callback(job_key, ttl)
@@ -160,9 +160,9 @@ local function queue_callback(job_key, ttl)
   local now = redis.call('TIME')
   local record = {url = target, client = redis.call('HGET', job_key, 'client'), attempts = 0,
     job = snapshot(job_key), ['until'] = tonumber(now[1]) + math.max(ttl, 86400)}
-  redis.call('HSET', base .. ':callbacks:data', id, cjson.encode(record))
+  redis.call('HSET', K.callbacks(base), id, cjson.encode(record))
   -- Due now, in the order the jobs ended (a constant score would order them by id).
-  redis.call('ZADD', base .. ':callbacks', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000), id)
+  redis.call('ZADD', K.callbacks_due(base), tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000), id)
 end
 
 -- A job that ended, in the operators' tallies (keys.py: tally, minute): its client's jobs,
@@ -174,7 +174,7 @@ local function tally(job_key)
   local base = base_of(job_key)
   local f = redis.call('HMGET', job_key, 'state', 'client', 'chars', 'duration_s')
   local now = tonumber(redis.call('TIME')[1])
-  local day, who = base .. ':tally:' .. math.floor(now / 86400), f[2] or ''
+  local day, who = K.tally(base, math.floor(now / 86400)), f[2] or ''
   if redis.call('HINCRBY', day, who .. '|jobs', 1) == 1 then  -- a new client today
     local clients = redis.call('HINCRBY', day, '#clients', 1)
     if clients == 1 then redis.call('EXPIRE', day, USAGE_KEEP_S) end
@@ -192,7 +192,7 @@ local function tally(job_key)
     redis.call('HINCRBY', day, who .. '|ok', 1)
     redis.call('HINCRBYFLOAT', day, who .. '|audio_s', audio_s)
   end
-  local minute = base .. ':minute:' .. math.floor(now / 60)
+  local minute = K.minute(base, math.floor(now / 60))
   if redis.call('HINCRBY', minute, 'jobs', 1) == 1 then
     redis.call('EXPIRE', minute, MINUTES_KEEP_S)
   end
@@ -213,12 +213,12 @@ local function retire(jobs_key, job_key, active_key, entry, ttl, quiet)
   redis.call('SREM', active_key, id)
   redis.call('EXPIRE', job_key, ttl)
   if f[2] then  -- its share of the backlog comes back (once: the fields go with the counts)
-    if redis.call('HINCRBY', base .. ':backlog', f[2], -1) <= 0 then
-      redis.call('HDEL', base .. ':backlog', f[2])
+    if redis.call('HINCRBY', K.backlog(base), f[2], -1) <= 0 then
+      redis.call('HDEL', K.backlog(base), f[2])
     end
   end
   -- Its audio is written (or never will be): the store's free space says the rest from now on.
-  if f[3] then redis.call('DECRBY', base .. ':pending', f[3]) end
+  if f[3] then redis.call('DECRBY', K.pending(base), f[3]) end
   if f[2] or f[3] then redis.call('HDEL', job_key, 'backlog_owner', 'reserved') end
   -- Its stream's chunks linger a while for late listeners, then their charge lapses.
   if f[4] then
@@ -227,7 +227,7 @@ local function retire(jobs_key, job_key, active_key, entry, ttl, quiet)
       if redis.call('ZSCORE', account[2], id) then redis.call('ZADD', account[2], lapse, id) end
     end
   end
-  redis.call('EXPIRE', base .. ':runs:' .. id, ttl)
+  redis.call('EXPIRE', K.runs(base, id), ttl)
   if not quiet then
     queue_callback(job_key, ttl)
     tally(job_key)
@@ -240,16 +240,16 @@ end
 
 -- An idle worker blocks on the wake list (BLPOP): one push per job that became takeable.
 local function wake(base)
-  redis.call('LPUSH', base .. ':wake', 1)
-  redis.call('LTRIM', base .. ':wake', 0, 255)
+  redis.call('LPUSH', K.wake(base), 1)
+  redis.call('LTRIM', K.wake(base), 0, 255)
 end
 
 -- Job `id` of client `who` waits in `lane` from `now`: at the back of its client's list, or at
 -- the front (`front`: a job given back goes before its client's later ones). Returns its index
 -- in that list (what fair_position would otherwise look up).
 local function fair_enter(base, lane, who, id, front, now)
-  local list = base .. ':wait:' .. lane .. ':' .. who
-  local zlane, fair = base .. ':lane:' .. lane, base .. ':fair'
+  local list = K.waiting(base, lane, who)
+  local zlane, fair = K.lane(base, lane), K.fair(base)
   local n
   if front then n = redis.call('LPUSH', list, id) else n = redis.call('RPUSH', list, id) end
   if n == 1 then
@@ -264,7 +264,7 @@ local function fair_enter(base, lane, who, id, front, now)
     end
     -- The client starts waiting: at the lane's clock, or later when it was served ahead of
     -- it before its list ran dry (coming and going gains nothing).
-    local gone = base .. ':gone:' .. lane
+    local gone = K.gone(base, lane)
     local pass = tonumber(redis.call('HGET', fair, 'v:' .. lane) or '0')
     pass = math.max(pass, tonumber(redis.call('ZSCORE', gone, who) or '0'))
     redis.call('ZREM', gone, who)
@@ -272,7 +272,7 @@ local function fair_enter(base, lane, who, id, front, now)
   end
   redis.call('HINCRBY', fair, 'queued', 1)
   redis.call('HINCRBY', fair, 'n:' .. lane, 1)
-  redis.call('ZADD', base .. ':since:' .. lane, now, id)  -- the oldest waiting, for operators
+  redis.call('ZADD', K.since(base, lane), now, id)  -- the oldest waiting, for operators
   wake(base)
   if front then return 0 end
   return n - 1
@@ -280,16 +280,16 @@ end
 
 -- A waiting job leaves the room (cancelled before it was taken).
 local function fair_leave(base, lane, who, id)
-  local list = base .. ':wait:' .. lane .. ':' .. who
+  local list = K.waiting(base, lane, who)
   if redis.call('LREM', list, 1, id) == 0 then return end
-  redis.call('ZREM', base .. ':since:' .. lane, id)
-  redis.call('HINCRBY', base .. ':fair', 'queued', -1)
-  redis.call('HINCRBY', base .. ':fair', 'n:' .. lane, -1)
+  redis.call('ZREM', K.since(base, lane), id)
+  redis.call('HINCRBY', K.fair(base), 'queued', -1)
+  redis.call('HINCRBY', K.fair(base), 'n:' .. lane, -1)
   if redis.call('LLEN', list) == 0 then
-    local zlane = base .. ':lane:' .. lane
+    local zlane = K.lane(base, lane)
     local pass = redis.call('ZSCORE', zlane, who)
     redis.call('ZREM', zlane, who)
-    if pass then redis.call('ZADD', base .. ':gone:' .. lane, pass, who) end
+    if pass then redis.call('ZADD', K.gone(base, lane), pass, who) end
   end
 end
 
@@ -300,9 +300,9 @@ end
 -- POSITION_WALK of the list (a client's backlog can be long: past them, its list's length).
 local POSITION_WALK = 256
 local function fair_position(base, lane, who, id, index)
-  local zlane = base .. ':lane:' .. lane
+  local zlane = K.lane(base, lane)
   if not index then
-    local list = base .. ':wait:' .. lane .. ':' .. who
+    local list = K.waiting(base, lane, who)
     index = redis.call('LPOS', list, id, 'MAXLEN', POSITION_WALK)
     if not index and redis.call('LLEN', list) > POSITION_WALK then
       index = redis.call('LLEN', list)
@@ -312,7 +312,7 @@ local function fair_position(base, lane, who, id, index)
   if not index or not rank then return 0 end
   local ahead = index * redis.call('ZCARD', zlane) + rank
   if lane == 'b' then
-    ahead = ahead + redis.call('ZCARD', base .. ':lane:i') + redis.call('ZCARD', base .. ':lane:s')
+    ahead = ahead + redis.call('ZCARD', K.lane(base, 'i')) + redis.call('ZCARD', K.lane(base, 's'))
   end
   return ahead
 end

@@ -6,15 +6,14 @@
 -- its due callbacks are deferred by `defer` ms (not an attempt), so that a receiver that never
 -- answers holds up its own client's callbacks, not everyone's. A callback kept past its `until`
 -- (a day after its job ended: its retries are long over) is dropped.
--- KEYS: due (sorted set), data (hash); the jobs' keys are derived from `data`
--- ARGV: now_ms, lease_ms, max, claim, per_client, defer_ms, then pairs of (client, deliveries
---       this sender has in flight for it)
+--- keys: due data
+--- args: now:n lease_ms:n max:n claim per_client:n defer_ms:n *in_flight
+-- due: the sorted set, data: the hash (keys.py: callbacks_due, callbacks); the jobs' keys are
+-- derived from `data`. in_flight: pairs of (client, deliveries this sender has in flight for it)
 -- Returns {id, record_json, id, record_json, ...}
-local due, data = KEYS[1], KEYS[2]
-local now, max = tonumber(ARGV[1]), tonumber(ARGV[3])
-local per_client, defer = tonumber(ARGV[5]), tonumber(ARGV[6])
+local base = string.sub(data, 1, #data - #K.callbacks(''))  -- the queue's (keys.py)
 local busy = {}
-for i = 7, #ARGV, 2 do busy[ARGV[i]] = tonumber(ARGV[i + 1]) end
+for i = 1, #in_flight, 2 do busy[in_flight[i]] = tonumber(in_flight[i + 1]) end
 local out, taken = {}, 0
 -- A bounded look ahead: deferred ones leave the window, so the next look sees further.
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, max * 4)) do
@@ -27,18 +26,18 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, ma
       redis.call('HDEL', data, id)
       redis.call('ZREM', due, id)
     elseif (busy[client] or 0) >= per_client then
-      redis.call('ZADD', due, now + defer, id)
+      redis.call('ZADD', due, now + defer_ms, id)
     else
       busy[client] = (busy[client] or 0) + 1
-      record.claim = ARGV[4]
+      record.claim = claim
       record.attempts = record.attempts + 1
       raw = cjson.encode(record)
-      local job = string.gsub(data, ':callbacks:data$', ':job:' .. id)
+      local job = K.job(base, id)
       if redis.call('EXISTS', job) == 1 then
         redis.call('HSET', job, 'callback_attempts', record.attempts)
       end
       redis.call('HSET', data, id, raw)
-      redis.call('ZADD', due, now + tonumber(ARGV[2]), id)
+      redis.call('ZADD', due, now + lease_ms, id)
       out[#out + 1] = id
       out[#out + 1] = raw
       taken = taken + 1

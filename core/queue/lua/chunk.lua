@@ -2,24 +2,21 @@
 -- the pause between segments included, so that its chunks join into the final file's samples.
 -- The chunk is appended to the job's chunk list and announced by an `audio` event on the job's
 -- own event stream only: a client's stream (/v1/events) carries state changes, not audio.
--- KEYS: job, chunks, ev_job
--- ARGV: token, index (1-based, across the job), segment (1-based), pcm, duration_s, now,
---       maxlen_job, linger (seconds the list lives after its last chunk), the queue's chunk
---       budget (bytes; 0: none)
+--- keys: job chunks ev_job
+--- args: token index:n segment:n pcm duration_s:n now:n maxlen_job linger:n budget:n
+-- index: 1-based, across the job; segment: 1-based; linger: seconds the list lives after its
+-- last chunk; budget: the queue's chunk budget (bytes; 0: none)
 -- Returns 'ok' | 'cancel' | 'lost' | 'full' (its chunks outgrew their budget: not stored; the
 --       worker fails the job)
-local job, chunks, ev_job = KEYS[1], KEYS[2], KEYS[3]
-local values = fenced(job, ARGV[1], 'cancel_requested', 'chunks_done', 'chunk_charge', 'id',
+local values = fenced(job, token, 'cancel_requested', 'chunks_done', 'chunk_charge', 'id',
   'chunk_bytes')
 if not values then return 'lost' end
-local index = tonumber(ARGV[2])
 local done = tonumber(values[4] or '0')
 if index <= done then return 'ok' end  -- a retry of a chunk already stored
 if index ~= done + 1 then return 'lost' end  -- a gap: this attempt's stream is broken
 -- Charged at submission by an estimate; past it, the real bytes are charged as they come, and
 -- a stream past the budget of its queue, client or address stops here.
-local written = tonumber(values[7] or '0') + string.len(ARGV[4])
-local budget = tonumber(ARGV[9])
+local written = tonumber(values[7] or '0') + string.len(pcm)
 if values[5] and written > tonumber(values[5]) then
   local over = false
   for i, account in ipairs(chunk_accounts(base_of(job), job)) do
@@ -29,12 +26,12 @@ if values[5] and written > tonumber(values[5]) then
   if over then return 'full' end
 end
 redis.call('HSET', job, 'chunk_bytes', written)
-redis.call('RPUSH', chunks, ARGV[4])
-redis.call('EXPIRE', chunks, tonumber(ARGV[8]))
+redis.call('RPUSH', chunks, pcm)
+redis.call('EXPIRE', chunks, linger)
 redis.call('HSET', job, 'chunks_done', index)
-local event = {type = 'audio', ts = tonumber(ARGV[6]), job = snapshot(job),
-  chunk = {index = index, segment = tonumber(ARGV[3]), duration_s = tonumber(ARGV[5])}}
-redis.call('XADD', ev_job, 'MAXLEN', '~', ARGV[7], '*', 'data', cjson.encode(event))
+local event = {type = 'audio', ts = now, job = snapshot(job),
+  chunk = {index = index, segment = segment, duration_s = duration_s}}
+redis.call('XADD', ev_job, 'MAXLEN', '~', maxlen_job, '*', 'data', cjson.encode(event))
 redis.call(DOORBELL, doorbell_of(ev_job), ev_job)
 if values[3] == '1' then return 'cancel' end
 return 'ok'

@@ -1,7 +1,9 @@
--- A streaming job's chunks `ARGV[1]`..`ARGV[2]` (0-based, inclusive) and the run they belong to
+-- A streaming job's chunks `first`..`last` (0-based, inclusive) and the run they belong to
 -- (the job's `starts`), read together: a new run empties the list as it starts.
--- KEYS: job, chunks. Returns {starts, chunk...}.
-local starts = tonumber(redis.call('HGET', KEYS[1], 'starts') or '0')
-local chunks = redis.call('LRANGE', KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]))
-table.insert(chunks, 1, starts)
-return chunks
+--- keys: job chunks
+--- args: first:n last:n
+-- Returns {starts, chunk...}.
+local starts = tonumber(redis.call('HGET', job, 'starts') or '0')
+local read = redis.call('LRANGE', chunks, first, last)
+table.insert(read, 1, starts)
+return read

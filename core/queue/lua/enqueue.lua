@@ -1,19 +1,22 @@
--- KEYS: jobs (this job's stream), job, ev_job, ev_client, idem (the job key itself when none),
---       active, stats, other_jobs (the other priority's stream: the backlog counts both),
---       usage, usage_expiry (the client's storage charges: job -> bytes, job by expiry),
---       source_usage, source_expiry (the same for its source address; the client's again and
---       a quota of 0 when it has none)
--- ARGV: id, client, request_json, now, ttl, max_backlog, max_active, maxlen_job, maxlen_client,
---       voice, format, has_idem, callback_url ('' for none), document ('1': kept in parts),
---       expected bytes of its audio, the client's storage quota (0: none), the source
---       address's storage quota (0: none), the source's account name (keys.py: usage),
---       lane ('s' | 'i' | 'b' in the fair waiting room, take.lua; '': at the back of the stream),
---       who (the client it is fair to: a key, or a cookie client's address), weight, cost
---       (estimated seconds of speech), chars (its text's length, for the usage tallies), head
---       (its text's start, which the operators' search reads: console.py), the store's room
---       (bytes free at the last sample; '': unknown or unbounded), a stream's chunk bytes (0:
---       not streamed), the queue's chunk budget (bytes; 0: none), the owner its backlog share
---       counts (an API key, or its source address), that share (0: none)
+--- keys: jobs job ev_job ev_client idem active stats other_jobs usage usage_expiry
+--- keys: source_usage source_expiry
+--- args: id client request now ttl:n max_backlog:n max_active:n maxlen_job maxlen_client voice
+--- args: format has_idem callback_url document bytes:n client_quota:n source_quota:n
+--- args: source_account lane who weight cost chars head store_room chunk_bytes:n
+--- args: chunk_budget:n backlog_owner backlog_share:n
+-- jobs: this job's stream; idem: its idempotency key (the job key itself when none);
+-- other_jobs: the other priority's stream (the backlog counts both); usage, usage_expiry: the
+-- client's storage charges (job -> bytes, job by expiry); source_usage, source_expiry: the same
+-- for its source address (the client's again, and a source_quota of 0, when it has none).
+-- callback_url: '' for none; document: '1' when kept in parts; bytes: its audio's expected
+-- size; client_quota, source_quota: storage quotas (0: none); source_account: the source's
+-- account name (keys.py: usage); lane: 's' | 'i' | 'b' in the fair waiting room (take.lua), ''
+-- at the back of the stream; who: the client it is fair to (a key, or a cookie client's
+-- address); cost: estimated seconds of speech; chars: its text's length (the usage tallies);
+-- head: its text's start (the operators' search: console.py); store_room: the store's free
+-- bytes at the last sample ('': unknown or unbounded); chunk_bytes: a stream's chunk bytes (0:
+-- not streamed); chunk_budget: the queue's (bytes; 0: none); backlog_owner: who its backlog
+-- share counts (an API key, or its source address); backlog_share: that share (0: none)
 -- Returns {'ok', id, event_id, event_json, started_seq, depth, seq, position (-1: FIFO)} | {'dup', id} | {'backlog', depth}
 --       | {'backlog_share', the owner's jobs, its share}
 --       | {'paused', retry_after_s, reason} (an operator paused intake: keys.py, paused)
@@ -23,10 +26,7 @@
 --       | {'streams_full', chunk bytes in use, seconds until one lapses, 'queue'|'client'|
 --         'address', that account's budget};
 --       depth: jobs in both streams and the waiting room, this one included
-local jobs, job, ev_job, ev_client, idem, active, stats =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local id, client, request, now, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
-if ARGV[12] == '1' then
+if has_idem == '1' then
   local existing = redis.call('GET', idem)
   if existing then
     -- A write (the key's TTL refreshed) even here: a WAIT after this script then confirms
@@ -37,26 +37,24 @@ if ARGV[12] == '1' then
 end
 local base = base_of(job)
 -- Paused by an operator: nothing new is accepted (a retry of an accepted job found it above).
-local paused = redis.call('HMGET', base .. ':paused', 'retry_after', 'reason')
+local paused = redis.call('HMGET', K.paused(base), 'retry_after', 'reason')
 if paused[1] then return {'paused', paused[1], paused[2] or ''} end
-local depth = redis.call('XLEN', jobs) + redis.call('XLEN', KEYS[8])
-  + tonumber(redis.call('HGET', base .. ':fair', 'queued') or '0')
-if depth >= tonumber(ARGV[6]) then return {'backlog', depth} end
+local depth = redis.call('XLEN', jobs) + redis.call('XLEN', other_jobs)
+  + tonumber(redis.call('HGET', K.fair(base), 'queued') or '0')
+if depth >= max_backlog then return {'backlog', depth} end
 -- One owner (an API key, or a source address with all its cookies) holds at most its share of
 -- the backlog: the rest stays open to everyone else.
-local backlog_owner, backlog_share = ARGV[28], tonumber(ARGV[29])
 if backlog_share > 0 then
-  local held = tonumber(redis.call('HGET', base .. ':backlog', backlog_owner) or '0')
+  local held = tonumber(redis.call('HGET', K.backlog(base), backlog_owner) or '0')
   if held >= backlog_share then return {'backlog_share', held, backlog_share} end
 end
 local n_active = redis.call('SCARD', active)
-if n_active >= tonumber(ARGV[7]) then return {'client_cap', n_active} end
+if n_active >= max_active then return {'client_cap', n_active} end
 -- Storage is admitted like work: the charges of jobs still kept, this one's added, on the
 -- client's account and on its source address's (fresh cookies share their address's).
-local bytes = tonumber(ARGV[15])
-local accounts = {{KEYS[9], KEYS[10], tonumber(ARGV[16]), 'client'}}
-if tonumber(ARGV[17]) > 0 and KEYS[11] ~= KEYS[9] then
-  accounts[2] = {KEYS[11], KEYS[12], tonumber(ARGV[17]), 'address'}
+local accounts = {{usage, usage_expiry, client_quota, 'client'}}
+if source_quota > 0 and source_usage ~= usage then
+  accounts[2] = {source_usage, source_expiry, source_quota, 'address'}
 end
 for _, account in ipairs(accounts) do
   local used = account_total(account[1], account[2], now)
@@ -68,23 +66,22 @@ for _, account in ipairs(accounts) do
 end
 -- The store's room, sampled by the web tier, less what the jobs not yet written will take:
 -- submissions faster than the sampling cannot promise the same free bytes twice.
-local pending = base .. ':pending'
-if ARGV[25] ~= '' and bytes > 0 then
+local pending = K.pending(base)
+if store_room ~= '' and bytes > 0 then
   local reserved = tonumber(redis.call('GET', pending) or '0')
-  if reserved + bytes > tonumber(ARGV[25]) then
-    return {'store_full', tonumber(ARGV[25]), reserved}
+  if reserved + bytes > tonumber(store_room) then
+    return {'store_full', tonumber(store_room), reserved}
   end
 end
 -- A stream's chunks live in Redis until a while after it ends: charged to the queue's chunk
 -- budget, at most half of it per client and per address.
-local chunk_bytes, chunk_budget = tonumber(ARGV[26]), tonumber(ARGV[27])
 local owners = {client}
-if KEYS[11] ~= KEYS[9] then owners[2] = ARGV[18] end
+if source_usage ~= usage then owners[2] = source_account end
 local budgets = {}
 if chunk_bytes > 0 and chunk_budget > 0 then
-  budgets = {{base .. ':chunks', base .. ':chunks_exp', chunk_budget, 'queue'}}
+  budgets = {{K.chunk_usage(base), K.chunk_usage_expiry(base), chunk_budget, 'queue'}}
   for _, owner in ipairs(owners) do
-    budgets[#budgets + 1] = {base .. ':chunks:' .. owner, base .. ':chunks_exp:' .. owner,
+    budgets[#budgets + 1] = {K.owner_chunk_usage(base, owner), K.owner_chunk_usage_expiry(base, owner),
       math.floor(chunk_budget / 2), owner == client and 'client' or 'address'}
   end
   for _, account in ipairs(budgets) do
@@ -98,8 +95,8 @@ if chunk_bytes > 0 and chunk_budget > 0 then
 end
 -- The job's record: written once, below, with what its charges need later.
 local fields = {'id', id, 'client', client, 'state', 'queued', 'request', request,
-  'created_at', now, 'attempts', 0, 'voice', ARGV[10], 'format', ARGV[11],
-  'stream', jobs, 'queued_at', now, 'chars', ARGV[23] or '0', 'head', ARGV[24] or ''}
+  'created_at', now, 'attempts', 0, 'voice', voice, 'format', format,
+  'stream', jobs, 'queued_at', now, 'chars', chars, 'head', head}
 local function field(name, value)
   fields[#fields + 1] = name
   fields[#fields + 1] = value
@@ -115,12 +112,12 @@ if bytes > 0 then
   for _, account in ipairs(accounts) do account_charge(account[1], account[2], id, bytes, now, ttl) end
   redis.call('INCRBY', pending, bytes)
   field('reserved', bytes)
-  if accounts[2] then field('source_account', ARGV[18]) end
+  if accounts[2] then field('source_account', source_account) end
   field('charge', bytes)
 end
 local seq = redis.call('HINCRBY', stats, 'enqueued_seq', 1)
 redis.call('HINCRBY', stats, 'submitted', 1)
-local lane, entry = ARGV[19], ''
+local entry = ''
 if lane == '' then
   -- The entry names the client too: a worker starts the job without reading the hash first.
   entry = redis.call('XADD', jobs, '*', 'id', id, 'client', client)
@@ -130,36 +127,36 @@ field('entry', entry)
 field('seq', seq)
 -- Every job kept, by submission, for the operators' search; those past the TTL leave it, a
 -- few hundred at a time (a trim on every submission would cost every submission a command).
-redis.call('ZADD', base .. ':index', now, id)
+redis.call('ZADD', K.index(base), now, id)
 if seq % 256 == 0 then
-  redis.call('ZREMRANGEBYSCORE', base .. ':index', '-inf', tonumber(now) - ttl)
+  redis.call('ZREMRANGEBYSCORE', K.index(base), '-inf', tonumber(now) - ttl)
 end
 local index = nil
 if lane ~= '' then
   field('lane', lane)
-  field('who', ARGV[20])
-  field('weight', ARGV[21])
-  field('cost', ARGV[22])
+  field('who', who)
+  field('weight', weight)
+  field('cost', cost)
 end
-if ARGV[13] ~= '' then field('callback_url', ARGV[13]) end
-if ARGV[14] == '1' then field('document', '1') end
-redis.call('HINCRBY', base .. ':backlog', backlog_owner, 1)
+if callback_url ~= '' then field('callback_url', callback_url) end
+if document == '1' then field('document', '1') end
+redis.call('HINCRBY', K.backlog(base), backlog_owner, 1)
 field('backlog_owner', backlog_owner)
-if ARGV[12] == '1' then
+if has_idem == '1' then
   redis.call('SET', idem, id, 'EX', ttl)
   field('idem_key', idem)  -- a cancel before it starts shortens its life
 end
 redis.call('HSET', job, unpack(fields))
-if lane ~= '' then index = fair_enter(base, lane, ARGV[20], id, false, now) end
+if lane ~= '' then index = fair_enter(base, lane, who, id, false, now) end
 redis.call('SADD', active, id)
 redis.call('EXPIRE', active, ttl)
 -- Where it stands (the jobs before it) goes in its queued event too.
 local position, extra = -1, nil
 if lane ~= '' then
-  position = fair_position(base, lane, ARGV[20], id, index)
+  position = fair_position(base, lane, who, id, index)
   extra = {position = position}
 end
-local event_id, event = emit(job, ev_job, ev_client, 'queued', now, ARGV[8], ARGV[9], ttl, extra)
+local event_id, event = emit(job, ev_job, ev_client, 'queued', now, maxlen_job, maxlen_client, ttl, extra)
 -- The queued event, the started watermark and the depth: the web tier answers the submit
 -- without reading anything else.
 return {'ok', id, event_id, event, redis.call('HGET', stats, 'started_seq') or '0', depth + 1,

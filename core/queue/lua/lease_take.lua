@@ -1,12 +1,13 @@
--- A live-connection lease: member ARGV[1] holds one of at most ARGV[2] places in KEYS[1] for
--- ARGV[3] seconds (taking it again renews it). Returns 1 when held, 0 when the cap is full.
+-- A live-connection lease: `member` holds one of at most `places` in `leases` for `seconds`
+-- (taking it again renews it). Returns 1 when held, 0 when the cap is full.
+--- keys: leases
+--- args: member places:n seconds:n
 local t = redis.call('TIME')
 local now = t[1] + t[2] / 1e6
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) == false
-   and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
+redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
+if redis.call('ZSCORE', leases, member) == false and redis.call('ZCARD', leases) >= places then
   return 0
 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
-redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3])))
+redis.call('ZADD', leases, now + seconds, member)
+redis.call('EXPIRE', leases, math.ceil(seconds))
 return 1

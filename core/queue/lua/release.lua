@@ -6,28 +6,27 @@
 -- engine error counts: its next run is a suspect one, run alone; a run given back uncounted
 -- ended cleanly, and clears that). A job whose client asked to cancel it meanwhile ends as
 -- cancelled instead.
--- KEYS: jobs, job, ev_job, ev_client, stats
--- ARGV: token, now, maxlen_job, maxlen_client, ttl, count, reason ('' for a slice's end)
+--- keys: jobs job ev_job ev_client stats
+--- args: token now maxlen_job maxlen_client ttl:n count reason
+-- reason: '' for a slice's end
 -- Returns {'ok', event_id} | {'stale', state}  ('ok' too when it ended as cancelled)
-local jobs, job, ev_job, ev_client, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local values, state = fenced(job, ARGV[1], 'entry', 'id', 'client', 'lane', 'who')
+local values, state = fenced(job, token, 'entry', 'id', 'client', 'lane', 'who')
 if not values then return stale(stats, state) end
 local lane, who = values[6], values[7]
-local ttl = tonumber(ARGV[5])
 local base = base_of(job)
 if redis.call('HGET', job, 'cancel_requested') == '1' then
-  redis.call('HSET', job, 'state', 'cancelled', 'finished_at', ARGV[2], 'owner', '',
+  redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now, 'owner', '',
     'error', 'cancelled by the client')
   redis.call('HDEL', job, 'token')
   redis.call('HINCRBY', stats, 'cancelled', 1)
-  retire(jobs, job, base .. ':active:' .. values[5], values[3], ttl)
-  return {'ok', (emit(job, ev_job, ev_client, 'cancelled', ARGV[2], ARGV[3], ARGV[4], ttl))}
+  retire(jobs, job, K.active(base, values[5]), values[3], ttl)
+  return {'ok', (emit(job, ev_job, ev_client, 'cancelled', now, maxlen_job, maxlen_client, ttl))}
 end
 redis.call('XACK', jobs, 'workers', values[3])
 redis.call('XDEL', jobs, values[3])
-redis.call('HSET', job, 'suspect', ARGV[6] == '1' and '1' or '0')
-if ARGV[6] ~= '1' then redis.call('HINCRBY', job, 'attempts', -1) end
-redis.call('HSET', job, 'state', 'queued', 'owner', '', 'error', ARGV[7], 'queued_at', ARGV[2])
+redis.call('HSET', job, 'suspect', count == '1' and '1' or '0')
+if count ~= '1' then redis.call('HINCRBY', job, 'attempts', -1) end
+redis.call('HSET', job, 'state', 'queued', 'owner', '', 'error', reason, 'queued_at', now)
 -- A document keeps its stored parts and counts: its next start resumes after them (start.lua).
 -- Any other job starts afresh there; until then its snapshot no longer claims segments.
 if redis.call('HGET', job, 'document') ~= '1' then redis.call('HSET', job, 'segments_done', 0) end
@@ -39,23 +38,23 @@ if lane and lane ~= '' then
   local f = redis.call('HMGET', job, 'audio_s', 'taken_audio_s', 'charged', 'weight')
   local over = tonumber(f[1] or '0') - tonumber(f[2] or '0') - tonumber(f[3] or '0')
   if over > 0 then
-    local zlane, gone = base .. ':lane:' .. lane, base .. ':gone:' .. lane
+    local zlane, gone = K.lane(base, lane), K.gone(base, lane)
     local due = over / tonumber(f[4] or '1')
     if redis.call('ZSCORE', zlane, who) then
       redis.call('ZINCRBY', zlane, due, who)
     else
-      local clock = tonumber(redis.call('HGET', base .. ':fair', 'v:' .. lane) or '0')
+      local clock = tonumber(redis.call('HGET', K.fair(base), 'v:' .. lane) or '0')
       local pass = math.max(clock, tonumber(redis.call('ZSCORE', gone, who) or '0'))
       redis.call('ZADD', gone, pass + due, who)
     end
   end
-  index = fair_enter(base, lane, who, values[4], true, ARGV[2])
+  index = fair_enter(base, lane, who, values[4], true, now)
 else
   local entry = redis.call('XADD', jobs, '*', 'id', values[4], 'client', values[5])
   redis.call('HSET', job, 'entry', entry)
   wake(base)
 end
 local extra = {}
-if ARGV[7] == '' then extra.yielded = true end
+if reason == '' then extra.yielded = true end
 if lane and lane ~= '' then extra.position = fair_position(base, lane, who, values[4], index) end
-return {'ok', (emit(job, ev_job, ev_client, 'queued', ARGV[2], ARGV[3], ARGV[4], ttl, extra))}
+return {'ok', (emit(job, ev_job, ev_client, 'queued', now, maxlen_job, maxlen_client, ttl, extra))}

@@ -1,10 +1,10 @@
 -- Renews the lease of a running job: resets its entry's idle time, so XAUTOCLAIM leaves it alone.
 -- Refused when the job was reclaimed (token changed) or finished.
--- KEYS: jobs, job   ARGV: token, worker
+--- keys: jobs job
+--- args: token worker
 -- Returns 'ok' | 'cancel' (the owner is asked to stop) | 'lost'
-local jobs, job = KEYS[1], KEYS[2]
-local values = fenced(job, ARGV[1], 'entry', 'cancel_requested')
+local values = fenced(job, token, 'entry', 'cancel_requested')
 if not values then return 'lost' end
-redis.call('XCLAIM', jobs, 'workers', ARGV[2], 0, values[3], 'JUSTID')
+redis.call('XCLAIM', jobs, 'workers', worker, 0, values[3], 'JUSTID')
 if values[4] == '1' then return 'cancel' end
 return 'ok'

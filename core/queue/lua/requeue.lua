@@ -4,12 +4,10 @@
 -- its client's streams hear a `queued` event. Only a dead job is requeued: a second requeue
 -- finds it queued (or running, or ended) and changes nothing, so two make one job.
 -- Its runs ended badly (that is how it died), so its next one is a suspect's: it runs alone.
--- KEYS: job, ev_job, ev_client, stats, active, dlq, audit, parts, cues
--- ARGV: id, now, maxlen_job, maxlen_client, ttl, by (the operator, for the audit stream)
+--- keys: job ev_job ev_client stats active dlq audit parts cues
+--- args: id now maxlen_job maxlen_client ttl:n by
+-- by: the operator, for the audit stream
 -- Returns {'ok', event_id} | {'missing'} | {'not_dead', state}
-local job, ev_job, ev_client, stats, active, dlq, audit =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local id, now, ttl = ARGV[1], ARGV[2], tonumber(ARGV[5])
 local v = redis.call('HMGET', job, 'state', 'lane', 'who', 'stream', 'client', 'dlq_entry',
   'document', 'segments_done')
 if not v[1] then return {'missing'} end
@@ -17,19 +15,19 @@ if v[1] ~= 'dead' then return {'not_dead', v[1]} end
 local base = base_of(job)
 redis.call('PERSIST', job)
 redis.call('HSET', job, 'state', 'queued', 'attempts', 0, 'error', '', 'owner', '',
-  'suspect', '1', 'queued_at', now, 'requeued_at', now, 'requeued_by', ARGV[6])
+  'suspect', '1', 'queued_at', now, 'requeued_at', now, 'requeued_by', by)
 redis.call('HDEL', job, 'finished_at', 'token', 'cancel_requested', 'dlq_entry', 'callback',
   'callback_attempts', 'callback_error')
 redis.call('HINCRBY', job, 'requeues', 1)
 -- A document resumes after its stored parts, as after any give-back, if they are all still
 -- kept (they expire a TTL after their last write, before the job); else it starts afresh.
 -- Any other job starts afresh.
-if v[7] == '1' and redis.call('LLEN', KEYS[8]) == tonumber(v[8] or '0') then
-  redis.call('PERSIST', KEYS[8])
-  redis.call('PERSIST', KEYS[9])
+if v[7] == '1' and redis.call('LLEN', parts) == tonumber(v[8] or '0') then
+  redis.call('PERSIST', parts)
+  redis.call('PERSIST', cues)
 else
   redis.call('HSET', job, 'segments_done', 0, 'samples_done', 0, 'audio_s', 0)
-  if v[7] == '1' then redis.call('DEL', KEYS[8], KEYS[9]) end
+  if v[7] == '1' then redis.call('DEL', parts, cues) end
 end
 redis.call('SADD', active, id)
 redis.call('EXPIRE', active, ttl)
@@ -40,11 +38,11 @@ if v[2] and v[2] ~= '' then
   local index = fair_enter(base, v[2], v[3], id, false, now)
   extra.position = fair_position(base, v[2], v[3], id, index)
 else
-  local stream = v[4] or (base .. ':jobs')
+  local stream = v[4] or K.jobs(base)
   redis.call('HSET', job, 'entry', redis.call('XADD', stream, '*', 'id', id, 'client', v[5]))
   wake(base)
 end
 redis.call('HINCRBY', stats, 'requeued', 1)
-redis.call('XADD', audit, 'MAXLEN', '~', AUDIT_MAXLEN, '*', 'by', ARGV[6],
+redis.call('XADD', audit, 'MAXLEN', '~', AUDIT_MAXLEN, '*', 'by', by,
   'action', 'dlq.requeue', 'target', id, 'ts', now)
-return {'ok', (emit(job, ev_job, ev_client, 'queued', now, ARGV[3], ARGV[4], ttl, extra))}
+return {'ok', (emit(job, ev_job, ev_client, 'queued', now, maxlen_job, maxlen_client, ttl, extra))}

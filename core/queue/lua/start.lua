@@ -2,16 +2,12 @@
 -- every start has its own, even one after a release that gave its attempt back.
 -- A document job (one of many segments, kept as parts) resumes after its last stored segment: its
 -- parts, cues and counts stay. Any other job starts afresh.
--- KEYS: jobs, job, ev_job, ev_client, stats, dlq, active, segments, chunks, cues
--- ARGV: id, entry, worker, now, max_deliveries, maxlen_job, maxlen_client, ttl
+--- keys: jobs job ev_job ev_client stats dlq active segments chunks cues
+--- args: id entry worker now max_deliveries:n maxlen_job maxlen_client ttl:n
 -- Returns {'ok', token, request_json, client, document, segments_done, samples_done, attempt,
 --       queued_at (when it last joined the queue: submitted or given back), lane ('' | 'i' | 'b'),
 --       suspect ('1': its last run never ended cleanly, reclaimed or failed: it runs alone)}
 --       | {'skip', state} | {'dead', attempts}
-local jobs, job, ev_job, ev_client, stats, dlq, active =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local id, entry, worker, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local ttl = tonumber(ARGV[8])
 local state = redis.call('HGET', job, 'state')
 if not state then
   redis.call('XACK', jobs, 'workers', entry)
@@ -30,7 +26,7 @@ if state == 'running' then
   redis.call('HSET', job, 'suspect', '1')
 end
 local attempts = redis.call('HINCRBY', job, 'attempts', 1)
-if attempts > tonumber(ARGV[5]) then
+if attempts > max_deliveries then
   local reason = 'gave up after ' .. (attempts - 1) .. ' deliveries'
   -- The client sees the reason; the operator's dead-letter entry also names the last worker
   -- (its name carries a host and a pid, nothing to tell a client).
@@ -47,7 +43,7 @@ if attempts > tonumber(ARGV[5]) then
   record_run(job, id, {worker = worker, at = tonumber(now), dead = true}, ttl)
   redis.call('HINCRBY', stats, 'dead', 1)
   retire(jobs, job, active, entry, ttl)
-  emit(job, ev_job, ev_client, 'dead', now, ARGV[6], ARGV[7], ttl)
+  emit(job, ev_job, ev_client, 'dead', now, maxlen_job, maxlen_client, ttl)
   return {'dead', attempts - 1}
 end
 local document = redis.call('HGET', job, 'document') == '1'
@@ -57,11 +53,11 @@ local starts = redis.call('HINCRBY', job, 'starts', 1)
 redis.call('HSET', job, 'state', 'running', 'owner', worker, 'token', starts, 'started_at', now,
   'chunks_done', 0)
 if document then
-  redis.call('DEL', KEYS[9])
+  redis.call('DEL', chunks)
 else
   -- A new attempt streams its segments and chunks afresh: index i must be this attempt's.
   redis.call('HSET', job, 'segments_done', 0, 'samples_done', 0, 'audio_s', 0)
-  redis.call('DEL', KEYS[8], KEYS[9], KEYS[10])
+  redis.call('DEL', segments, chunks, cues)
 end
 redis.call('HINCRBY', stats, 'started', 1)
 -- Each start, for the operators' record of the job: which worker held it, and when.
@@ -71,7 +67,7 @@ local seq = tonumber(redis.call('HGET', job, 'seq') or '0')
 if seq > tonumber(redis.call('HGET', stats, 'started_seq') or '0') then
   redis.call('HSET', stats, 'started_seq', seq)
 end
-emit(job, ev_job, ev_client, 'running', now, ARGV[6], ARGV[7], ttl)
+emit(job, ev_job, ev_client, 'running', now, maxlen_job, maxlen_client, ttl)
 local counts = redis.call('HMGET', job, 'segments_done', 'samples_done')
 return {'ok', starts, redis.call('HGET', job, 'request'), redis.call('HGET', job, 'client'),
   document and '1' or '0', counts[1] or '0', counts[2] or '0', attempts,

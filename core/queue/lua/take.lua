@@ -17,16 +17,13 @@
 -- A worker keeps room for interactive work: it takes at most `bulk_room` more bulk jobs (a long
 -- job that is not a document cannot give its worker back, so a hand full of them would make
 -- every interactive job wait for one to end).
--- KEYS: jobs_high, jobs (the streams), fair, wake
--- ARGV: worker, count, slice_s, bulk_share, bulk_room, stream_room
+--- keys: high normal fair wake_list
+--- args: worker count:n slice_s:n bulk_share:n bulk_room:n stream_room:n
+-- high, normal: the streams (keys.py: jobs_high, jobs); wake_list: keys.py's wake
 -- Returns {stream, entry, id, client, ...}, four per job
-local high, normal, fair, wake_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local worker, count = ARGV[1], tonumber(ARGV[2])
-local slice, bulk_share, bulk_room = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local stream_room = tonumber(ARGV[6] or ARGV[2])
 local share = {i = 1 - bulk_share, b = bulk_share}
 local class = {i = 'i', s = 'i', b = 'b'}  -- whose pass a lane's work is charged to
-local base = string.gsub(high, ':jobs:high$', '')
+local base = string.sub(high, 1, #high - #K.jobs_high(''))  -- the queue's (keys.py)
 local out, taken = {}, 0
 
 local function deliver(stream, entries)
@@ -50,7 +47,7 @@ for _, stream in ipairs({high, normal}) do
 end
 
 local function waiting(lane)
-  return redis.call('ZCARD', base .. ':lane:' .. lane) > 0
+  return redis.call('ZCARD', K.lane(base, lane)) > 0
 end
 
 local function next_lane()
@@ -68,9 +65,9 @@ while taken < count do
   local lane = next_lane()
   if not lane then
     if waiting('s') then  -- streams this worker cannot carry: another one may be waiting
-      if redis.call('LLEN', wake_key) == 0 then wake(base) end
+      if redis.call('LLEN', wake_list) == 0 then wake(base) end
     else
-      redis.call('DEL', wake_key)  -- nothing waits: no worker should wake for nothing
+      redis.call('DEL', wake_list)  -- nothing waits: no worker should wake for nothing
     end
     break
   end
@@ -78,41 +75,41 @@ while taken < count do
     local other = (stream_room > 0 and waiting('s')) and 's' or (waiting('i') and 'i' or nil)
     if not other then
       -- The work left is another worker's to take: one may be waiting for it.
-      if redis.call('LLEN', wake_key) == 0 then wake(base) end
+      if redis.call('LLEN', wake_list) == 0 then wake(base) end
       break
     end
     lane = other
   end
-  local zlane = base .. ':lane:' .. lane
+  local zlane = K.lane(base, lane)
   local top = redis.call('ZRANGE', zlane, 0, 0, 'WITHSCORES')
   local who, pass = top[1], tonumber(top[2])
-  local list = base .. ':wait:' .. lane .. ':' .. who
+  local list = K.waiting(base, lane, who)
   local id = redis.call('LPOP', list)
   if not id then
     redis.call('ZREM', zlane, who)  -- a client with nothing waiting (never left by the scripts)
   else
     redis.call('HINCRBY', fair, 'queued', -1)
     redis.call('HINCRBY', fair, 'n:' .. lane, -1)
-    redis.call('ZREM', base .. ':since:' .. lane, id)
+    redis.call('ZREM', K.since(base, lane), id)
     -- The lane's clock is the pass of the client served last; a client that left with a pass
     -- below it has nothing to keep.
     redis.call('HSET', fair, 'v:' .. lane, pass)
-    redis.call('ZREMRANGEBYSCORE', base .. ':gone:' .. lane, '-inf', pass)
-    local job = base .. ':job:' .. id
+    redis.call('ZREMRANGEBYSCORE', K.gone(base, lane), '-inf', pass)
+    local job = K.job(base, id)
     local v = redis.call('HMGET', job, 'state', 'client', 'weight', 'cost', 'document',
       'audio_s', 'stream')
     local runnable, charge = v[1] == 'queued', 0  -- else it expired while it waited: skipped
     local document = v[5] == '1'
     if runnable then
       charge = tonumber(v[4] or '1')
-      if document and slice > 0 then charge = math.min(slice, charge) end
+      if document and slice_s > 0 then charge = math.min(slice_s, charge) end
     end
     local next_pass = pass + charge / tonumber(v[3] or '1')
     if redis.call('LLEN', list) > 0 then
       redis.call('ZADD', zlane, next_pass, who)
     else
       redis.call('ZREM', zlane, who)
-      redis.call('ZADD', base .. ':gone:' .. lane, next_pass, who)
+      redis.call('ZADD', K.gone(base, lane), next_pass, who)
     end
     if runnable then
       if lane == 'b' then bulk_room = bulk_room - 1 end

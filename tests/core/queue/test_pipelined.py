@@ -89,7 +89,7 @@ async def test_submissions_through_the_queue_take_the_pipelined_path(
     settings: Settings, aredis: Redis, count: int
 ) -> None:
     queue = Queue(aredis, settings)
-    assert queue._pipelined is not None  # one server: the submit path shares writes
+    assert queue._scripts._pipelined is not None  # one server: the submit path shares writes
     done = await asyncio.gather(
         *(queue.enqueue(SynthesisRequest(text=f"text {i}"), f"c-p{count}") for i in range(count))
     )

@@ -30,7 +30,7 @@ async def order(queue: Queue, n: int) -> list[str]:
     """The clients of the next `n` jobs taken, one take at a time (as workers do)."""
     clients = []
     for _ in range(n):
-        taken = await queue.take("w", 1)
+        taken = await queue.work.take("w", 1)
         assert len(taken) == 1
         clients.append(taken[0][3])
     return clients
@@ -95,7 +95,7 @@ async def test_a_cancelled_job_leaves_the_room(settings: Settings, aredis: Redis
     assert (await queue.cancel(only, "key-gone"))[0] == "cancelled"
     assert await queue.depth() == 2
     assert await order(queue, 2) == ["key-stays"] * 2
-    assert await queue.take("w", 1) == []
+    assert await queue.work.take("w", 1) == []
 
 
 async def test_coming_and_going_gains_nothing(settings: Settings, aredis: Redis) -> None:
@@ -155,14 +155,14 @@ async def test_a_job_handed_back_after_a_cancel_request_ends_cancelled(
     queue = Queue(aredis, settings)
     await queue.ensure_group()
     (job_id,) = await submit(queue, "key-a", 1)
-    ((stream, entry, _, client),) = await queue.take("w", 1)
-    started = await queue.start(job_id, entry, "w", stream, client)
+    ((stream, entry, _, client),) = await queue.work.take("w", 1)
+    started = await queue.work.start(job_id, entry, "w", stream, client)
     assert isinstance(started, Started)
     assert (await queue.cancel(job_id, "key-a"))[0] == "cancelling"
-    assert await queue.release(job_id, "key-a", started.token, "", stream=stream)
+    assert await queue.work.release(job_id, "key-a", started.token, "", stream=stream)
     job = await queue.get(job_id)
     assert job is not None and job.state == "cancelled"
-    assert await queue.depth() == 0 and await queue.take("w", 1) == []
+    assert await queue.depth() == 0 and await queue.work.take("w", 1) == []
 
 
 async def test_a_job_handed_back_waits_first_in_its_client_s_list(
@@ -171,18 +171,18 @@ async def test_a_job_handed_back_waits_first_in_its_client_s_list(
     queue = Queue(aredis, settings)
     await queue.ensure_group()
     first, second = await submit(queue, "key-a", 2)
-    ((stream, entry, taken_id, client),) = await queue.take("w", 1)
+    ((stream, entry, taken_id, client),) = await queue.work.take("w", 1)
     assert taken_id == first
-    started = await queue.start(first, entry, "w", stream, client)
+    started = await queue.work.start(first, entry, "w", stream, client)
     assert isinstance(started, Started)
-    assert await queue.release(first, "key-a", started.token, "", stream=stream)
+    assert await queue.work.release(first, "key-a", started.token, "", stream=stream)
     assert await queue.depth() == 2
-    retaken = await queue.take("w2", 2)
+    retaken = await queue.work.take("w2", 2)
     assert [t[2] for t in retaken] == [first, second]
-    assert await queue.start(first, entry, "w", stream, client) == "skip:queued"  # old entry
-    again = await queue.start(first, retaken[0][1], "w2", stream, client)
+    assert await queue.work.start(first, entry, "w", stream, client) == "skip:queued"  # old entry
+    again = await queue.work.start(first, retaken[0][1], "w2", stream, client)
     assert isinstance(again, Started) and again.token != started.token  # a token per start
-    assert await queue.renew(first, started.token, "w", stream) == "lost"
+    assert await queue.work.renew(first, started.token, "w", stream) == "lost"
     assert again.attempt == 1  # handing back gave the delivery back
 
 
@@ -200,11 +200,11 @@ async def test_streams_go_first_while_a_worker_has_room_for_them(
     for ahead, job_id in enumerate(streams):  # where each stands, in its queued event too
         events = await queue.events.after(queue.keys.job_events(job_id), None, 10)
         assert events[0][1]["type"] == "queued" and events[0][1]["position"] == ahead
-    full = await queue.take("w", 2, stream_room=0)
+    full = await queue.work.take("w", 2, stream_room=0)
     assert [t[3] for t in full] == ["key-plain"] * 2  # no room for a stream: the rest goes on
-    one = await queue.take("w", 2, stream_room=1)
+    one = await queue.work.take("w", 2, stream_room=1)
     assert [t[2] for t in one][:1] == streams[:1] and one[1][3] == "key-plain"
-    rest = await queue.take("w", 5)
+    rest = await queue.work.take("w", 5)
     assert [t[2] for t in rest] == streams[1:]
     assert (await queue.readings.queue()).waiting["stream"] == 0
 
@@ -222,7 +222,7 @@ async def test_long_streams_wait_their_turn_among_interactive_work(
     short = await submit(queue, "key-short", 1)
     reading = await queue.readings.queue()
     assert reading.waiting["stream"] == 0 and reading.waiting["interactive"] == 13
-    taken = await queue.take("w", 2)
+    taken = await queue.work.take("w", 2)
     assert short[0] in [t[2] for t in taken]  # its turn comes in the first round
     await submit(queue, "key-short-stream", 1, stream=True)  # a short stream still goes first
-    assert [t[3] for t in await queue.take("w", 1)] == ["key-short-stream"]
+    assert [t[3] for t in await queue.work.take("w", 1)] == ["key-short-stream"]

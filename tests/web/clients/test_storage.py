@@ -184,4 +184,4 @@ async def test_a_streams_chunks_are_admitted_against_the_redis_budget_for_stream
     queue = client.app[QUEUE]
     job_id = (await first.json())["id"]
     async with Redis.from_url(queue.settings.redis_url or "") as redis:
-        assert int(await redis.hget(queue.keys.chunk_usage(), job_id)) == each
+        assert int(await redis.hget(queue.keys.chunk_usage, job_id)) == each

@@ -36,9 +36,9 @@ class HandWorker:
         await self.queue.ensure_group()
         async with asyncio.timeout(timeout):
             while True:
-                for stream, entry, taken_id, _ in await self.queue.take("hand", 1):
+                for stream, entry, taken_id, _ in await self.queue.work.take("hand", 1):
                     if taken_id == job_id:
-                        started = await self.queue.start(job_id, entry, "hand", stream=stream)
+                        started = await self.queue.work.start(job_id, entry, "hand", stream=stream)
                         assert isinstance(started, Started), started
                         return started
                 await asyncio.sleep(0.02)
@@ -50,14 +50,14 @@ class HandWorker:
         self, job_id: str, started: Started, pcm: bytes, first: int, last: int
     ) -> None:
         for index in range(first, last + 1):
-            ok = await self.queue.chunk(job_id, started.token, index, 1, pcm, CHUNK / 48_000)
+            ok = await self.queue.work.chunk(job_id, started.token, index, 1, pcm, CHUNK / 48_000)
             assert ok == "ok", ok
 
     async def restart(self, job_id: str, started: Started, counted: bool = True) -> Started:
         """Given back, then taken again: as a reclaim would (`counted`: the attempt counts), or
         as a worker that shuts down gives its jobs back (the attempt is not counted, so that
         the new run has the same attempt number as the first)."""
-        released = await self.queue.release(
+        released = await self.queue.work.release(
             job_id,
             started.client,
             started.token,
@@ -69,7 +69,7 @@ class HandWorker:
         return await self.take(job_id)
 
     async def finish(self, job_id: str, started: Started, chunks: int) -> None:
-        done = await self.queue.complete(
+        done = await self.queue.work.complete(
             job_id,
             started.client,
             started.token,
@@ -140,10 +140,10 @@ async def test_openai_streamed_speech_ends_short_instead_of_splicing(
     answer = asyncio.create_task(client.post("/v1/audio/speech", json=request))
     await hand.queue.ensure_group()
     async with asyncio.timeout(10):  # the job is the one the worker finds in the queue
-        while not (taken := await hand.queue.take("hand", 1)):
+        while not (taken := await hand.queue.work.take("hand", 1)):
             await asyncio.sleep(0.02)
     stream, entry, job_id, _ = taken[0]
-    started = await hand.queue.start(job_id, entry, "hand", stream=stream)
+    started = await hand.queue.work.start(job_id, entry, "hand", stream=stream)
     assert isinstance(started, Started), started
     await hand.chunks(job_id, started, FIRST, 2)
     response = await answer
