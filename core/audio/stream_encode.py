@@ -1,7 +1,7 @@
 """Incremental audio encoders: a stream encoded piece by piece, each piece sendable at once.
 
-Used for streamed responses (segments leave as they finish) and for the AAC files libsndfile
-cannot write. Input is 16-bit little-endian mono PCM; output bytes need no later rewrite:
+Used for streamed responses (segments leave as they finish) and for the whole files FFmpeg writes
+for us (AAC, which libsndfile cannot write, and Opus: core/audio/catalog.py). Input is 16-bit little-endian mono PCM; output bytes need no later rewrite:
 
 * `pcm` passes through;
 * `wav` starts with a header for a stream of unknown length (RIFF and data sizes 0xFFFFFFFF, as
@@ -156,6 +156,7 @@ class StreamEncoder:
 
 
 def encode_whole(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:
-    """One complete file through the incremental encoder (for formats libsndfile lacks)."""
+    """One complete file through the incremental encoder (the formats whose whole files FFmpeg
+    writes: core/audio/catalog.py)."""
     encoder = StreamEncoder(fmt, sample_rate)
     return encoder.feed(to_pcm16(samples)) + encoder.close()
