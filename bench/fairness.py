@@ -30,13 +30,13 @@ from typing import Any, Literal, cast
 
 import aiohttp
 
-from bench.procs import Processes, bench_run
 from bench.runs import p99
 from bench.servers import REPO_ROOT, start_redis, wait_http
 from bench.table import Row
 from cli.sse import sse_events
 from core.infra.embedded_redis import free_port
 from core.infra.settings import LIMITS_OFF, Settings
+from testing.procs import Processes, bench_run
 
 BULK = "bulk-key"
 INTERACTIVE = ("alice-key", "bob-key", "carol-key")

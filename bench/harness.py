@@ -19,10 +19,10 @@ import aiohttp
 
 from bench import baseline_env
 from bench.clients import BenchError
-from bench.procs import bench_run, interrupt
 from bench.runs import percentile
 from bench.stack import REPO_ROOT, Stack, start_stack
 from bench.table import Row
+from testing.procs import bench_run, interrupt
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
 

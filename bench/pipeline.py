@@ -28,10 +28,10 @@ from bench.clients import (
     PollingClient,
     WebSocketClient,
 )
-from bench.procs import bench_run
 from bench.report import LABELS, render
 from bench.runs import Run, run_clients, summarize
 from bench.stack import REPO_ROOT, Stack, start_stack, wait_ready
+from testing.procs import bench_run
 
 RESULTS = REPO_ROOT / "bench" / "results" / "pipeline.json"
 

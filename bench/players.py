@@ -33,12 +33,12 @@ from bench import harness
 from bench.batching import missing
 from bench.checkpoints import random_checkpoint
 from bench.playback import underrun
-from bench.procs import Processes, bench_run
 from bench.servers import start_redis, wait_http
 from bench.stack import REPO_ROOT
 from bench.table import Row
 from core.infra.embedded_redis import free_port
 from core.infra.settings import LIMITS_OFF, Settings
+from testing.procs import Processes, bench_run
 
 RATE = 24_000
 SECTION = "8. streams"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from bench import baseline_env
 from bench.identities import COOKIE_SECRET
-from bench.procs import Proc, Processes
 from core.infra.embedded_redis import EmbeddedRedis, free_port
 from core.infra.settings import ENV_PREFIX, LIMITS_OFF, Settings
+from testing.procs import Proc, Processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 60.0

@@ -25,12 +25,12 @@ from typing import Any
 import aiohttp
 import redis
 
-from bench.procs import bench_run
-from bench.s3_server import CREDENTIALS, S3Server
 from bench.servers import start_redis, start_service
 from cli.sse import sse_events
 from core.audio_store.urls import open_store
 from core.infra.settings import LIMITS_OFF, Settings
+from testing.procs import bench_run
+from testing.s3_server import CREDENTIALS, S3Server
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "bench" / "results" / "shard.json"

@@ -29,12 +29,12 @@ from typing import Any
 import aiohttp
 import redis
 
-from bench.procs import Processes, bench_run
 from bench.runs import p99
 from bench.servers import REPO_ROOT, start_redis, wait_http
 from core.infra.embedded_redis import free_port
 from core.infra.settings import Settings
 from core.queue.keys import Keys
+from testing.procs import Processes, bench_run
 
 SAMPLE_S = 5.0
 TEXTS = (

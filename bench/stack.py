@@ -16,9 +16,9 @@ import redis.asyncio as aioredis
 
 from bench import baseline_env
 from bench.identities import COOKIE_SECRET
-from bench.procs import Processes
 from core.infra.embedded_redis import EmbeddedRedis, free_port
 from core.infra.settings import LIMITS_OFF, Settings
+from testing.procs import Processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 90.0
