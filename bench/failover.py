@@ -32,7 +32,7 @@ import aiohttp
 import orjson
 import redis
 
-from bench.servers import start_service
+from bench.stack import start_stack
 from cli.sse import sse_events
 from core.infra.redis_client import connect_sync
 from core.infra.settings import LIMITS_OFF, Settings
@@ -125,7 +125,8 @@ async def follow_events(session: aiohttp.ClientSession, url: str, log: EventLog)
 
 async def run_once(group: SentinelGroup, procs: Processes, tmp: Path, args: Any) -> dict[str, Any]:
     settings = service_settings(group.url, tmp, args.min_replicas)
-    url = await asyncio.to_thread(start_service, procs, settings, args.workers)
+    service = await asyncio.to_thread(start_stack, procs, settings, args.workers, folder=None)
+    url = service.url
     log = EventLog()
     answers: list[Answer] = []
     headers = {"Authorization": f"Bearer {API_KEY}"}
