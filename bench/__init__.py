@@ -1,1 +1,2 @@
-"""Benchmarks that produce the figures in the README (`python -m bench.pipeline`)."""
+"""The measurements behind docs/performance.md: the suite (`python -m bench.suite`), its modules,
+and the benchmarks around it."""

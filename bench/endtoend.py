@@ -21,10 +21,10 @@ from typing import Any
 
 from bench import harness
 from bench.clients import BenchError, Client, ClientEventsClient, PollingClient
-from bench.procs import Processes
 from bench.runs import run_clients, summarize
 from bench.stack import Stack, wait_ready
 from bench.table import Row
+from testing.procs import Processes
 
 SECTION = "4. jobs/s end to end"
 

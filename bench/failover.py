@@ -1,7 +1,7 @@
 """Sentinel failover under load: is every job answered 202 still there, and done once, after the
 primary is killed? `python -m bench.failover [--min-replicas 1 0] [--rate 20] [--replicas 1]`
 
-A primary, `--replicas` replicas (1) and three sentinels (bench/topologies.py); one web process
+A primary, `--replicas` replicas (1) and three sentinels (testing/topologies.py); one web process
 and two espeak workers that reach Redis through the sentinels. Jobs are submitted at a steady rate
 over HTTP while one SSE client follows the submitter's events. A few seconds in, the primary gets
 SIGKILL; `--lag` seconds before, the replicas lose their link to it (paused with SIGSTOP, their
@@ -32,13 +32,13 @@ import aiohttp
 import orjson
 import redis
 
-from bench.procs import Processes, bench_run
-from bench.servers import start_service
-from bench.topologies import SentinelGroup
+from bench.stack import start_stack
 from cli.sse import sse_events
 from core.infra.redis_client import connect_sync
 from core.infra.settings import LIMITS_OFF, Settings
 from core.queue.keys import Keys
+from testing.procs import Processes, bench_run
+from testing.topologies import SentinelGroup
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "bench" / "results" / "failover.json"
@@ -125,7 +125,8 @@ async def follow_events(session: aiohttp.ClientSession, url: str, log: EventLog)
 
 async def run_once(group: SentinelGroup, procs: Processes, tmp: Path, args: Any) -> dict[str, Any]:
     settings = service_settings(group.url, tmp, args.min_replicas)
-    url = await asyncio.to_thread(start_service, procs, settings, args.workers)
+    service = await asyncio.to_thread(start_stack, procs, settings, args.workers, folder=None)
+    url = service.url
     log = EventLog()
     answers: list[Answer] = []
     headers = {"Authorization": f"Bearer {API_KEY}"}

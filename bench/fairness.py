@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import statistics
 import sys
 import time
@@ -30,13 +29,12 @@ from typing import Any, Literal, cast
 
 import aiohttp
 
-from bench.procs import Processes, bench_run
 from bench.runs import p99
-from bench.servers import REPO_ROOT, start_redis, wait_http
+from bench.stack import REPO_ROOT, start_stack
 from bench.table import Row
 from cli.sse import sse_events
-from core.infra.embedded_redis import free_port
 from core.infra.settings import LIMITS_OFF, Settings
+from testing.procs import bench_run
 
 BULK = "bulk-key"
 INTERACTIVE = ("alice-key", "bob-key", "carol-key")
@@ -230,13 +228,11 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def start_stack(procs: Processes, tmp: Path, workers: int, tag: str, order: str) -> str:
-    redis_url = start_redis(procs, tmp / tag)
+def settings_for(tmp: Path, tag: str, order: str) -> Settings:
+    """The stack of one run (`tag`): eSpeak NG workers taking jobs in `order`, audio on disk."""
     store = f"file://{tmp / tag / 'audio'}"
-    settings = Settings(
-        redis_url=redis_url,
+    return Settings(
         host="127.0.0.1",
-        port=free_port(),
         data_dir=str(tmp / tag / "data"),
         engine="espeak",
         audio_store=store,
@@ -244,18 +240,6 @@ def start_stack(procs: Processes, tmp: Path, workers: int, tag: str, order: str)
         log_level="WARNING",
         scheduler=cast(Literal["fair", "fifo"], order),
     ).replace(**LIMITS_OFF)
-    env = {**os.environ, **settings.to_env()}
-    procs.start(f"web-{tag}", [sys.executable, "-m", "cli", "web"], env, cwd=REPO_ROOT)
-    for n in range(workers):
-        worker_env = {
-            **env,
-            "CHATTTS_WORKER_NAME": f"{tag}-w{n}",
-            "CHATTTS_WORKER_METRICS_PORT": "0",
-        }
-        procs.start(f"worker-{tag}-{n}", [sys.executable, "-m", "cli", "worker"], worker_env)
-    url = f"http://127.0.0.1:{settings.port}"
-    wait_http(procs, f"{url}/readyz")
-    return url
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
             for repeat in range(args.repeats):  # orders interleaved: the same noise for both
                 for order in args.orders:
                     tag = f"{order}-w{workers}-r{repeat}"
-                    url = start_stack(procs, tmp, workers, tag, order)
+                    settings = settings_for(tmp, tag, order)
+                    url = start_stack(procs, settings, workers, folder=tmp / tag, tag=tag).url
                     figures = asyncio.run(measure(url, args, tag))
                     runs.setdefault((order, workers), []).append(figures)
                     procs.stop_all()

@@ -19,10 +19,10 @@ import aiohttp
 
 from bench import baseline_env
 from bench.clients import BenchError
-from bench.procs import bench_run, interrupt
 from bench.runs import percentile
-from bench.stack import REPO_ROOT, Stack, start_stack
+from bench.stack import REPO_ROOT, Stack, start_systems
 from bench.table import Row
+from testing.procs import bench_run, interrupt
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
 
@@ -63,7 +63,7 @@ def systems(args: argparse.Namespace, workers: int) -> Iterator[Stack]:
     each; every process is stopped on the way out, even on an error or Ctrl-C."""
     with bench_run("chattts-bench-", args.keep_logs) as (procs, tmp):
         stack_args = argparse.Namespace(**{**vars(args), "workers": workers, "profile": None})
-        yield start_stack(stack_args, tmp, procs)
+        yield start_systems(stack_args, tmp, procs)
 
 
 def write(path: Path, rows: Sequence[Row], raw: dict[str, Any], skipped: str | None = None) -> None:

@@ -1,6 +1,6 @@
 """Whole-pipeline benchmark, espeak engine: latency and jobs/s of ours next to the baseline design.
 
-`python -m bench.pipeline` (or `make bench`), `--help` for the knobs; bench/results/pipeline.json.
+`python -m bench.pipeline`, `--help` for the knobs; bench/results/pipeline.json (not in the suite).
 The stack is started by bench/stack.py, runs and summaries in bench/runs.py, the table in
 bench/report.py; this module holds the phases and the command line.
 """
@@ -28,10 +28,10 @@ from bench.clients import (
     PollingClient,
     WebSocketClient,
 )
-from bench.procs import bench_run
 from bench.report import LABELS, render
 from bench.runs import Run, run_clients, summarize
-from bench.stack import REPO_ROOT, Stack, start_stack, wait_ready
+from bench.stack import REPO_ROOT, Stack, start_systems, wait_ready
+from testing.procs import bench_run
 
 RESULTS = REPO_ROOT / "bench" / "results" / "pipeline.json"
 
@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = os.getloadavg()
     try:
         with bench_run("chattts-bench-", args.keep_logs) as (procs, tmp):
-            stack = start_stack(args, tmp, procs)
+            stack = start_systems(args, tmp, procs)
             started = time.perf_counter()
             results = asyncio.run(bench(args, stack))
             results["config"] = {

@@ -33,12 +33,10 @@ from bench import harness
 from bench.batching import missing
 from bench.checkpoints import random_checkpoint
 from bench.playback import underrun
-from bench.procs import Processes, bench_run
-from bench.servers import start_redis, wait_http
-from bench.stack import REPO_ROOT
+from bench.stack import REPO_ROOT, start_stack
 from bench.table import Row
-from core.infra.embedded_redis import free_port
 from core.infra.settings import LIMITS_OFF, Settings
+from testing.procs import bench_run
 
 RATE = 24_000
 SECTION = "8. streams"
@@ -145,12 +143,10 @@ async def mixed(url: str, repeats: int) -> dict[str, float]:
     }
 
 
-def start_stack(procs: Processes, tmp: Path, tag: str, args: argparse.Namespace) -> str:
-    redis_url = start_redis(procs, tmp / tag)
-    settings = Settings(
-        redis_url=redis_url,
+def settings_for(tmp: Path, tag: str, args: argparse.Namespace) -> Settings:
+    """The stack of one admission (`tag`): one worker of `args.slots` rows."""
+    return Settings(
         host="127.0.0.1",
-        port=free_port(),
         data_dir=str(tmp / tag / "data"),
         audio_store=f"file://{tmp / tag / 'audio'}",
         engine="chattts",
@@ -161,12 +157,6 @@ def start_stack(procs: Processes, tmp: Path, tag: str, args: argparse.Namespace)
         heartbeat_s=1.0,  # the capacity read from /readyz is a second old at most
         stream_admission=cast(Literal["capacity", "off"], tag),
     ).replace(**LIMITS_OFF)
-    env = {**os.environ, **settings.to_env(), "CHATTTS_WORKER_METRICS_PORT": "0"}
-    procs.start(f"web-{tag}", [sys.executable, "-m", "cli", "web"], env, cwd=REPO_ROOT)
-    procs.start(f"worker-{tag}", [sys.executable, "-m", "cli", "worker"], env, cwd=REPO_ROOT)
-    url = f"http://127.0.0.1:{settings.port}"
-    wait_http(procs, f"{url}/readyz")
-    return url
 
 
 def rows(report: dict[str, Any]) -> list[Row]:
@@ -244,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     where = f"{os.cpu_count()} CPUs, {args.size} random weights, {args.tokens} tokens a stream"
     report: dict[str, Any] = {"where": where}
     with bench_run("chattts-players-", args.keep_logs) as (procs, tmp):
-        url = start_stack(procs, tmp, "capacity", args)
+        url = start_stack(
+            procs, settings_for(tmp, "capacity", args), 1, folder=tmp / "capacity", tag="capacity"
+        ).url
         capacity = max(1, asyncio.run(warm(url, args.slots)))
         report["capacity_streams"] = capacity
         counts = args.listeners or sorted(
@@ -254,7 +246,9 @@ def main(argv: list[str] | None = None) -> int:
         for mode in ("capacity", "off"):
             if mode == "off":
                 procs.stop_all()
-                url = start_stack(procs, tmp, mode, args)
+                url = start_stack(
+                    procs, settings_for(tmp, mode, args), 1, folder=tmp / mode, tag=mode
+                ).url
                 asyncio.run(warm(url, args.slots))
             report[mode] = []
             for n in counts:

@@ -1,5 +1,6 @@
-"""Single-process servers for the web-tier benchmarks (bench/submit.py, bench/sse_capacity.py):
-an embedded Redis, one web process of ours, one baseline API process; readiness, RSS, fd limits."""
+"""Single processes for the benchmarks: an embedded Redis, one web process of ours (the web-tier
+benchmarks: bench/submit.py, bench/sse_capacity.py), one baseline API process; readiness, RSS,
+fd limits. Ours with its workers: bench/stack.py."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from pathlib import Path
 
 from bench import baseline_env
 from bench.identities import COOKIE_SECRET
-from bench.procs import Proc, Processes
 from core.infra.embedded_redis import EmbeddedRedis, free_port
 from core.infra.settings import ENV_PREFIX, LIMITS_OFF, Settings
+from testing.procs import Proc, Processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 60.0
@@ -68,19 +69,6 @@ def start_ours(procs: Processes, redis_url: str, tmp: Path, **changes: object) -
     url = f"http://127.0.0.1:{port}"
     wait_http(procs, f"{url}/healthz")
     return url, proc
-
-
-def start_service(procs: Processes, settings: Settings, workers: int) -> str:
-    """One web process and `workers` workers of `settings`, ready (a worker alive): its URL."""
-    port = free_port()
-    env = {**os.environ, **settings.replace(port=port).to_env()}
-    procs.start("web", [sys.executable, "-m", "cli", "web"], env, cwd=REPO_ROOT)
-    for n in range(workers):
-        worker_env = {**env, "CHATTTS_WORKER_NAME": f"w{n}", "CHATTTS_WORKER_METRICS_PORT": "0"}
-        procs.start(f"worker{n}", [sys.executable, "-m", "cli", "worker"], worker_env)
-    url = f"http://127.0.0.1:{port}"
-    wait_http(procs, f"{url}/readyz")
-    return url
 
 
 def start_baseline(procs: Processes, redis_url: str, args: argparse.Namespace) -> str:

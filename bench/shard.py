@@ -25,12 +25,12 @@ from typing import Any
 import aiohttp
 import redis
 
-from bench.procs import bench_run
-from bench.s3_server import CREDENTIALS, S3Server
-from bench.servers import start_redis, start_service
+from bench.stack import start_stack
 from cli.sse import sse_events
 from core.audio_store.urls import open_store
 from core.infra.settings import LIMITS_OFF, Settings
+from testing.procs import bench_run
+from testing.s3_server import CREDENTIALS, S3Server
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "bench" / "results" / "shard.json"
@@ -125,7 +125,6 @@ def measure(args: argparse.Namespace, store: str = "redis") -> dict[str, Any]:
     """One run; `store`: where finished audio goes ("redis"; "file": a directory; "s3": a
     bucket on an S3-compatible server process)."""
     with bench_run("shard-", args.keep_logs) as (procs, tmp), contextlib.ExitStack() as cleanup:
-        redis_url = start_redis(procs, tmp)
         audio_store = "redis" if store == "redis" else f"file://{tmp / 'audio'}"
         if store == "s3":
             os.environ.update(CREDENTIALS)  # the service's processes inherit them
@@ -134,7 +133,6 @@ def measure(args: argparse.Namespace, store: str = "redis") -> dict[str, Any]:
             asyncio.run(server.create_bucket("shard-bench"))
             audio_store = server.url("shard-bench")
         settings = Settings(
-            redis_url=redis_url,
             engine="espeak",
             api_keys=API_KEY,
             data_dir=str(tmp / "data"),
@@ -143,7 +141,8 @@ def measure(args: argparse.Namespace, store: str = "redis") -> dict[str, Any]:
             max_backlog_per_owner=0,
             audio_store=audio_store,
         ).replace(**LIMITS_OFF)
-        url = start_service(procs, settings, args.workers)
+        service = start_stack(procs, settings, args.workers, folder=tmp)
+        url, redis_url = service.url, service.redis_url
         asyncio.run(load(url, 20, args.concurrency))  # warm: scripts loaded, connections open
         client = redis.Redis.from_url(redis_url)
         try:

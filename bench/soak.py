@@ -29,12 +29,11 @@ from typing import Any
 import aiohttp
 import redis
 
-from bench.procs import Processes, bench_run
 from bench.runs import p99
-from bench.servers import REPO_ROOT, start_redis, wait_http
-from core.infra.embedded_redis import free_port
+from bench.stack import REPO_ROOT, start_stack
 from core.infra.settings import Settings
 from core.queue.keys import Keys
+from testing.procs import Processes, bench_run
 
 SAMPLE_S = 5.0
 TEXTS = (
@@ -154,30 +153,24 @@ def ended(store: redis.Redis, keys: Keys, ids: list[str]) -> tuple[int, int]:
 
 
 def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, Any]:
-    redis_url = start_redis(procs, tmp, args.maxmemory)
-    port = free_port()
     settings = Settings(
-        redis_url=redis_url,
         engine="espeak",
         host="127.0.0.1",
-        port=port,
         data_dir=str(tmp / "data"),
         audio_store=f"file://{tmp / 'audio'}",
         log_level="WARNING",
     )
-    env = {**os.environ, **settings.to_env()}
-    env.pop("MALLOC_ARENA_MAX", None)
+    environ = dict(os.environ)
+    environ.pop("MALLOC_ARENA_MAX", None)
     if args.malloc_arenas:  # as `run` and the images set it; 0: glibc's own (one per thread)
-        env["MALLOC_ARENA_MAX"] = str(args.malloc_arenas)
-    web = procs.start("web", [sys.executable, "-m", "cli", "web"], env, cwd=REPO_ROOT)
-    pids = {"web": web.pid}
-    for n in range(args.workers):
-        worker_env = {**env, "CHATTTS_WORKER_NAME": f"w{n}", "CHATTTS_WORKER_METRICS_PORT": "0"}
-        worker = procs.start(f"worker-{n}", [sys.executable, "-m", "cli", "worker"], worker_env)
-        pids[f"worker{n}"] = worker.pid
-    url = f"http://127.0.0.1:{port}"
-    wait_http(procs, f"{url}/readyz")
-    store = redis.Redis.from_url(redis_url)
+        environ["MALLOC_ARENA_MAX"] = str(args.malloc_arenas)
+    service = start_stack(
+        procs, settings, args.workers, folder=tmp, maxmemory=args.maxmemory, environ=environ
+    )
+    url = service.url
+    pids = {"web": service.web.pid}
+    pids.update({f"worker{n}": worker.pid for n, worker in enumerate(service.workers)})
+    store = redis.Redis.from_url(service.redis_url)
     keys = Keys(settings.key_prefix, settings.queue)
     load, samples = Load(), list[dict[str, Any]]()
 

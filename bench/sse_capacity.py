@@ -27,7 +27,6 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from bench.procs import Processes, bench_run
 from bench.servers import (
     REPO_ROOT,
     BenchFailure,
@@ -43,6 +42,7 @@ from bench.table import Row
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.store import Queue
+from testing.procs import Processes, bench_run
 
 RESULTS = REPO_ROOT / "bench" / "results" / "sse_capacity.json"
 SECTION = "5. SSE capacity"

@@ -1,5 +1,7 @@
-"""The systems under benchmark, started for one run: an embedded Redis, ours (web and espeak
-workers) and the baseline design (its API and workers), and the wait until both are ready."""
+"""The systems under benchmark, started for one run. `start_stack` is the one way a benchmark
+starts ours: an embedded Redis (or the one its settings name), a web process and worker processes
+of the given settings. `start_systems` starts ours beside the baseline design (its API and
+workers) on one Redis, and `wait_ready` waits until both are ready."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,12 +19,73 @@ import redis.asyncio as aioredis
 
 from bench import baseline_env
 from bench.identities import COOKIE_SECRET
-from bench.procs import Processes
-from core.infra.embedded_redis import EmbeddedRedis, free_port
+from bench.servers import baseline_redis_url, start_redis, wait_http
+from core.infra.embedded_redis import free_port
 from core.infra.settings import LIMITS_OFF, Settings
+from testing.procs import Proc, Processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 90.0
+
+
+@dataclass
+class Service:
+    """Ours, started by `start_stack`: its URL, its Redis, its processes."""
+
+    url: str
+    redis_url: str
+    web: Proc
+    workers: list[Proc]
+
+    @property
+    def names(self) -> list[str]:
+        """Its processes' names (their logs, their CPU in `Processes.cpu`), the web's first."""
+        return [self.web.name, *(worker.name for worker in self.workers)]
+
+
+def start_stack(
+    procs: Processes,
+    settings: Settings,
+    workers: int,
+    *,
+    folder: Path | None,
+    maxmemory: str = "0",
+    tag: str = "",
+    profile: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    ready: bool = True,
+) -> Service:
+    """Ours with `settings` on a free port: an embedded Redis in `folder`/redis (unbounded
+    unless `maxmemory` says; no `folder`: the Redis `settings` name), one web process and
+    `workers` workers, named `<tag>-web` and `<tag>-worker-<n>` from 1 (each worker's name too;
+    their metrics endpoints off: several share the host). `environ`: what they inherit
+    (os.environ). `profile`: each runs under cProfile, written to <profile>/<name>.prof when it
+    exits. Returns once /readyz answers 200 (a worker alive), or at once when not `ready`."""
+    redis_url = settings.redis_url if folder is None else start_redis(procs, folder, maxmemory)
+    if redis_url is None:
+        raise ValueError("start_stack: no Redis (a folder to start one in, or settings naming one)")
+    settings = settings.replace(redis_url=redis_url, port=free_port())
+    env = {**(os.environ if environ is None else environ), **settings.to_env()}
+    prefix = f"{tag}-" if tag else ""
+
+    def cli(name: str) -> list[str]:
+        if profile is None:
+            return [sys.executable, "-m", "cli"]
+        # cProfile of the process's main thread (its event loop), written when it exits.
+        out = profile / f"{name}.prof"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "cli"]
+
+    web = procs.start(f"{prefix}web", [*cli(f"{prefix}web"), "web"], env, cwd=REPO_ROOT)
+    started = []
+    for n in range(1, workers + 1):
+        name = f"{prefix}worker-{n}"
+        worker_env = {**env, "CHATTTS_WORKER_NAME": name, "CHATTTS_WORKER_METRICS_PORT": "0"}
+        started.append(procs.start(name, [*cli(name), "worker"], worker_env, cwd=REPO_ROOT))
+    service = Service(f"http://127.0.0.1:{settings.port}", redis_url, web, started)
+    if ready:
+        wait_http(procs, f"{service.url}/readyz")
+    return service
 
 
 @dataclass
@@ -36,21 +100,12 @@ class Stack:
     baseline_procs: list[str] = field(default_factory=list)
 
 
-def start_stack(args: argparse.Namespace, tmp: Path, procs: Processes) -> Stack:
-    """One embedded Redis; ours (web + N espeak workers); the baseline (API + N workers)."""
-    redis_server = EmbeddedRedis(
-        tmp / "redis", maxmemory="0", config_command=True
-    )  # unbounded, CONFIG: as measured before
-    redis_server.data_dir.mkdir(parents=True, exist_ok=True)
-    redis_server.process = procs.start("redis", redis_server.command(), tier=0).popen
-    redis_server.wait_ready()
-
-    ours_port = free_port()
+def start_systems(args: argparse.Namespace, tmp: Path, procs: Processes) -> Stack:
+    """One embedded Redis; ours (web + N espeak workers); the baseline (API + N workers). Not
+    waited for: `wait_ready`."""
     settings = Settings(
-        redis_url=redis_server.url,
         engine="espeak",
         host="127.0.0.1",
-        port=ours_port,
         # The bench's users keep up to `concurrency` jobs each in flight; never refuse them.
         max_active_per_client=1_000_000,
         max_backlog=1_000_000,
@@ -62,31 +117,17 @@ def start_stack(args: argparse.Namespace, tmp: Path, procs: Processes) -> Stack:
         log_level=args.log_level,
         worker_name="bench-web",
     )
-    env = {**os.environ, **settings.to_env()}
-
-    def cli(name: str) -> list[str]:
-        if not args.profile:
-            return [sys.executable, "-m", "cli"]
-        # cProfile of the process's main thread (its event loop), written when it exits.
-        out = Path(args.profile) / f"{name}.prof"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        return [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "cli"]
-
-    stack = Stack(procs, redis_server.url, f"http://127.0.0.1:{ours_port}", None, args.workers)
-    procs.start("ours-web", [*cli("ours-web"), "web"], env, cwd=REPO_ROOT)
-    stack.ours_procs.append("ours-web")
-    for i in range(args.workers):
-        name = f"ours-worker-{i + 1}"
-        worker_env = {**env, "CHATTTS_WORKER_NAME": f"bench-worker-{i + 1}"}
-        procs.start(name, [*cli(name), "worker"], worker_env, cwd=REPO_ROOT)
-        stack.ours_procs.append(name)
-
+    profile = Path(args.profile) if args.profile else None
+    ours = start_stack(
+        procs, settings, args.workers, folder=tmp, tag="ours", profile=profile, ready=False
+    )
+    stack = Stack(procs, ours.redis_url, ours.url, None, args.workers, ours_procs=ours.names)
     if not args.skip_baseline:
         baseline_dir = baseline_env.find_baseline(args.baseline_dir)
         venv = baseline_env.ensure_venv(Path(args.baseline_venv), baseline_dir)
         port = free_port()
         # Same server, its own database: its keys (tts:queue, tts:result:*) never meet ours.
-        stack.baseline_redis_url = redis_server.url.rsplit("/", 1)[0] + "/1"
+        stack.baseline_redis_url = baseline_redis_url(ours.redis_url)
         benv = {**os.environ, "REDIS_URL": stack.baseline_redis_url}
         api = baseline_env.api_command(venv, baseline_dir, port)
         procs.start("baseline-api", api, benv, cwd=baseline_dir)

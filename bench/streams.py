@@ -25,10 +25,10 @@ from typing import Any, Literal, cast
 import aiohttp
 
 from bench.checkpoints import random_checkpoint
-from bench.procs import Processes, bench_run
 from bench.stack import REPO_ROOT
 from core.infra.embedded_redis import EmbeddedRedis, free_port
 from core.infra.settings import RuntimeName, Settings
+from testing.procs import Processes, bench_run
 
 RATE = 24_000
 VOICES = (

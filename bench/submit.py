@@ -30,7 +30,6 @@ import redis
 from bench import loadgen
 from bench.identities import cookie_header
 from bench.loadgen import Load
-from bench.procs import Processes, bench_run
 from bench.servers import (
     REPO_ROOT,
     BenchFailure,
@@ -41,6 +40,7 @@ from bench.servers import (
     start_redis,
 )
 from bench.table import Row
+from testing.procs import Processes, bench_run
 
 RESULTS = REPO_ROOT / "bench" / "results" / "submit.json"
 SECTION = "1. submit throughput"

@@ -1,4 +1,5 @@
-"""Every measurement of issue 8, ours against the baseline on this machine, in one table.
+"""The benchmark suite: every measurement of docs/performance.md, ours against the baseline on
+this machine, in one table.
 
     python -m bench.suite [--quick] [--only 1,2,...] [--repeats N] [--skip-baseline]
     make bench                  # the same as python -m bench.suite

@@ -10,7 +10,7 @@ from typing import Any
 class Row:
     """A figure of ours beside the baseline's (when the baseline has one) and its target."""
 
-    section: str  # "1. submit throughput", "5. SSE capacity" ... (the issue's numbering)
+    section: str  # "1. submit throughput", "5. SSE capacity" ... (the suite's numbering)
     metric: str  # what was measured, e.g. "requests/s, 64 connections, POST /v1/tts/jobs"
     ours: float  # the median over the repeats
     unit: str  # "req/s", "ms", "KB", "jobs/s", "audio-s/s", "connections"

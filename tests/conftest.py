@@ -19,11 +19,11 @@ import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis as AsyncRedis
 
-from bench.s3_server import CREDENTIALS, S3Server
 from core.infra.embedded_redis import EmbeddedRedis
 from core.infra.redis_client import connect_sync
 from core.infra.settings import LIMITS_OFF, Settings
 from core.queue.keys import Keys
+from testing.s3_server import CREDENTIALS, S3Server
 from web.app import create_app
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -37,8 +37,9 @@ def test_the_tree_keeps_every_contract() -> None:
 @pytest.fixture
 def tree_copy(tmp_path: Path) -> Path:
     """The packages and the contracts, copied where they can be broken."""
-    for name in ("cli", "core", "web", "workers"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    skipped = shutil.ignore_patterns("__pycache__", "artifacts", "results", "figures", "baseline")
+    for name in ("cli", "core", "web", "workers", "testing", "bench", "tests"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=skipped)
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     return tmp_path
 
@@ -48,6 +49,8 @@ def _append(path: Path, code: str) -> None:
 
 
 TIERS = "cli over web | workers over core"
+PRODUCT = "the product never imports"
+SHARED = "tests over bench over testing"
 
 
 @pytest.mark.parametrize(
@@ -80,6 +83,14 @@ TIERS = "cli over web | workers over core"
         ),
         # settings, below everything of the contract, importing the queue.
         ("core/infra/settings.py", "from core.queue import keys\n", "core: the queue"),
+        # the service reaching for a test helper, or a benchmark's.
+        ("core/infra/embedded_redis.py", "from testing import procs\n", PRODUCT),
+        ("web/app.py", "def _f() -> None:\n    from bench import table\n", PRODUCT),
+        # what tests and benchmarks share importing a benchmark, or a test.
+        ("testing/procs.py", "from bench import table\n", SHARED),
+        ("testing/topologies.py", "from tests import conftest\n", SHARED),
+        # a benchmark importing a test.
+        ("bench/table.py", "from tests.bench import helpers\n", SHARED),
     ],
 )
 def test_a_broken_contract_fails(tree_copy: Path, module: str, code: str, broken: str) -> None:

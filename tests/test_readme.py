@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
-TOP = ("cli", "core", "web", "workers", "bench")
+TOP = ("cli", "core", "web", "workers", "testing", "bench")
 
 
 def _package_rows() -> dict[str, str]:

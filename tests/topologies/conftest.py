@@ -1,5 +1,5 @@
 """Real Redis deployments started by the tests: a three-master cluster, a primary with a replica
-behind three sentinels (bench/topologies.py). Both need Redis 7 (sharded pub/sub)."""
+behind three sentinels (testing/topologies.py). Both need Redis 7 (sharded pub/sub)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from bench.topologies import Cluster, SentinelGroup, redis_server_version
 from core.infra.embedded_redis import find_redis_server
 from core.infra.settings import Settings
+from testing.topologies import Cluster, SentinelGroup, redis_server_version
 from tests.conftest import WorkerProcess
 from tests.web.webproc import WebProcess
 

@@ -13,11 +13,11 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from bench.topologies import Cluster
 from core.infra.redis_client import RedisClient, connect
 from core.infra.settings import Settings
 from core.queue.keys import Keys
 from core.queue.store import Queue
+from testing.topologies import Cluster
 from tests.conftest import WorkerProcess
 from tests.support.followers import TEXT as LONG_TEXT
 from tests.support.followers import SseReader, WsReader, wait_until

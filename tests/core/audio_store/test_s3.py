@@ -10,10 +10,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bench.s3_server import S3Server
 from core.audio_store.base import StoreError
 from core.audio_store.s3 import S3Store, parse_s3_url
 from core.audio_store.urls import open_store
+from testing.s3_server import S3Server
 
 
 async def test_put_get_copy_delete_list_under_its_prefix(s3_store_url: str) -> None:

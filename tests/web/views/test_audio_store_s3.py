@@ -13,9 +13,9 @@ from pathlib import Path
 import aiohttp
 from redis.asyncio import Redis
 
-from bench.s3_server import S3Server
 from core.infra.settings import Settings
 from core.queue.store import Queue
+from testing.s3_server import S3Server
 from tests.conftest import ClientFactory, WorkerProcess
 from tests.web.conftest import submit, wait_job
 from web.appkeys import QUEUE

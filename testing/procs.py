@@ -1,4 +1,5 @@
-"""Child processes of a benchmark: own session, killed with us, always stopped, CPU accounted."""
+"""Child processes of a test or a benchmark: own session, killed with us, always stopped, CPU
+accounted."""
 
 from __future__ import annotations
 
