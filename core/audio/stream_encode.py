@@ -1,7 +1,8 @@
 """Incremental audio encoders: a stream encoded piece by piece, each piece sendable at once.
 
 Used for streamed responses (segments leave as they finish) and for the whole files FFmpeg writes
-for us (AAC, which libsndfile cannot write, and Opus: core/audio/catalog.py). Input is 16-bit little-endian mono PCM; output bytes need no later rewrite:
+for us (AAC, which libsndfile cannot write, and Opus: core/audio/catalog.py). Input is 16-bit
+little-endian mono PCM; output bytes need no later rewrite:
 
 * `pcm` passes through;
 * `wav` starts with a header for a stream of unknown length (RIFF and data sizes 0xFFFFFFFF, as
