@@ -72,6 +72,10 @@ TIERS = "cli over web | workers over core"
         ("workers/engines/base.py", "from workers import jobs\n", "workers: the process"),
         # what the web tier stands on reaching up to its views.
         ("web/errors.py", "from web.views import health\n", "web: the app"),
+        # validation reaching the app's resources (the queue, the memory budget): I/O.
+        ("web/schemas/jobs.py", "from web.appkeys import QUEUE\n", "web.schemas: validation"),
+        # validation reading the request itself.
+        ("web/schemas/admin.py", "from aiohttp import web\n", "web.schemas: validation"),
         # the decode runtime reaching out to the engine around it.
         (
             "workers/engines/chattts/runtime/sampler.py",

@@ -25,7 +25,8 @@ from core.queue.voices import DEFAULT_VOICES, OPENAI_VOICES
 from web.appkeys import DERIVED, SETTINGS
 from web.monitors.memory import address
 from web.schemas import openai as speech
-from web.views import captions, jobs, legacy, subtitles, voice_uploads
+from web.schemas import voices as voice_uploads
+from web.views import captions, jobs, legacy, subtitles
 
 Schema = dict[str, Any]
 JSON = "application/json"

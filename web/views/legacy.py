@@ -28,9 +28,11 @@ from web.appkeys import QUEUE, SETTINGS
 from web.clients.identity import client_id
 from web.clients.limits import check_submit
 from web.errors import ApiError, json_response, not_found
+from web.intake.bodies import read_body
+from web.intake.submissions import clean
 from web.monitors.memory import address
 from web.replies.sending import holding, send_bytes
-from web.schemas.jobs import callback_url, clean, read_body
+from web.schemas.jobs import callback_url
 
 MAX_CHARS = 500
 VOICE_PATTERN = "^(" + "|".join(v.name for v in BUILTIN_VOICES) + ")$"

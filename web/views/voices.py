@@ -3,7 +3,7 @@
 A registered voice is ChatTTS voice data shared by every worker: a speaker-embedding string sent
 as JSON, or a short reference recording with its transcript sent as multipart/form-data (stored
 as PCM; a worker encodes it into a ChatTTS sample prompt the first time the voice is used). Voice
-data is validated here without the model (voice_uploads.py); its metadata, its data and its size
+data is validated here without the model (web/intake/voices.py); its metadata, its data and its size
 under its owner are written at once (core/queue/voices.py). A voice belongs to the client that
 registered it: only it sees it listed or shown and deletes it (a job may name any voice it knows
 of).
@@ -31,10 +31,10 @@ from web.appkeys import QUEUE, SETTINGS
 from web.clients.identity import client_id, is_admin
 from web.clients.limits import RateLimited
 from web.errors import ApiError, json_response, not_found
+from web.intake.voices import read_registration
 from web.monitors.fleet import capabilities_of
 from web.monitors.memory import address
-from web.schemas.jobs import voice_field, voice_owner
-from web.views.voice_uploads import NAME, read_registration
+from web.schemas.voices import NAME, voice_field, voice_owner
 
 # Registered voices carry large fields (speaker embeddings, reference clips): only short scalar
 # fields are listed, and never the voice data itself.
