@@ -21,6 +21,9 @@ from web.errors import ApiError, job_not_found
 _STREAM_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")
 _U64_MAX = 2**64 - 1
 _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,128}")
+# A page of a client's jobs (GET /v1/tts/jobs).
+DEFAULT_LIST_LIMIT = 20
+MAX_LIST_LIMIT = 100  # jobs a page: each is one read of its record
 FIELDS = (*SynthesisRequest.model_fields, "callback_url")  # (callback_url is checked apart)
 
 

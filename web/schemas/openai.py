@@ -23,6 +23,8 @@ PARAMS = ("model", "input", "voice", "response_format", "speed", "instructions",
 # Ours: a reproducible sample, opting out of the result cache, a stream's audio from its first
 # chunk (gaps or not) instead of once it can play without a gap.
 EXTENSIONS = ("seed", "cache", "stream_start")
+# Kokoro-FastAPI's, beside OpenAI's body (POST /dev/captioned_speech).
+CAPTIONED_EXTENSIONS = ("return_timestamps", "stream", "lang_code")
 
 
 @dataclass(frozen=True)

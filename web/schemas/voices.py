@@ -1,5 +1,5 @@
 """A voice registration's fields checked without I/O (its name, its metadata, which fields each
-form takes), and the fields of a registered voice's stored metadata."""
+form takes), and what a registered voice's stored metadata says and shows."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ MAX_RECORDING_BYTES = 10 * 1024 * 1024
 FIELD_LIMITS = {"language": 35, "gender": 32, "description": _MAX_FIELD_CHARS}
 JSON_FIELDS = ("name", "embedding", "language", "gender", "description")
 FORM_FIELDS = ("name", "transcript", "audio", "language", "gender", "description")
+# Registered voices carry large fields (speaker embeddings, reference clips): only short scalar
+# fields are shown, and never the voice data itself.
+_PRIVATE_FIELDS = frozenset({"embedding", "owner", "source"})
 
 
 def new_name(name: Any) -> str:
@@ -87,3 +90,22 @@ def voice_field(raw: bytes | str, name: str) -> str | None:
         return None
     value = data.get(name) if isinstance(data, dict) else None
     return value if isinstance(value, str) else None
+
+
+def public_fields(name: str, raw: bytes) -> dict[str, Any]:
+    """What a registered voice shows: its short scalar fields, never its data, owner or source."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        data = {}
+    fields = {
+        k: v
+        for k, v in (data.items() if isinstance(data, dict) else ())
+        if k not in _PRIVATE_FIELDS
+        and (
+            v is None
+            or isinstance(v, bool | int | float)
+            or (isinstance(v, str) and len(v) <= _MAX_FIELD_CHARS)
+        )
+    }
+    return {**fields, "name": name, "builtin": False}

@@ -1,6 +1,6 @@
 """`POST /dev/captioned_speech`: Kokoro-FastAPI's captioned speech (OpenAI's body; the whole audio
 as base64 beside its word timestamps), served by the same queue and the same subtitles as every
-job (web/views/subtitles.py)."""
+job (web/views/jobs/subtitles.py)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,6 @@ from web.replies.sending import holding
 from web.replies.timings import words_file
 from web.replies.waiting import succeeded
 from web.schemas.openai import Speech
-
-EXTENSIONS = ("return_timestamps", "stream", "lang_code")  # Kokoro's, beside OpenAI's body
 
 
 def _flag(payload: dict[str, object], name: str, default: bool) -> bool:

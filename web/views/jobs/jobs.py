@@ -13,10 +13,12 @@ from web.clients.limits import check_submit
 from web.errors import ApiError, json_response
 from web.intake.bodies import json_body
 from web.monitors.memory import address
-from web.schemas.jobs import idempotency_key, valid_cursor
-
-DEFAULT_LIST_LIMIT = 20
-MAX_LIST_LIMIT = 100  # jobs a page: each is one read of its record
+from web.schemas.jobs import (
+    DEFAULT_LIST_LIMIT,
+    MAX_LIST_LIMIT,
+    idempotency_key,
+    valid_cursor,
+)
 
 
 async def create_job(request: web.Request) -> web.Response:
