@@ -66,7 +66,7 @@ SHARED = "tests over bench over testing"
         # the contract reaching up into a tier, even lazily inside a function.
         ("core/infra/logs.py", "def _f() -> None:\n    from web import app\n", TIERS),
         # the web application starting a worker of its own.
-        ("web/views/health.py", "from workers import process\n", TIERS),
+        ("web/views/service/health.py", "from workers import process\n", TIERS),
         # a worker reaching into the web tier.
         ("workers/process.py", "from web.monitors import fleet\n", TIERS),
         # either tier starting the command line.
@@ -74,7 +74,19 @@ SHARED = "tests over bench over testing"
         # an engine importing the worker process that drives it.
         ("workers/engines/base.py", "from workers import jobs\n", "workers: the process"),
         # what the web tier stands on reaching up to its views.
-        ("web/errors.py", "from web.views import health\n", "web: the app"),
+        ("web/errors.py", "from web.views.service import health\n", "web: the app"),
+        # a view importing another view of its own area.
+        ("web/views/jobs/audio.py", "from web.views.jobs import jobs\n", "views are independent"),
+        # a view importing a view of another area, even lazily.
+        (
+            "web/views/service/api_docs.py",
+            "def _f() -> None:\n    from web.views.compat import legacy\n",
+            "views are independent",
+        ),
+        # validation reaching the app's resources (the queue, the memory budget): I/O.
+        ("web/schemas/jobs.py", "from web.appkeys import QUEUE\n", "web.schemas: validation"),
+        # validation reading the request itself.
+        ("web/schemas/admin.py", "from aiohttp import web\n", "web.schemas: validation"),
         # the decode runtime reaching out to the engine around it.
         (
             "workers/engines/chattts/runtime/sampler.py",

@@ -149,7 +149,7 @@ def create_app(settings: Settings) -> web.Application:
             key_guesses_middleware,
             identity_middleware,
         ],
-        # Bodies are read as sent; compressed ones are refused with a 415 (schemas.read_body).
+        # Bodies are read as sent; compressed ones are refused with a 415 (web/intake/bodies.py).
         handler_args={"auto_decompress": False},
     )
     app[SETTINGS] = settings

@@ -30,7 +30,7 @@ MEMORY = web.AppKey("memory", MemoryBudget)
 EGRESS = web.AppKey("egress", EgressPacer)
 # Subtitles, captions' words and the API document, made once and kept (web/derived.py).
 DERIVED = web.AppKey("derived", DerivedFiles)
-# PCM encoded per address and second for streamed answers (web/views/openai.py).
+# PCM encoded per address and second for streamed answers (web/views/compat/openai.py).
 ENCODING = web.AppKey("encoding", EgressPacer)
 # The key that signs identity cookies (web/clients/identity.py): a client cannot mint an identity.
 COOKIE_SECRET = web.AppKey("cookie_secret", bytes)

@@ -11,14 +11,15 @@ from aiohttp import web
 
 from core.audio.catalog import DOCUMENT_FORMATS
 from core.audio.sizes import expected_bytes
-from core.queue.job import Job, SynthesisRequest
+from core.queue.job import Job, SynthesisRequest, is_job_id
 from core.queue.store import QueueError, Room, Submitted
 from web.appkeys import CALLBACK_SECRET, HUB, KEY_SHARES, METRICS, QUEUE, SETTINGS, THROUGHPUT
 from web.callbacks.signing import client_secret
 from web.errors import ApiError, job_not_found
 from web.hub import TERMINAL_TYPES, follow
+from web.intake.submissions import synthesis_request
 from web.middlewares.error_handling import refusal
-from web.schemas.jobs import callback_url, job_urls, position, synthesis_request, valid_job_id
+from web.schemas.jobs import callback_url, position, valid_job_id
 
 # Chunks fetched per read of a replay: half a second each, a few seconds of audio, so that one
 # listener joining a long job late neither holds its whole audio nor blocks Redis copying it.
@@ -40,6 +41,31 @@ class Restarted(ApiError):
             f"its file when it ends: /v1/tts/jobs/{job_id}/audio",
             code="job_restarted",
         )
+
+
+_JOB_URLS = {
+    "status_url": "job",
+    "audio_url": "job_audio",
+    "events_url": "job_events",
+    "subtitles_url": "job_subtitles",
+}
+
+
+def job_urls(app: web.Application, job_id: str) -> dict[str, str]:
+    """A job's URLs, as every answer that names a job gives them."""
+    router = app.router
+    if is_job_id(job_id):
+        # What url_for builds, at a fraction of its cost (it runs on every submit): a job id is
+        # hex, nothing in it to quote.
+        return {
+            key: router[name].canonical.format(job_id=job_id) for key, name in _JOB_URLS.items()
+        }
+    return {
+        "status_url": str(router["job"].url_for(job_id=job_id)),
+        "audio_url": str(router["job_audio"].url_for(job_id=job_id)),
+        "events_url": str(router["job_events"].url_for(job_id=job_id)),
+        "subtitles_url": str(router["job_subtitles"].url_for(job_id=job_id)),
+    }
 
 
 # -- submit, cancel, look up --------------------------------------------------------------------

@@ -8,27 +8,13 @@ from pathlib import Path
 from aiohttp import web
 
 from web.middlewares.error_handling import expect_handler
-from web.views import (
-    admin,
-    admin_jobs,
-    admin_page,
-    api_docs,
-    audio,
-    callbacks,
-    captions,
-    chunks,
-    events,
-    health,
-    jobs,
-    legacy,
-    metrics,
-    models,
-    openai,
-    page,
-    subtitles,
-    voices,
-    ws,
-)
+from web.views.compat import captions, legacy, models, openai
+from web.views.console import fleet
+from web.views.console import jobs as console_jobs
+from web.views.console import page as console_page
+from web.views.jobs import audio, callbacks, chunks, events, jobs, subtitles, ws
+from web.views.service import api_docs, health, metrics, page
+from web.views.voices import listing, registry
 
 log = logging.getLogger("chattts_online.web")
 
@@ -42,9 +28,9 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
     r.add_get("/openapi.json", api_docs.openapi_json, name="openapi", expect_handler=e)
     r.add_get("/docs", api_docs.api_docs, name="api_docs", expect_handler=e)
 
-    listing = r.add_resource("/v1/tts/jobs", name="jobs")
-    listing.add_route("POST", jobs.create_job, expect_handler=e)
-    listing.add_route("GET", jobs.list_jobs, expect_handler=e)
+    job_list = r.add_resource("/v1/tts/jobs", name="jobs")
+    job_list.add_route("POST", jobs.create_job, expect_handler=e)
+    job_list.add_route("GET", jobs.list_jobs, expect_handler=e)
     job = r.add_resource("/v1/tts/jobs/{job_id}", name="job")
     job.add_route("GET", jobs.get_job, expect_handler=e)
     job.add_route("DELETE", jobs.delete_job, expect_handler=e)
@@ -79,11 +65,11 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
         "/v1/events", events.client_events, name="client_events", allow_head=False, expect_handler=e
     )
     r.add_get("/v1/ws", ws.websocket, name="ws", allow_head=False, expect_handler=e)
-    r.add_get("/v1/voices", voices.list_voices, name="voices", expect_handler=e)
-    r.add_post("/v1/voices", voices.register_voice, name="voices_register", expect_handler=e)
+    r.add_get("/v1/voices", listing.list_voices, name="voices", expect_handler=e)
+    r.add_post("/v1/voices", registry.register_voice, name="voices_register", expect_handler=e)
     voice = r.add_resource("/v1/voices/{name}", name="voice")
-    voice.add_route("GET", voices.get_voice, expect_handler=e)
-    voice.add_route("DELETE", voices.delete_voice, expect_handler=e)
+    voice.add_route("GET", listing.get_voice, expect_handler=e)
+    voice.add_route("DELETE", registry.delete_voice, expect_handler=e)
     r.add_post("/v1/audio/speech", openai.speech, name="openai_speech", expect_handler=e)
     r.add_post(
         "/dev/captioned_speech",
@@ -105,32 +91,34 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
     r.add_get("/metrics", metrics.metrics_view, name="metrics", expect_handler=e)
 
     # The operators' console (CHATTTS_ADMIN_KEYS): its page, its session, its API.
-    r.add_get("/admin", admin_page.page, name="admin", expect_handler=e)
+    r.add_get("/admin", console_page.page, name="admin", expect_handler=e)
     session = r.add_resource("/admin/session", name="admin_session")
-    session.add_route("POST", admin_page.sign_in, expect_handler=e)
-    session.add_route("DELETE", admin_page.sign_out, expect_handler=e)
+    session.add_route("POST", console_page.sign_in, expect_handler=e)
+    session.add_route("DELETE", console_page.sign_out, expect_handler=e)
     r.add_get(
-        "/admin/v1/live", admin_page.live, name="admin_live", allow_head=False, expect_handler=e
+        "/admin/v1/live", console_page.live, name="admin_live", allow_head=False, expect_handler=e
     )
-    r.add_get("/admin/v1/queue", admin.get_queue, name="admin_queue", expect_handler=e)
-    r.add_post("/admin/v1/queue/pause", admin.pause_queue, name="admin_pause", expect_handler=e)
-    r.add_post("/admin/v1/queue/resume", admin.resume_queue, name="admin_resume", expect_handler=e)
-    r.add_get("/admin/v1/workers", admin.list_workers, name="admin_workers", expect_handler=e)
+    r.add_get("/admin/v1/queue", fleet.get_queue, name="admin_queue", expect_handler=e)
+    r.add_post("/admin/v1/queue/pause", fleet.pause_queue, name="admin_pause", expect_handler=e)
+    r.add_post("/admin/v1/queue/resume", fleet.resume_queue, name="admin_resume", expect_handler=e)
+    r.add_get("/admin/v1/workers", fleet.list_workers, name="admin_workers", expect_handler=e)
     r.add_post(
-        "/admin/v1/workers/{name}/drain", admin.drain_worker, name="admin_drain", expect_handler=e
+        "/admin/v1/workers/{name}/drain", fleet.drain_worker, name="admin_drain", expect_handler=e
     )
-    r.add_get("/admin/v1/usage", admin.usage, name="admin_usage", expect_handler=e)
-    r.add_get("/admin/v1/audit", admin.audit, name="admin_audit", expect_handler=e)
-    r.add_get("/admin/v1/jobs", admin_jobs.search_jobs, name="admin_jobs", expect_handler=e)
-    r.add_get("/admin/v1/jobs/{job_id}", admin_jobs.job_record, name="admin_job", expect_handler=e)
-    r.add_get("/admin/v1/dlq", admin_jobs.dead_letters, name="admin_dlq", expect_handler=e)
+    r.add_get("/admin/v1/usage", fleet.usage, name="admin_usage", expect_handler=e)
+    r.add_get("/admin/v1/audit", fleet.audit, name="admin_audit", expect_handler=e)
+    r.add_get("/admin/v1/jobs", console_jobs.search_jobs, name="admin_jobs", expect_handler=e)
+    r.add_get(
+        "/admin/v1/jobs/{job_id}", console_jobs.job_record, name="admin_job", expect_handler=e
+    )
+    r.add_get("/admin/v1/dlq", console_jobs.dead_letters, name="admin_dlq", expect_handler=e)
     r.add_post(
-        "/admin/v1/dlq/requeue", admin_jobs.requeue_many, name="admin_requeue", expect_handler=e
+        "/admin/v1/dlq/requeue", console_jobs.requeue_many, name="admin_requeue", expect_handler=e
     )
-    r.add_post("/admin/v1/dlq/purge", admin_jobs.purge, name="admin_purge", expect_handler=e)
+    r.add_post("/admin/v1/dlq/purge", console_jobs.purge, name="admin_purge", expect_handler=e)
     r.add_post(
         "/admin/v1/dlq/{job_id}/requeue",
-        admin_jobs.requeue_one,
+        console_jobs.requeue_one,
         name="admin_requeue_one",
         expect_handler=e,
     )

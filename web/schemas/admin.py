@@ -3,9 +3,8 @@ the parameter and what to send."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
-
-from aiohttp import web
 
 from core.queue.job import JobState, is_job_id
 from core.queue.keys import USAGE_DAYS_KEPT
@@ -27,8 +26,8 @@ def _invalid(param: str, message: str) -> ApiError:
     return ApiError(400, message, code="invalid_parameter", param=param)
 
 
-def integer(request: web.Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query.get(name)
+def integer(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = query.get(name)
     if raw is None or raw == "":
         return default
     if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
@@ -36,9 +35,9 @@ def integer(request: web.Request, name: str, default: int, low: int, high: int) 
     return int(raw)
 
 
-def timestamp(request: web.Request, name: str) -> float | None:
+def timestamp(query: Mapping[str, str], name: str) -> float | None:
     """A time as Unix seconds (what every `*_at` field of a job holds)."""
-    raw = request.query.get(name)
+    raw = query.get(name)
     if raw is None or raw == "":
         return None
     try:
@@ -50,13 +49,13 @@ def timestamp(request: web.Request, name: str) -> float | None:
     return value
 
 
-def entry_cursor(request: web.Request) -> str | None:
+def entry_cursor(query: Mapping[str, str]) -> str | None:
     """A page's cursor: the `next_cursor` of the page before (a stream entry id)."""
-    return valid_cursor(request.query.get("cursor"), "cursor")
+    return valid_cursor(query.get("cursor"), "cursor")
 
 
-def states(request: web.Request) -> frozenset[str]:
-    raw = request.query.get("state", "")
+def states(query: Mapping[str, str]) -> frozenset[str]:
+    raw = query.get("state", "")
     wanted = frozenset(s.strip() for s in raw.split(",") if s.strip())
     known = {s.value for s in JobState}
     if wanted - known:
@@ -64,8 +63,8 @@ def states(request: web.Request) -> frozenset[str]:
     return wanted
 
 
-def text(request: web.Request, name: str, limit: int = 200) -> str | None:
-    raw = request.query.get(name, "").strip()
+def text(query: Mapping[str, str], name: str, limit: int = 200) -> str | None:
+    raw = query.get(name, "").strip()
     if len(raw) > limit:
         raise _invalid(name, f"'{name}' is at most {limit} characters")
     return raw or None

@@ -1,36 +1,29 @@
-"""Request validation (JSON bodies, synthesis requests, ids, cursors) and job response parts."""
+"""Request validation without I/O (synthesis requests, ids, cursors, callback URLs) and the
+parts of a job's answer computed from what is at hand."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import re
 from typing import Any
 
-import orjson
-from aiohttp import web
 from pydantic import ValidationError
 
 from core.infra.settings import Network
 from core.queue.job import SynthesisRequest, is_job_id, queue_position
-from core.queue.store import Queue
-from core.queue.voices import BUILTIN_BY_NAME, default_voice, openai_voice
+from core.queue.voices import default_voice, openai_voice
 from core.text.control_tokens import TokenError, check_text_tokens, parse_prompt, strip_tokens
-from core.text.sentences import clean_text, has_speakable
-from web.appkeys import MEMORY, SETTINGS
+from core.text.sentences import has_speakable
 from web.callbacks.targets import check_url, parse_allow
 from web.errors import ApiError, job_not_found
-from web.monitors.fleet import check_registered_voice, check_speakable
-from web.monitors.memory import address
 
 # Redis stream ids: two unsigned 64-bit numbers, ASCII digits only (`\d` would take any script's).
 _STREAM_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")
 _U64_MAX = 2**64 - 1
 _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,128}")
-# A body that has not fully arrived after this long is given up (a stalled or truncated upload).
-BODY_TIMEOUT_S = 30.0
-# Cleaning this many characters takes well under a millisecond; longer text is cleaned off-loop.
-_CLEAN_ON_LOOP = 20_000
+# A page of a client's jobs (GET /v1/tts/jobs).
+DEFAULT_LIST_LIMIT = 20
+MAX_LIST_LIMIT = 100  # jobs a page: each is one read of its record
 FIELDS = (*SynthesisRequest.model_fields, "callback_url")  # (callback_url is checked apart)
 
 
@@ -71,60 +64,6 @@ def idempotency_key(value: str | None) -> str | None:
     return value
 
 
-async def read_body(request: web.Request) -> bytes:
-    """The raw body: 415 when compressed, 413 over the limit, 408 when it stops arriving.
-
-    The app reads bodies undecoded (`auto_decompress=False`): no client of this API compresses
-    requests, and aiohttp's decoders can hang on a truncated stream or answer below our shape.
-    """
-    coding = request.headers.get("Content-Encoding", "identity").strip().lower()
-    if coding not in ("", "identity"):
-        raise ApiError(
-            415,
-            f"request bodies are not accepted with Content-Encoding {coding[:40]!r}; "
-            "send them uncompressed",
-            code="unsupported_content_encoding",
-        )
-    limit = request.app[SETTINGS].max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise ApiError(
-            413,
-            f"the request body is larger than the limit of {limit} bytes",
-            code="body_too_large",
-        )
-    if request.content.is_eof():  # all of it came with the headers: nothing to wait for
-        return await request.read()  # aiohttp enforces client_max_size while reading
-    # What the body may grow to while it arrives, counted until it has (a stalled body holds it).
-    size = min(request.content_length or limit, limit)
-    try:
-        with request.app[MEMORY].hold(address(request), size, "the request body"):
-            async with asyncio.timeout(BODY_TIMEOUT_S):
-                return await request.read()
-    except TimeoutError:
-        raise ApiError(
-            408,
-            f"the request body did not arrive within {BODY_TIMEOUT_S:.0f} s",
-            code="body_timeout",
-            headers={"Connection": "close"},
-        ) from None
-
-
-async def json_body(request: web.Request) -> Any:
-    """The parsed JSON body: 415 for another content type, 413 over the limit, 400 if broken."""
-    if request.content_type != "application/json" and not request.content_type.endswith("+json"):
-        raise ApiError(
-            415,
-            f"send the body as JSON with 'Content-Type: application/json' "
-            f"(got {request.content_type!r})",
-            code="unsupported_media_type",
-        )
-    raw = await read_body(request)
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
-
-
 def _describe(errors: list[Any]) -> ApiError:
     """Turn pydantic's errors into one message that names each field and what to fix."""
     parts: list[str] = []
@@ -149,24 +88,16 @@ def _describe(errors: list[Any]) -> ApiError:
     return ApiError(422, "; ".join(parts), code=first_code, param=first_param)
 
 
-async def synthesis_request(
-    queue: Queue,
-    payload: Any,
-    max_chars: int,
-    document_chars: int | None = None,
-    client: str | None = None,
-    **fixed: Any,
+def synthesis(
+    payload: dict[str, Any], max_chars: int, document_chars: int | None = None
 ) -> SynthesisRequest:
-    """Validate a submission: cleaned text of 1..max_chars with known control tokens only, a
-    sentence prompt of known tokens (with `refine`), known voice and format, no extras."""
-    if not isinstance(payload, dict):
-        raise ApiError(422, "the body must be a JSON object", code="invalid_body")
-    payload = {**payload, **fixed}
+    """Validate a submission whose text is cleaned: text of 1..max_chars with known control
+    tokens only, a sentence prompt of known tokens (with `refine`), known format, no extras.
+    Whether its voice exists is the queue's to say (web/intake/submissions.py)."""
+    payload = dict(payload)
     text = payload.get("text")
     if isinstance(text, str):
-        cleaned = await clean(text)
-        check_text(cleaned, max_chars, document_chars)
-        payload["text"] = cleaned
+        check_text(text, max_chars, document_chars)
     prompt = payload.get("prompt")
     if isinstance(prompt, str):
         payload["prompt"] = check_prompt(prompt)
@@ -188,10 +119,6 @@ async def synthesis_request(
             code="prompt_needs_refine",
             param="prompt",
         )
-    await check_voice(queue, request.voice, client)
-    if request.voice not in BUILTIN_BY_NAME:
-        await check_registered_voice(queue, request.voice)
-    await check_speakable(queue, request.text, request.voice, request.normalize)
     return request
 
 
@@ -209,13 +136,6 @@ def callback_url(payload: dict[str, Any], allow: str) -> str | None:
 @functools.cache
 def _allowed(allow: str) -> tuple[Network, ...]:
     return parse_allow(allow)
-
-
-async def clean(text: str) -> str:
-    """clean_text, off the event loop when the text is long (bodies may hold megabytes)."""
-    if len(text) > _CLEAN_ON_LOOP:
-        return await asyncio.to_thread(clean_text, text)
-    return clean_text(text)
 
 
 def check_text(cleaned: str, max_chars: int, document_chars: int | None = None) -> None:
@@ -268,65 +188,7 @@ def check_prompt(prompt: str) -> str:
         raise ApiError(422, exc.message, code=exc.code, param="prompt") from None
 
 
-async def check_voice(queue: Queue, voice: str, client: str | None = None) -> None:
-    """A built-in voice, or one registered by `client` (or by nobody in particular: voices
-    from before owners); 422 naming the voices this client may use. Another client's voice is
-    unknown here: its name says nothing of whether it exists."""
-    if voice in BUILTIN_BY_NAME:
-        return
-    raw = await queue.voices.metadata(voice)
-    if raw is not None and (client is None or voice_owner(raw) in (None, client)):
-        return
-    mine = sorted(await queue.voices.owned(client)) if client is not None else []
-    raise ApiError(
-        422,
-        f"unknown voice {voice!r}; the voices are {', '.join([*BUILTIN_BY_NAME, *mine])} "
-        "(GET /v1/voices)",
-        code="unknown_voice",
-        param="voice",
-    )
-
-
-def voice_owner(raw: bytes | str) -> str | None:
-    """Who registered a voice (None: registered before voices had owners; anyone uses it)."""
-    return voice_field(raw, "owner")
-
-
-def voice_field(raw: bytes | str, name: str) -> str | None:
-    """A string field of a registered voice's metadata (None: absent, or not a string)."""
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    value = data.get(name) if isinstance(data, dict) else None
-    return value if isinstance(value, str) else None
-
-
 # -- response bodies ---------------------------------------------------------------------------
-
-
-_JOB_URLS = {
-    "status_url": "job",
-    "audio_url": "job_audio",
-    "events_url": "job_events",
-    "subtitles_url": "job_subtitles",
-}
-
-
-def job_urls(app: web.Application, job_id: str) -> dict[str, str]:
-    router = app.router
-    if is_job_id(job_id):
-        # What url_for builds, at a fraction of its cost (it runs on every submit): a job id is
-        # hex, nothing in it to quote.
-        return {
-            key: router[name].canonical.format(job_id=job_id) for key, name in _JOB_URLS.items()
-        }
-    return {
-        "status_url": str(router["job"].url_for(job_id=job_id)),
-        "audio_url": str(router["job_audio"].url_for(job_id=job_id)),
-        "events_url": str(router["job_events"].url_for(job_id=job_id)),
-        "subtitles_url": str(router["job_subtitles"].url_for(job_id=job_id)),
-    }
 
 
 def position(snapshot: dict[str, Any], seq: int, started_seq: int) -> int | None:

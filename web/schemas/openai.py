@@ -7,14 +7,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import web
-
 from core.audio.catalog import OPENAI_FORMATS
 from core.queue.job import SynthesisRequest
 from core.queue.voices import openai_voice
-from web.appkeys import QUEUE, SETTINGS
 from web.errors import ApiError
-from web.schemas.jobs import synthesis_request
 
 FORMATS = OPENAI_FORMATS
 STREAM_FORMATS = ("audio", "sse")
@@ -27,6 +23,8 @@ PARAMS = ("model", "input", "voice", "response_format", "speed", "instructions",
 # Ours: a reproducible sample, opting out of the result cache, a stream's audio from its first
 # chunk (gaps or not) instead of once it can play without a gap.
 EXTENSIONS = ("seed", "cache", "stream_start")
+# Kokoro-FastAPI's, beside OpenAI's body (POST /dev/captioned_speech).
+CAPTIONED_EXTENSIONS = ("return_timestamps", "stream", "lang_code")
 
 
 @dataclass(frozen=True)
@@ -74,8 +72,9 @@ def _optional_str(payload: dict[str, Any], name: str, limit: int) -> str | None:
     return value
 
 
-async def parse(app: web.Application, payload: Any, client: str | None = None) -> Speech:
-    """OpenAI's body -> our job (400 with OpenAI's error shape for anything wrong)."""
+def speech_job(payload: Any) -> tuple[dict[str, Any], str, str | None]:
+    """OpenAI's body -> our job's fields, the response format and the stream format (400 with
+    OpenAI's error shape for anything wrong); the job is validated as every job is."""
     if not isinstance(payload, dict):
         raise _bad("the body must be a JSON object", None, "invalid_body")
     unknown = sorted(set(payload) - {*PARAMS, *EXTENSIONS})
@@ -113,11 +112,11 @@ async def parse(app: web.Application, payload: Any, client: str | None = None) -
         "stream": stream is not None,  # chunks of audio while it is synthesized
         **{name: payload[name] for name in EXTENSIONS if name in payload},
     }
-    try:
-        limit = min(MAX_INPUT_CHARS, app[SETTINGS].max_text_chars)
-        request = await synthesis_request(app[QUEUE], job, limit, client=client)
-    except ApiError as exc:  # our field names and 422 -> OpenAI's names and 400
-        param = "input" if exc.param == "text" else exc.param
-        message = exc.message.replace("'text'", "'input'")
-        raise ApiError(400, message, code=exc.code, param=param) from None
-    return Speech(request, fmt, stream, len(request.text))
+    return job, fmt, stream
+
+
+def as_openai(exc: ApiError) -> ApiError:
+    """A job's refusal in OpenAI's terms: its field names, and 400 for 422."""
+    param = "input" if exc.param == "text" else exc.param
+    message = exc.message.replace("'text'", "'input'")
+    return ApiError(400, message, code=exc.code, param=param)

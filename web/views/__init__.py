@@ -1,1 +1,2 @@
-"""Request handlers, one module per area of the API."""
+"""Request handlers, one package per area of the API; no view imports another (what views share
+is in web/replies, web/intake and web/schemas)."""

@@ -23,9 +23,9 @@ from web.clients.operators import (
     session_of,
 )
 from web.errors import ApiError, dumps, json_response
+from web.intake.bodies import json_body
 from web.replies.console import dead_letter_page, queue_view, workers_page
 from web.replies.sending import send_timeout_s
-from web.schemas.jobs import json_body
 
 log = logging.getLogger("chattts_online.web.admin")
 

@@ -22,14 +22,12 @@ from web.appkeys import DERIVED, QUEUE
 from web.errors import ApiError, not_found
 from web.monitors.memory import address
 from web.replies.sending import disposition
-from web.replies.timings import subtitles_file
-
-FORMATS = {"srt": "application/x-subrip", "vtt": "text/vtt", "json": "application/json"}
+from web.replies.timings import SUBTITLE_FORMATS, subtitles_file
 
 
 async def job_subtitles(request: web.Request) -> web.StreamResponse:
     fmt = request.query.get("format", "srt")
-    if fmt not in FORMATS:
+    if fmt not in SUBTITLE_FORMATS:
         raise ApiError(
             400,
             f"unknown subtitle format {fmt[:20]!r}: use srt, vtt or json",
@@ -59,5 +57,7 @@ async def job_subtitles(request: web.Request) -> web.StreamResponse:
         data = await derived.get((job_id, fmt), build, address(request))
     headers = {"Content-Disposition": disposition(request, f"tts-{job_id[:8]}.{fmt}")}
     if fmt == "json":
-        return web.Response(body=data, content_type=FORMATS[fmt])
-    return web.Response(body=data, content_type=FORMATS[fmt], charset="utf-8", headers=headers)
+        return web.Response(body=data, content_type=SUBTITLE_FORMATS[fmt])
+    return web.Response(
+        body=data, content_type=SUBTITLE_FORMATS[fmt], charset="utf-8", headers=headers
+    )

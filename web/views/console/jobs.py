@@ -11,21 +11,24 @@ from web.appkeys import QUEUE
 from web.clients.identity import shown_client
 from web.clients.operators import require_operator
 from web.errors import ApiError, job_not_found, json_response
+from web.intake.bodies import json_body
+from web.job_service import job_urls
 from web.replies.console import dead_letter_view, listed_job
 from web.schemas import admin as params
-from web.schemas.jobs import job_urls, json_body, valid_job_id
+from web.schemas.jobs import valid_job_id
 
 
 async def search_jobs(request: web.Request) -> web.Response:
     """GET /admin/v1/jobs: newest first, by state, client, voice, time and a text fragment."""
     require_operator(request)
-    states = params.states(request)
-    client, voice = params.text(request, "client", 64), params.text(request, "voice", 64)
-    limit = params.integer(request, "limit", 50, 1, params.MAX_PAGE)
-    since = params.timestamp(request, "since")
-    until = params.timestamp(request, "until")
-    cursor = params.timestamp(request, "cursor")
-    fragment = params.text(request, "text")
+    query = request.query
+    states = params.states(query)
+    client, voice = params.text(query, "client", 64), params.text(query, "voice", 64)
+    limit = params.integer(query, "limit", 50, 1, params.MAX_PAGE)
+    since = params.timestamp(query, "since")
+    until = params.timestamp(query, "until")
+    cursor = params.timestamp(query, "cursor")
+    fragment = params.text(query, "text")
 
     def match(record: dict[str, str]) -> bool:
         return (
@@ -62,8 +65,8 @@ async def job_record(request: web.Request) -> web.Response:
 async def dead_letters(request: web.Request) -> web.Response:
     """GET /admin/v1/dlq: the newest first, with each one's reason and last worker."""
     require_operator(request)
-    limit = params.integer(request, "limit", 50, 1, params.MAX_PAGE)
-    cursor = params.entry_cursor(request)
+    limit = params.integer(request.query, "limit", 50, 1, params.MAX_PAGE)
+    cursor = params.entry_cursor(request.query)
     letters, next_cursor = await request.app[QUEUE].console.dead_letters(limit, cursor)
     body = [dead_letter_view(letter) for letter in letters]
     return json_response({"dead_letters": body, "next_cursor": next_cursor})

@@ -18,7 +18,7 @@ from tests.conftest import ClientFactory, WorkerProcess
 from tests.web.conftest import submit, wait_job
 from web.appkeys import MEMORY, QUEUE, SETTINGS
 from web.replies.sending import PIECE_BYTES
-from web.views.audio import SEGMENT_RESERVE_BYTES
+from web.views.jobs.audio import SEGMENT_RESERVE_BYTES
 
 
 async def test_files_and_cached_results_live_in_the_store_and_serve_as_before(

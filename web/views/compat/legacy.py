@@ -18,61 +18,29 @@ from typing import Any
 
 import orjson
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from core.queue.job import JobState, SynthesisRequest, is_job_id, legacy_job_id
-from core.queue.voices import BUILTIN_VOICES, default_voice
-from core.text.sentences import has_speakable
+from core.queue.voices import default_voice
 from web import job_service
 from web.appkeys import QUEUE, SETTINGS
 from web.clients.identity import client_id
 from web.clients.limits import check_submit
 from web.errors import ApiError, json_response, not_found
+from web.intake.bodies import read_body
+from web.intake.submissions import clean
 from web.monitors.memory import address
 from web.replies.sending import holding, send_bytes
-from web.schemas.jobs import callback_url, clean, read_body
+from web.schemas.jobs import callback_url
+from web.schemas.legacy import LegacyRequest, fastapi_detail
 
-MAX_CHARS = 500
-VOICE_PATTERN = "^(" + "|".join(v.name for v in BUILTIN_VOICES) + ")$"
 # Base64 of more than this runs in a thread, off the event loop.
 _B64_ON_LOOP = 256 * 1024
 _PENDING = (JobState.QUEUED, JobState.RUNNING)
 
 
-class LegacyRequest(BaseModel):
-    """The old request model: text of 1..500 characters (cleaned before validation)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    text: str = Field(min_length=1, max_length=MAX_CHARS)
-    voice: str | None = Field(None, pattern=VOICE_PATTERN)  # None: the text's language
-    # The seed design's "asynchronous queue + callback": POSTed when the job ends.
-    callback_url: str | None = None
-
-    @field_validator("text")
-    @classmethod
-    def _speakable(cls, value: str) -> str:
-        if not has_speakable(value):
-            raise ValueError("text has no letter or digit to speak")
-        return value
-
-
 def _detail(errors: list[Any]) -> web.Response:
-    detail = []
-    for error in errors:
-        item = {
-            "type": error["type"],
-            "loc": ["body", *error["loc"]],
-            "msg": error["msg"],
-            "input": error.get("input"),
-        }
-        if "ctx" in error:
-            item["ctx"] = {
-                k: v if isinstance(v, int | float | str) else str(v)
-                for k, v in error["ctx"].items()
-            }
-        detail.append(item)
-    return json_response({"detail": detail}, status=422)
+    return json_response({"detail": fastapi_detail(errors)}, status=422)
 
 
 def _json_only(request: web.Request) -> None:

@@ -27,7 +27,7 @@ from core.infra.settings import Settings
 from core.voices.chattts import MAX_B14_CHARS
 from tests.support.voices import recording_form, wav_bytes
 from tests.web.webproc import WebProcess
-from web.views import voice_uploads as voice_views
+from web.intake import voices as voice_views
 
 Client = TestClient[Any, Any]
 

@@ -29,12 +29,13 @@ from web.appkeys import ENCODING, QUEUE
 from web.clients.identity import client_id
 from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, dumps
+from web.intake.bodies import json_body
+from web.intake.submissions import speech_request
 from web.job_service import Closing, closing_error, pcm_pieces
 from web.monitors.memory import address
 from web.replies.sending import holding, paced_write, send_bytes
 from web.replies.waiting import succeeded, unless_gone
-from web.schemas.jobs import json_body
-from web.schemas.openai import Speech, parse
+from web.schemas.openai import Speech
 
 DELTA_BYTES = 32 * 1024  # audio bytes per SSE delta, at most
 FRAME_MS = 20  # usage: one output "token" per 20 ms of audio
@@ -46,7 +47,7 @@ ENCODE_PIECE_BYTES = 256 * 1024
 async def speech(request: web.Request) -> web.StreamResponse:
     app = request.app
     client = client_id(request)
-    params = await parse(app, await json_body(request), client)
+    params = await speech_request(app, await json_body(request), client)
     await check_submit(request)
     # An answer is an open connection while its job is made: it holds a lease like the event
     # streams, taken before the job is queued (past the cap, a plain 429).

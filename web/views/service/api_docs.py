@@ -1,10 +1,10 @@
 """`/openapi.json`: the OpenAPI 3.1 document of every route, built from the router, the request
 models and the validators' own constants (never a hand-kept copy); `/docs`: it as a page.
 
-Each route of `web/routes.py` has an entry in `OPERATIONS` (tests/web/test_openapi.py checks that
-none is missing): its summary, its parameters and its body's schema. A body's schema comes from
-the pydantic model that validates it (`SynthesisRequest`, `LegacyRequest`) or, where a view
-validates by hand (OpenAI's body, a voice), from the constants that view checks against. Both
+Each route of `web/routes.py` has an entry in `OPERATIONS` (its test checks that none is
+missing): its summary, its parameters and its body's schema. A body's schema comes from the
+pydantic model that validates it (`SynthesisRequest`, `LegacyRequest`) or, where a body is
+validated by hand (OpenAI's, a voice's), from the constants web/schemas checks it against. Both
 are made once per process and kept (web/derived.py).
 """
 
@@ -24,8 +24,11 @@ from core.queue.job import JobState, SynthesisRequest
 from core.queue.voices import DEFAULT_VOICES, OPENAI_VOICES
 from web.appkeys import DERIVED, SETTINGS
 from web.monitors.memory import address
+from web.replies.timings import SUBTITLE_FORMATS
 from web.schemas import openai as speech
-from web.views import captions, jobs, legacy, subtitles, voice_uploads
+from web.schemas import voices as registration
+from web.schemas.jobs import MAX_LIST_LIMIT
+from web.schemas.legacy import LegacyRequest
 
 Schema = dict[str, Any]
 JSON = "application/json"
@@ -112,20 +115,20 @@ def captioned_request(settings: Settings) -> Schema:
     properties["return_timestamps"] = {"type": "boolean", "default": True}
     properties["stream"] = {"const": False, "description": "it comes whole"}
     properties["lang_code"] = {"type": "string", "description": "accepted; the text decides"}
-    assert set(properties) >= set(captions.EXTENSIONS)
+    assert set(properties) >= set(speech.CAPTIONED_EXTENSIONS)
     return schema
 
 
 def legacy_request(settings: Settings) -> Schema:
-    schema = legacy.LegacyRequest.model_json_schema()
+    schema = LegacyRequest.model_json_schema()
     schema.pop("title", None)
     return schema
 
 
 def _voice_fields() -> dict[str, Schema]:
-    limits = voice_uploads.FIELD_LIMITS  # the view's own limits
+    limits = registration.FIELD_LIMITS  # the limits registrations are checked against
     return {
-        "name": {"type": "string", "pattern": f"^{voice_uploads.NAME.pattern}$"},
+        "name": {"type": "string", "pattern": f"^{registration.NAME.pattern}$"},
         "language": {"type": "string", "maxLength": limits["language"]},
         "gender": {"type": "string", "maxLength": limits["gender"]},
         "description": {"type": "string", "maxLength": limits["description"]},
@@ -134,7 +137,7 @@ def _voice_fields() -> dict[str, Schema]:
 
 def voice_json(settings: Settings) -> Schema:
     properties = {**_voice_fields(), "embedding": {"type": "string", "minLength": 1}}
-    assert set(properties) == set(voice_uploads.JSON_FIELDS)
+    assert set(properties) == set(registration.JSON_FIELDS)
     return {
         "type": "object",
         "required": ["name", "embedding"],
@@ -150,10 +153,10 @@ def voice_form(settings: Settings) -> Schema:
         "audio": {
             "type": "string",
             "contentMediaType": "audio/*",
-            "description": f"1-20 s, WAV/FLAC/Ogg, up to {voice_uploads.MAX_RECORDING_BYTES} bytes",
+            "description": f"1-20 s, WAV/FLAC/Ogg, up to {registration.MAX_RECORDING_BYTES} bytes",
         },
     }
-    assert set(properties) == set(voice_uploads.FORM_FIELDS)
+    assert set(properties) == set(registration.FORM_FIELDS)
     return {"type": "object", "required": ["name", "transcript", "audio"], "properties": properties}
 
 
@@ -173,7 +176,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "jobs",
         query=(
             ("state", {"type": "string"}, f"comma-separated: {', '.join(STATES)}"),
-            ("limit", {"type": "integer", "minimum": 1, "maximum": jobs.MAX_LIST_LIMIT}, ""),
+            ("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT}, ""),
             ("cursor", {"type": "string"}, "next_cursor of the page before"),
         ),
     ),
@@ -188,7 +191,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "job_subtitles"): Operation(
         "Subtitles and word times",
         "audio",
-        query=(("format", {"enum": list(subtitles.FORMATS)}, "srt by default"), DOWNLOAD),
+        query=(("format", {"enum": list(SUBTITLE_FORMATS)}, "srt by default"), DOWNLOAD),
         ok=(200, "text/plain", "SRT, WebVTT or JSON"),
     ),
     ("GET", "job_stream"): Operation(

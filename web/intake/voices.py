@@ -1,6 +1,6 @@
 """Reading a voice registration: JSON with a speaker embedding, or a form with a reference
-recording and its transcript; every field checked, every upload bounded in bytes, parts, time
-and, for recordings, in what the decoder is asked to do."""
+recording and its transcript; every field checked (web/schemas/voices.py), every upload bounded
+in bytes, parts, time and, for recordings, in what the decoder is asked to do."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import numpy as np
 import soundfile as sf
 from aiohttp import BodyPartReader, web
 
-from core.queue.voices import BUILTIN_BY_NAME
 from core.voices.chattts import (
     MAX_RECORDING_S,
     MAX_TRANSCRIPT_CHARS,
@@ -23,14 +22,17 @@ from core.voices.chattts import (
 )
 from web.appkeys import MEMORY
 from web.errors import ApiError
+from web.intake.bodies import json_body
 from web.monitors.memory import address
-from web.schemas.jobs import json_body
+from web.schemas.voices import (
+    FORM_FIELDS,
+    JSON_FIELDS,
+    MAX_RECORDING_BYTES,
+    metadata,
+    new_name,
+    unknown,
+)
 
-NAME = re.compile(r"[a-z0-9][a-z0-9_-]{1,40}")
-_MAX_FIELD_CHARS = 256
-_LANGUAGE = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8}){0,3}")
-# A 20 s recording as 48 kHz stereo 32-bit WAV is 7.7 MB; compressed formats are far smaller.
-MAX_RECORDING_BYTES = 10 * 1024 * 1024
 _MAX_FORM_FIELD_BYTES = 8 * 1024
 # What a recording may be before any sample is decoded (libsndfile reads the header): a decoded
 # 8-channel, 655 kHz, 19 s FLAC of 1.45 MB once took 1.1 GB. Mono or stereo, 8-192 kHz.
@@ -43,60 +45,6 @@ FORM_DEADLINE_S = 30.0
 # libsndfile's decoder, the mono copy, the resampled one), counted in the memory budget while
 # it runs: decodes from one address take turns, the process runs a couple at once.
 DECODE_BYTES = 112 * 1024 * 1024
-FIELD_LIMITS = {"language": 35, "gender": 32, "description": _MAX_FIELD_CHARS}
-JSON_FIELDS = ("name", "embedding", "language", "gender", "description")
-FORM_FIELDS = ("name", "transcript", "audio", "language", "gender", "description")
-
-
-def _new_name(name: Any) -> str:
-    """A valid name for a voice to register (409 for a built-in voice's name)."""
-    if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise ApiError(
-            422,
-            "'name' must be 2 to 41 characters: lowercase letters, digits, '_' and '-', "
-            "starting with a letter or digit",
-            code="invalid_voice_name",
-            param="name",
-        )
-    if name in BUILTIN_BY_NAME:
-        raise ApiError(
-            409, f"{name!r} is a built-in voice; choose another name", code="voice_exists"
-        )
-    return name
-
-
-def _metadata(values: dict[str, Any]) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for field, limit in FIELD_LIMITS.items():
-        value = values.get(field)
-        if value is not None and (not isinstance(value, str) or len(value) > limit):
-            raise ApiError(
-                422,
-                f"{field!r} must be a string of at most {limit} characters",
-                code=f"invalid_{field}",
-                param=field,
-            )
-        out[field] = (value.strip() or None) if isinstance(value, str) else None
-    language = out["language"]
-    if language is not None and not _LANGUAGE.fullmatch(language):
-        raise ApiError(
-            422,
-            "'language' must be a language tag such as 'zh-CN' or 'en'",
-            code="invalid_language",
-            param="language",
-        )
-    return out
-
-
-def _unknown(values: dict[str, Any], allowed: tuple[str, ...]) -> None:
-    extra = sorted(set(values) - set(allowed))
-    if extra:
-        raise ApiError(
-            422,
-            f"unknown field {extra[0]!r} (the fields are {', '.join(allowed)})",
-            code="unknown_field",
-            param=extra[0],
-        )
 
 
 async def _check_data(data: str, param: str) -> str:
@@ -124,8 +72,8 @@ async def _from_json(request: web.Request) -> dict[str, Any]:
     payload = await json_body(request)
     if not isinstance(payload, dict):
         raise ApiError(422, "the body must be a JSON object", code="invalid_body")
-    _unknown(payload, JSON_FIELDS)
-    name = _new_name(payload.get("name"))
+    unknown(payload, JSON_FIELDS)
+    name = new_name(payload.get("name"))
     embedding = payload.get("embedding")
     if not isinstance(embedding, str) or not embedding.strip():
         raise ApiError(
@@ -137,7 +85,7 @@ async def _from_json(request: web.Request) -> dict[str, Any]:
         )
     embedding = embedding.strip()
     kind = await _check_data(embedding, "embedding")
-    return {"name": name, "embedding": embedding, "kind": kind, **_metadata(payload)}
+    return {"name": name, "embedding": embedding, "kind": kind, **metadata(payload)}
 
 
 async def _read_part(part: BodyPartReader, limit: int, what: str) -> bytes:
@@ -167,7 +115,7 @@ async def _from_form(request: web.Request) -> dict[str, Any]:
             async with asyncio.timeout(FORM_DEADLINE_S):
                 if request.content_type == "application/x-www-form-urlencoded":  # no file
                     posted = await request.post()
-                    _unknown(dict(posted), FORM_FIELDS)
+                    unknown(dict(posted), FORM_FIELDS)
                     values = {k: v for k, v in posted.items() if isinstance(v, str)}
                 else:
                     audio = await _read_multipart(request, values)
@@ -180,7 +128,7 @@ async def _from_form(request: web.Request) -> dict[str, Any]:
     except ValueError as exc:  # no boundary, or a body that does not follow it
         message = f"the form-data body could not be read: {exc}"
         raise ApiError(400, message, code="invalid_multipart") from None
-    name = _new_name(values.get("name"))
+    name = new_name(values.get("name"))
     transcript = (values.get("transcript") or "").strip()
     if not transcript or len(transcript) > MAX_TRANSCRIPT_CHARS:
         raise ApiError(
@@ -198,7 +146,7 @@ async def _from_form(request: web.Request) -> dict[str, Any]:
             code="missing_field",
             param="audio",
         )
-    meta = _metadata(values)
+    meta = metadata(values)
     if meta["language"] is None:
         meta["language"] = "zh-CN" if re.search(r"[\u4e00-\u9fff]", transcript) else "en"
     try:
@@ -225,7 +173,7 @@ async def _read_multipart(request: web.Request, values: dict[str, Any]) -> bytes
             raise ApiError(422, f"a form of more than {MAX_FORM_PARTS} parts", code="invalid_body")
         if not isinstance(part, BodyPartReader):
             raise ApiError(422, "nested multipart bodies are not accepted", code="invalid_body")
-        _unknown({part.name or "(unnamed)": None}, FORM_FIELDS)
+        unknown({part.name or "(unnamed)": None}, FORM_FIELDS)
         if part.name == "audio":
             audio = await _read_part(part, MAX_RECORDING_BYTES, "the 'audio' file")
         else:

@@ -13,9 +13,9 @@ from web.appkeys import COOKIE_SECRET, QUEUE, SETTINGS
 from web.clients.identity import key_client, shown_client
 from web.clients.operators import require_operator
 from web.errors import ApiError, json_response
+from web.intake.bodies import json_body
 from web.replies.console import queue_view, workers_page
 from web.schemas import admin as params
-from web.schemas.jobs import json_body
 
 
 async def get_queue(request: web.Request) -> web.Response:
@@ -83,7 +83,7 @@ async def usage(request: web.Request) -> web.StreamResponse:
     """GET /admin/v1/usage?days=7[&format=csv]: per day and client, jobs ended, jobs succeeded,
     characters and seconds of audio."""
     require_operator(request)
-    days = params.integer(request, "days", 7, 1, params.MAX_USAGE_DAYS)
+    days = params.integer(request.query, "days", 7, 1, params.MAX_USAGE_DAYS)
     wanted = request.query.get("format", "json")
     if wanted not in ("json", "csv"):
         raise ApiError(400, "'format' is json or csv", code="invalid_parameter", param="format")
@@ -120,8 +120,8 @@ async def usage(request: web.Request) -> web.StreamResponse:
 async def audit(request: web.Request) -> web.Response:
     """GET /admin/v1/audit: the operators' actions, newest first."""
     require_operator(request)
-    limit = params.integer(request, "limit", 100, 1, params.MAX_PAGE)
-    before = params.entry_cursor(request)
+    limit = params.integer(request.query, "limit", 100, 1, params.MAX_PAGE)
+    before = params.entry_cursor(request.query)
     entries = await request.app[QUEUE].console.audit_log(limit, before)
     more = len(entries) == limit
     return json_response({"audit": entries, "next_cursor": entries[-1]["entry"] if more else None})

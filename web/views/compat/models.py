@@ -9,7 +9,7 @@ from core.queue.voices import BUILTIN_VOICES, OPENAI_VOICES
 from web.appkeys import QUEUE
 from web.clients.identity import client_id, is_admin
 from web.errors import json_response
-from web.schemas.jobs import voice_owner
+from web.schemas.voices import voice_owner
 
 # `/v1/audio/speech` takes any model name: these are the ones OpenAI clients send, all served by
 # the same engines (which one serves a job is the fleet's, not the request's).

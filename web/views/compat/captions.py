@@ -1,6 +1,6 @@
 """`POST /dev/captioned_speech`: Kokoro-FastAPI's captioned speech (OpenAI's body; the whole audio
 as base64 beside its word timestamps), served by the same queue and the same subtitles as every
-job (web/views/subtitles.py)."""
+job (web/views/jobs/subtitles.py)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,13 @@ from web.appkeys import DERIVED, QUEUE
 from web.clients.identity import client_id
 from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, json_response
+from web.intake.bodies import json_body
+from web.intake.submissions import speech_request
 from web.monitors.memory import address
 from web.replies.sending import holding
 from web.replies.timings import words_file
 from web.replies.waiting import succeeded
-from web.schemas.jobs import json_body
-from web.schemas.openai import Speech, parse
-
-EXTENSIONS = ("return_timestamps", "stream", "lang_code")  # Kokoro's, beside OpenAI's body
+from web.schemas.openai import Speech
 
 
 def _flag(payload: dict[str, object], name: str, default: bool) -> bool:
@@ -53,7 +52,7 @@ async def captioned_speech(request: web.Request) -> web.StreamResponse:
                 code="invalid_value",
                 param="stream",
             )
-    params = await parse(app, payload, client)
+    params = await speech_request(app, payload, client)
     await check_submit(request)
     async with stream_lease(request, client):  # held open while the job is made
         return await _answer(request, params, client, timestamps)

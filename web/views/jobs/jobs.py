@@ -11,11 +11,14 @@ from web.appkeys import QUEUE
 from web.clients.identity import client_id, is_admin, new_client_token
 from web.clients.limits import check_submit
 from web.errors import ApiError, json_response
+from web.intake.bodies import json_body
 from web.monitors.memory import address
-from web.schemas.jobs import idempotency_key, job_urls, json_body, valid_cursor
-
-DEFAULT_LIST_LIMIT = 20
-MAX_LIST_LIMIT = 100  # jobs a page: each is one read of its record
+from web.schemas.jobs import (
+    DEFAULT_LIST_LIMIT,
+    MAX_LIST_LIMIT,
+    idempotency_key,
+    valid_cursor,
+)
 
 
 async def create_job(request: web.Request) -> web.Response:
@@ -63,7 +66,7 @@ async def list_jobs(request: web.Request) -> web.Response:
 
 async def get_job(request: web.Request) -> web.Response:
     job = await job_service.get(request.app, request.match_info["job_id"])
-    body = {**job.public(), **job_urls(request.app, job.id)}
+    body = {**job.public(), **job_service.job_urls(request.app, job.id)}
     if job.state == "queued":
         body["position"] = await request.app[QUEUE].position(job)
         body["estimated_start_s"] = job_service.estimated_start(request.app, body["position"])

@@ -1,0 +1,1 @@
+"""Voices (`/v1/voices`): the listing and one voice; registering and deleting a voice."""
