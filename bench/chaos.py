@@ -97,7 +97,7 @@ async def recovery_time(queue: Queue, held: list[str], victim: str, since: float
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     data = Path(tempfile.mkdtemp(prefix="chaos-"))
     server = EmbeddedRedis(data / "redis", appendonly=True).start()
-    settings = Settings(
+    settings = Settings.of(
         redis_url=server.url,
         queue="chaos",
         engine="espeak",
@@ -107,7 +107,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         block_ms=500,
         max_active_per_client=args.jobs,
         max_backlog_per_owner=0,
-        **LIMITS_OFF,  # type: ignore[arg-type]
+        **LIMITS_OFF,
         max_deliveries=args.max_deliveries,
     )
     workers = Workers(settings, data)

@@ -44,7 +44,7 @@ logging.disable(logging.WARNING)
 sys.path.insert(0, sys.argv[1])
 from workers.engines import create_engine
 from core.infra.settings import Settings
-engine = create_engine(Settings(engine="chattts", model_dir=sys.argv[2], device=sys.argv[3]))
+engine = create_engine(Settings.of(engine="chattts", model_dir=sys.argv[2], device=sys.argv[3]))
 engine.load()
 engine.warmup()
 print("READY", json.dumps({"load_s": engine.load_seconds}), flush=True)
@@ -215,7 +215,7 @@ def run_batches(
     from workers.engines.base import Segment, run_segments
     from workers.engines.chattts import create
 
-    settings = Settings(
+    settings = Settings.of(
         model_dir=str(model_dir),
         device=device,
         max_batch=max(batches),

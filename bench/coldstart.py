@@ -44,7 +44,7 @@ sys.path.insert(0, sys.argv[1])
 from workers.engines.chattts import ChatTTSEngine
 from core.infra.settings import Settings
 t["engine"] = time.time()
-engine = ChatTTSEngine(Settings(engine="chattts", model_dir=sys.argv[2], device=sys.argv[3]))
+engine = ChatTTSEngine(Settings.of(engine="chattts", model_dir=sys.argv[2], device=sys.argv[3]))
 t["ours"] = time.time()
 profile = cProfile.Profile()
 if sys.argv[6] == "profile":

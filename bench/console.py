@@ -53,7 +53,7 @@ async def _timed(call: Callable[[], Awaitable[Any]], repeats: int) -> list[float
 
 async def measure(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as data, EmbeddedRedis(data, appendonly=False) as redis:
-        settings = Settings(
+        settings = Settings.of(
             redis_url=redis.url,
             queue="bench",
             engine="espeak",

@@ -66,7 +66,7 @@ class EventLog:
 
 
 def service_settings(url: str, tmp: Path, min_replicas: int) -> Settings:
-    return Settings(
+    return Settings.of(
         redis_url=url,
         queue="failover",
         engine="espeak",
@@ -189,8 +189,8 @@ def cut_replication(group: SentinelGroup, primary_port: int) -> None:
 
 def settle(settings: Settings, job_ids: list[str]) -> dict[str, tuple[str | None, int]]:
     """Each job's final state (None: gone) and its terminal events, once all have ended."""
-    keys = Keys(settings.key_prefix, settings.queue)
-    client = connect_sync(settings.redis_url or "", socket_timeout=5)
+    keys = Keys(settings.redis.key_prefix, settings.redis.queue)
+    client = connect_sync(settings.redis.redis_url or "", socket_timeout=5)
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
     try:
         while True:

@@ -231,7 +231,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def settings_for(tmp: Path, tag: str, order: str) -> Settings:
     """The stack of one run (`tag`): eSpeak NG workers taking jobs in `order`, audio on disk."""
     store = f"file://{tmp / tag / 'audio'}"
-    return Settings(
+    return Settings.of(
         host="127.0.0.1",
         data_dir=str(tmp / tag / "data"),
         engine="espeak",

@@ -147,7 +147,7 @@ async def _growth_perrequest(url: str, store: redis.Redis, count: int) -> tuple[
             call = http.post(f"{url}/v1/tts/jobs", json={"text": "x"}, headers={"Origin": EVIL})
             await request(tally, "refused", call)
     refused = (int(store.info("memory")["used_memory_dataset"]) - before) / count
-    keys = Keys(Settings().key_prefix, Settings().queue)
+    keys = Keys(Settings().redis.key_prefix, Settings().redis.queue)
     held, ttls = 0, []
     async with session("127.0.0.8", jar=True) as http:
         for i in range(count):
@@ -166,7 +166,7 @@ async def _storage_fill(url: str, store: redis.Redis, attempts: int) -> dict[str
     """Fresh identities from one address submit the longest jobs until its storage account
     refuses them; then they cancel every one, and the charge must come back to 0."""
     tally, admitted = Tally(), []
-    keys = Keys(Settings().key_prefix, Settings().queue)
+    keys = Keys(Settings().redis.key_prefix, Settings().redis.queue)
     account = keys.usage(f"address:{FILL_ADDRESS}")
     text = "Fill the store with audio. " * 148  # 3,996 characters: the longest plain job
     refused = 0
@@ -209,7 +209,7 @@ def _charges_match_what_is_kept(store: redis.Redis) -> dict[str, Any]:
     """Every finished job's storage charge against the bytes it keeps in the store: the charge
     is corrected to them when it ends, and its estimate at submission must not have been lower
     (the store's room was reserved by it)."""
-    keys = Keys(Settings().key_prefix, Settings().queue)
+    keys = Keys(Settings().redis.key_prefix, Settings().redis.queue)
     under, worst, jobs = 0, 0.0, 0
     for raw in store.scan_iter(match=keys.job("*"), count=1000):
         fields = store.hmget(raw, "state", "charge", "audio_size", "document", "request")
@@ -245,7 +245,7 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
     if args.pin:
         os.sched_setaffinity(0, cores[:1])  # this process (the honest client), and the web
     redis_url = start_redis(procs, tmp)
-    shipped = {name: getattr(Settings(), name) for name in LIMITS_OFF}
+    shipped = {name: Settings().value(name) for name in LIMITS_OFF}
     store_url = f"file://{tmp / 'audio'}"  # as `run` and the deployments ship: audio off Redis
     url, web = start_ours(
         procs,
@@ -256,7 +256,7 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
         audio_store=store_url,
         admin_keys=ADMIN_KEY,  # the console on: its keys are what the guessers try
     )
-    worker = Settings(
+    worker = Settings.of(
         redis_url=redis_url, engine="espeak", data_dir=str(tmp / "w"), audio_store=store_url
     )
     env = {**os.environ, **worker.to_env(), "CHATTTS_WORKER_METRICS_PORT": "0"}

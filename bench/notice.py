@@ -113,7 +113,7 @@ class BaselinePoller(PollingClient):
 
 async def ours_jobs(url: str, jobs: int, first_text: int, log: KeyspaceLog | None) -> list[Timed]:
     """`jobs` jobs one after the other over one SSE connection; with `log`, when each was stored."""
-    keys = Keys(Settings().key_prefix, Settings().queue)
+    keys = Keys(Settings().redis.key_prefix, Settings().redis.queue)
     client = OursSSE(url)
     out: list[Timed] = []
     try:

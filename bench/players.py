@@ -145,7 +145,7 @@ async def mixed(url: str, repeats: int) -> dict[str, float]:
 
 def settings_for(tmp: Path, tag: str, args: argparse.Namespace) -> Settings:
     """The stack of one admission (`tag`): one worker of `args.slots` rows."""
-    return Settings(
+    return Settings.of(
         host="127.0.0.1",
         data_dir=str(tmp / tag / "data"),
         audio_store=f"file://{tmp / tag / 'audio'}",

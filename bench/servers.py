@@ -11,13 +11,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import fields
 from pathlib import Path
 
 from bench import baseline_env
 from bench.identities import COOKIE_SECRET
 from core.infra.embedded_redis import EmbeddedRedis, free_port
-from core.infra.settings import ENV_PREFIX, LIMITS_OFF, Settings
+from core.infra.settings import ENV_PREFIX, LIMITS_OFF, SETTINGS, Settings
 from testing.procs import Proc, Processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -55,7 +54,7 @@ def start_ours(procs: Processes, redis_url: str, tmp: Path, **changes: object) -
     """One `chattts-online web` process (no worker), rate limits off unless `changes` set them
     (a benchmark measures the machinery, not the guard in front of it): its URL and process."""
     port = free_port()
-    settings = Settings(
+    settings = Settings.of(
         redis_url=redis_url,
         host="127.0.0.1",
         port=port,
@@ -116,9 +115,9 @@ def setting(text: str) -> tuple[str, object]:
     """`--setting name=value`: a field of our Settings, converted as from its CHATTTS_ variable."""
     name, sep, value = text.partition("=")
     name = name.strip().lower()
-    if not sep or name not in {f.name for f in fields(Settings)}:
+    if not sep or name not in SETTINGS:
         raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=VALUE, NAME a setting")
-    return name, getattr(Settings.from_env({f"{ENV_PREFIX}{name.upper()}": value}), name)
+    return name, Settings.from_env({f"{ENV_PREFIX}{name.upper()}": value}).value(name)
 
 
 def add_setting_arg(p: argparse.ArgumentParser) -> None:

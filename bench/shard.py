@@ -132,7 +132,7 @@ def measure(args: argparse.Namespace, store: str = "redis") -> dict[str, Any]:
             cleanup.callback(server.stop)
             asyncio.run(server.create_bucket("shard-bench"))
             audio_store = server.url("shard-bench")
-        settings = Settings(
+        settings = Settings.of(
             engine="espeak",
             api_keys=API_KEY,
             data_dir=str(tmp / "data"),

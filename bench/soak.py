@@ -153,7 +153,7 @@ def ended(store: redis.Redis, keys: Keys, ids: list[str]) -> tuple[int, int]:
 
 
 def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, Any]:
-    settings = Settings(
+    settings = Settings.of(
         engine="espeak",
         host="127.0.0.1",
         data_dir=str(tmp / "data"),
@@ -171,7 +171,7 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
     pids = {"web": service.web.pid}
     pids.update({f"worker{n}": worker.pid for n, worker in enumerate(service.workers)})
     store = redis.Redis.from_url(service.redis_url)
-    keys = Keys(settings.key_prefix, settings.queue)
+    keys = Keys(settings.redis.key_prefix, settings.redis.queue)
     load, samples = Load(), list[dict[str, Any]]()
 
     async def run() -> None:

@@ -128,7 +128,7 @@ async def publish(redis_url: str, groups: int, rounds: int) -> float:
     """One job per client per round (its `queued` event goes to every tab); returns when the
     last enqueue was answered (wall clock)."""
     redis = Redis.from_url(redis_url, max_connections=PUBLISH_CONCURRENCY)
-    settings = Settings(
+    settings = Settings.of(
         redis_url=redis_url,
         max_backlog=NO_LIMIT,
         max_active_per_client=NO_LIMIT,

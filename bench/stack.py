@@ -61,7 +61,9 @@ def start_stack(
     their metrics endpoints off: several share the host). `environ`: what they inherit
     (os.environ). `profile`: each runs under cProfile, written to <profile>/<name>.prof when it
     exits. Returns once /readyz answers 200 (a worker alive), or at once when not `ready`."""
-    redis_url = settings.redis_url if folder is None else start_redis(procs, folder, maxmemory)
+    redis_url = (
+        settings.redis.redis_url if folder is None else start_redis(procs, folder, maxmemory)
+    )
     if redis_url is None:
         raise ValueError("start_stack: no Redis (a folder to start one in, or settings naming one)")
     settings = settings.replace(redis_url=redis_url, port=free_port())
@@ -82,7 +84,7 @@ def start_stack(
         name = f"{prefix}worker-{n}"
         worker_env = {**env, "CHATTTS_WORKER_NAME": name, "CHATTTS_WORKER_METRICS_PORT": "0"}
         started.append(procs.start(name, [*cli(name), "worker"], worker_env, cwd=REPO_ROOT))
-    service = Service(f"http://127.0.0.1:{settings.port}", redis_url, web, started)
+    service = Service(f"http://127.0.0.1:{settings.web.port}", redis_url, web, started)
     if ready:
         wait_http(procs, f"{service.url}/readyz")
     return service
@@ -103,7 +105,7 @@ class Stack:
 def start_systems(args: argparse.Namespace, tmp: Path, procs: Processes) -> Stack:
     """One embedded Redis; ours (web + N espeak workers); the baseline (API + N workers). Not
     waited for: `wait_ready`."""
-    settings = Settings(
+    settings = Settings.of(
         engine="espeak",
         host="127.0.0.1",
         # The bench's users keep up to `concurrency` jobs each in flight; never refuse them.
@@ -111,7 +113,7 @@ def start_systems(args: argparse.Namespace, tmp: Path, procs: Processes) -> Stac
         max_backlog=1_000_000,
         max_backlog_per_owner=0,
         cookie_secret=COOKIE_SECRET,  # the simulated users' cookies are signed with it
-        **LIMITS_OFF,  # type: ignore[arg-type]
+        **LIMITS_OFF,
         data_dir=str(tmp / "data"),
         # WARNING: no per-request access log line, as the baseline runs with --no-access-log.
         log_level=args.log_level,

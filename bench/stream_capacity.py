@@ -28,7 +28,7 @@ def engine(model: Path, device: str, slots: int, headroom: float) -> Any:
     from core.infra.settings import Settings
     from workers.engines.chattts.engine import ChatTTSEngine
 
-    settings = Settings(
+    settings = Settings.of(
         engine="chattts",
         device=device,
         model_dir=str(model),

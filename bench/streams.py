@@ -117,7 +117,7 @@ def run_path(
         redis.process = procs.start("redis", redis.command(), tier=0).popen
         redis.wait_ready()
         port = free_port()
-        settings = Settings(
+        settings = Settings.of(
             redis_url=redis.url,
             engine="chattts",
             device=args.device,

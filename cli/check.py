@@ -6,7 +6,6 @@ With `--live` or `--ready` it is a quiet probe for an orchestrator: one line, ex
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import socket
 import time
@@ -18,7 +17,7 @@ from redis.exceptions import RedisError
 
 from core.infra.embedded_redis import running_url
 from core.infra.redis_client import connect, mask_url, target_of
-from core.infra.settings import ENV_PREFIX, Settings
+from core.infra.settings import ENV_PREFIX, SETTINGS, Settings
 from core.infra.topology import report
 from core.queue.store import Queue
 
@@ -31,15 +30,15 @@ STALE_PERIODS = 2.0
 
 def masked_settings(settings: Settings) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for field in dataclasses.fields(settings):
-        value = getattr(settings, field.name)
-        if field.name in ("api_keys", "admin_keys") and value:
+    for name in SETTINGS:
+        value = settings.value(name)
+        if name in ("api_keys", "admin_keys") and value:
             value = f"*** ({len([k for k in value.split(',') if k.strip()])} keys)"
-        elif field.name == "redis_url" and value:
+        elif name == "redis_url" and value:
             value = mask_url(value)
-        elif ("secret" in field.name or "password" in field.name) and value:
+        elif ("secret" in name or "password" in name) and value:
             value = "***"
-        out[field.name] = value
+        out[name] = value
     return out
 
 
@@ -49,8 +48,8 @@ def _engine_line(settings: Settings) -> tuple[bool, str]:
 
         engine = create_engine(settings)
     except Exception as exc:
-        return False, f"engine: {settings.engine!r} cannot be used here: {exc}"
-    return True, f"engine: {settings.engine!r} -> {engine.name} (a worker here would use it)"
+        return False, f"engine: {settings.engine.name!r} cannot be used here: {exc}"
+    return True, f"engine: {settings.engine.name!r} -> {engine.name} (a worker here would use it)"
 
 
 async def _probe(settings: Settings) -> bool:
@@ -63,7 +62,7 @@ async def _probe(settings: Settings) -> bool:
         info: Any = await client.info("server", **await target_of(client, queue.keys.jobs))
         print(f"redis: ok, version {info.get('redis_version')}, ping {latency_ms:.1f} ms")
         print(f"redis topology: {_topology_line(await report(client, queue.keys.jobs), settings)}")
-        print(f"queue {settings.queue!r}: {await queue.depth()} entries in {queue.keys.jobs}")
+        print(f"queue {settings.redis.queue!r}: {await queue.depth()} entries in {queue.keys.jobs}")
         names: Any = await client.zrange(queue.keys.workers, 0, -1)
         beats: Any = (
             await client.mget([queue.keys.worker(n.decode()) for n in names]) if names else []
@@ -79,7 +78,7 @@ async def _probe(settings: Settings) -> bool:
             print("  (none: start one with `chattts-online worker`)")
         return True
     except RedisError as exc:
-        print(f"redis: UNREACHABLE at {mask_url(settings.redis_url or '')}: {exc}")
+        print(f"redis: UNREACHABLE at {mask_url(settings.redis.redis_url or '')}: {exc}")
         return False
     finally:
         await client.aclose()
@@ -89,8 +88,8 @@ def _topology_line(topology: dict[str, Any], settings: Settings) -> str:
     """One line: shape, the queue's primary, replicas in sync (and required), slot coverage."""
     line = f"{topology['shape']}, the queue's primary {topology['primary']}"
     line += f", {topology['replicas_in_sync']} replica(s) in sync"
-    if settings.redis_min_replicas:
-        line += f" ({settings.redis_min_replicas} required)"
+    if settings.redis.redis_min_replicas:
+        line += f" ({settings.redis.redis_min_replicas} required)"
     if topology["shape"] == "cluster":
         line += f", {topology['masters']} masters, {topology['slots_ok']}/16384 slots served"
         line += f" (cluster_state {topology['cluster_state']})"
@@ -118,7 +117,7 @@ async def _probe_quietly(settings: Settings, live: bool, name: str | None) -> tu
             if not live:
                 topology = await report(client, Queue(client, settings).keys.jobs)
                 line = _topology_line(topology, settings)
-                if topology["replicas_in_sync"] < settings.redis_min_replicas:
+                if topology["replicas_in_sync"] < settings.redis.redis_min_replicas:
                     return False, f"not ready: too few replicas in sync: {line}"
                 if topology["shape"] == "cluster" and not topology["slots_covered"]:
                     return False, f"not ready: the cluster does not serve every slot: {line}"
@@ -126,7 +125,7 @@ async def _probe_quietly(settings: Settings, live: bool, name: str | None) -> tu
             await client.ping()
             beats = await _heartbeats(client, Queue(client, settings), name)
     except (RedisError, OSError, TimeoutError) as exc:
-        where = mask_url(settings.redis_url or "")
+        where = mask_url(settings.redis.redis_url or "")
         if live:
             # A liveness probe that failed here would restart every worker during a Redis
             # outage (each reloading its model); the worker rides it out itself. Readiness
@@ -140,14 +139,14 @@ async def _probe_quietly(settings: Settings, live: bool, name: str | None) -> tu
         return False, f"not live: no heartbeat of {who}"
     newest = max(float(b.get("ts", 0.0)) for b in beats)
     age = time.time() - newest
-    if age > STALE_PERIODS * settings.heartbeat_s:
+    if age > STALE_PERIODS * settings.worker.heartbeat_s:
         return False, f"not live: the heartbeat of {who} is {age:.1f} s old (stale)"
     return True, f"live: {who} beat {age:.1f} s ago"
 
 
 def probe(settings: Settings, live: bool, worker_name: str | None = None) -> int:
     """`--live` (this worker's heartbeat is fresh) or `--ready` (Redis answers): 0 or 1."""
-    if not settings.redis_url:
+    if not settings.redis.redis_url:
         print("not ready: no Redis URL configured (CHATTTS_REDIS_URL)")
         return 1
     ok, line = asyncio.run(_probe_quietly(settings, live, worker_name))
@@ -161,20 +160,20 @@ def main(settings: Settings, live: bool = False, ready: bool = False, named: boo
     `named`: the worker's name was given on the command line (else only the environment names
     one; without either, `live` looks for any worker of this host).
     """
-    if not settings.redis_url:  # `run` on the same data: its embedded Redis
+    if not settings.redis.redis_url:  # `run` on the same data: its embedded Redis
         found = running_url(Path(settings.data_dir) / "redis")
         if found is not None:
             print(f"redis: the embedded Redis of `chattts-online run` in {settings.data_dir}")
             settings = settings.replace(redis_url=found)
     if live or ready:
         named = named or os.environ.get(ENV_PREFIX + "WORKER_NAME") is not None
-        return probe(settings, live, settings.worker_name if named else None)
+        return probe(settings, live, settings.worker.worker_name if named else None)
     print(f"settings (environment variables {ENV_PREFIX}<NAME>):")
     for name, value in masked_settings(settings).items():
         print(f"  {name} = {value!r}")
     engine_ok, line = _engine_line(settings)
     print(line)
-    if not settings.redis_url:
+    if not settings.redis.redis_url:
         print("redis: no URL configured (CHATTTS_REDIS_URL); `chattts-online run` starts one")
         return 1
     redis_ok = asyncio.run(_probe(settings))

@@ -38,7 +38,7 @@ def pull(
     settings: Settings, revision: str, source: models.Source, checksums: Path | None = None
 ) -> int:
     try:
-        root = models.pull(settings.model_dir, revision, source, checksums)
+        root = models.pull(settings.engine.model_dir, revision, source, checksums)
     except EngineError as exc:
         print(f"chattts-online models pull: {exc}", file=sys.stderr)
         return FAILED
@@ -49,14 +49,14 @@ def pull(
         )
         return FAILED
     ok = _report(root, trust_stamp=True)
-    if ok and not settings.model_dir:
+    if ok and not settings.engine.model_dir:
         print(f"set CHATTTS_MODEL_DIR={root} for the worker")
     return OK if ok else FAILED
 
 
 def verify(settings: Settings) -> int:
     try:
-        root = models.find(settings.model_dir)
+        root = models.find(settings.engine.model_dir)
     except EngineError as exc:
         print(f"chattts-online models verify: {exc}", file=sys.stderr)
         return FAILED
@@ -65,7 +65,7 @@ def verify(settings: Settings) -> int:
 
 def info(settings: Settings) -> int:
     try:
-        root = models.find(settings.model_dir)
+        root = models.find(settings.engine.model_dir)
     except EngineError as exc:
         print(f"no checkpoint: {exc}")
         print(

@@ -72,16 +72,16 @@ class Supervisor:
 
     def start(self) -> None:
         settings = self.settings
-        if port_taken(settings.host, settings.port):
-            raise PortInUse(port_in_use_message(settings.port))
-        if not settings.redis_url:
+        if port_taken(settings.web.host, settings.web.port):
+            raise PortInUse(port_in_use_message(settings.web.port))
+        if not settings.redis.redis_url:
             self.redis = EmbeddedRedis(Path(settings.data_dir) / "redis").start()
             settings = settings.replace(redis_url=self.redis.url)
             self.settings = settings
             log.info(
                 "embedded Redis on %s, data in %s", mask_url(self.redis.url), self.redis.data_dir
             )
-        if not settings.audio_store:  # one machine: finished audio on its disk, not in Redis
+        if not settings.store.audio_store:  # one machine: finished audio on its disk, not in Redis
             audio = (Path(settings.data_dir) / "audio").resolve()
             settings = self.settings = settings.replace(audio_store=f"file://{audio}")
             log.info("audio store in %s", audio)
@@ -98,7 +98,7 @@ class Supervisor:
         env.pop("CHATTTS_WORKER_NAME", None)  # each worker names itself (host-pid)
         cli = [sys.executable, "-m", "cli"]
         children = [Child("web", [*cli, "web"], env)]
-        base = self.settings.worker_metrics_port
+        base = self.settings.worker.worker_metrics_port
         for i in range(1, self.n_workers + 1):
             # Worker i serves /metrics on base + i - 1, so that workers of one host never collide.
             port = base + i - 1 if base > 0 else 0
@@ -118,7 +118,7 @@ class Supervisor:
                 if child.next_start == 0.0:
                     code = child.process.returncode if child.process else None
                     if child.name == "web" and code == PORT_IN_USE_EXIT:
-                        raise PortInUse(port_in_use_message(self.settings.port))
+                        raise PortInUse(port_in_use_message(self.settings.web.port))
                     delay = RESTART_BACKOFF_S[min(child.failures, len(RESTART_BACKOFF_S) - 1)]
                     if code == 0:  # it was asked to stop (an operator's drain): a new one
                         log.info("%s stopped (drained); starting another", child.name)
@@ -141,7 +141,7 @@ class Supervisor:
         for child in self.children:
             if child.alive() and child.process is not None:
                 child.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + self.settings.shutdown_grace_s + 5
+        deadline = time.monotonic() + self.settings.worker.shutdown_grace_s + 5
         for child in self.children:
             if child.process is None:
                 continue
@@ -156,12 +156,12 @@ class Supervisor:
         log.info("all processes stopped")
 
     def wait_web_ready(self, timeout: float = 60.0) -> bool:
-        url = f"http://{self._display_host()}:{self.settings.port}/healthz"
+        url = f"http://{self._display_host()}:{self.settings.web.port}/healthz"
         deadline = time.monotonic() + timeout
         web = self.children[0].process if self.children else None
         while time.monotonic() < deadline and not self._stop:
             if web is not None and web.poll() == PORT_IN_USE_EXIT:  # taken since start() looked
-                raise PortInUse(port_in_use_message(self.settings.port))
+                raise PortInUse(port_in_use_message(self.settings.web.port))
             try:
                 with urllib.request.urlopen(url, timeout=1) as response:
                     if response.status == 200:
@@ -171,7 +171,11 @@ class Supervisor:
         return False
 
     def _display_host(self) -> str:
-        return "127.0.0.1" if self.settings.host in ("0.0.0.0", "::", "") else self.settings.host
+        return (
+            "127.0.0.1"
+            if self.settings.web.host in ("0.0.0.0", "::", "")
+            else self.settings.web.host
+        )
 
 
 class PortInUse(Exception):
@@ -194,7 +198,7 @@ def main(settings: Settings, workers: int = 1) -> int:
 def _serve(supervisor: Supervisor) -> int:
     supervisor.start()
     if supervisor.wait_web_ready():
-        page = f"http://{supervisor._display_host()}:{supervisor.settings.port}/"
+        page = f"http://{supervisor._display_host()}:{supervisor.settings.web.port}/"
         print(f"\n  ChatTTS Online is running: open {page}\n  (Ctrl-C stops it)\n", flush=True)
     supervisor.supervise()
     return 0

@@ -79,7 +79,7 @@ async def s3_store_url(s3_server: S3Server) -> str:
 
 @pytest.fixture
 def settings(redis_url: str, tmp_path: Path) -> Settings:
-    return Settings(
+    return Settings.of(
         redis_url=redis_url,
         queue=f"t{uuid.uuid4().hex[:10]}",
         engine="espeak",
@@ -90,12 +90,12 @@ def settings(redis_url: str, tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def keys(settings: Settings) -> Keys:
-    return Keys(settings.key_prefix, settings.queue)
+    return Keys(settings.redis.key_prefix, settings.redis.queue)
 
 
 @pytest.fixture
 async def aredis(settings: Settings) -> AsyncIterator[AsyncRedis]:
-    client = AsyncRedis.from_url(settings.redis_url or "")
+    client = AsyncRedis.from_url(settings.redis.redis_url or "")
     yield client
     await client.aclose()
 
@@ -122,7 +122,7 @@ class WorkerProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        self.keys = Keys(settings.key_prefix, settings.queue)
+        self.keys = Keys(settings.redis.key_prefix, settings.redis.queue)
         self.redis_url = environment["CHATTTS_REDIS_URL"]
 
     def wait_ready(self, timeout: float = 60.0) -> WorkerProcess:

@@ -32,14 +32,12 @@ from web.appkeys import (
     SUSPECTS,
     THROUGHPUT,
 )
-from web.callbacks.sender import CallbackSender, parse_schedule
+from web.callbacks.sender import CallbackSender
 from web.callbacks.signing import service_secret
-from web.callbacks.targets import parse_allow
 from web.clients.identity import (
     cookie_secret,
     identity_middleware,
     key_shares,
-    operators_networks,
     set_client_cookie,
 )
 from web.clients.key_guesses import key_guesses_middleware
@@ -48,7 +46,7 @@ from web.hub import Connections, EventHub
 from web.metrics import Metrics
 from web.middlewares.access_log import JobAccessLogger, quiet_malformed_requests
 from web.middlewares.error_handling import error_middleware, json_error_bodies
-from web.middlewares.forwarded import forwarded_middleware, parse_proxies
+from web.middlewares.forwarded import forwarded_middleware
 from web.middlewares.metrics import metrics_middleware
 from web.middlewares.origin import origin_middleware
 from web.monitors.backlog import BacklogAlert
@@ -108,7 +106,7 @@ async def _hub_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _throughput_ctx(app: web.Application) -> AsyncIterator[None]:
-    meter = ThroughputMeter(alert=BacklogAlert(app[SETTINGS].backlog_alert))
+    meter = ThroughputMeter(alert=BacklogAlert(app[SETTINGS].web.backlog_alert))
     app[THROUGHPUT] = meter
     await meter.start(app[QUEUE])
     yield
@@ -122,10 +120,10 @@ async def _callbacks_ctx(app: web.Application) -> AsyncIterator[None]:
         sender = CallbackSender(
             app[QUEUE].outbox,
             app[CALLBACK_SECRET],
-            allow=parse_allow(settings.callback_allow),
-            schedule=parse_schedule(settings.callback_schedule_s),
-            timeout_s=settings.callback_timeout_s,
-            public_url=settings.public_url or f"http://{settings.host}:{settings.port}",
+            allow=settings.callbacks.allow_networks,
+            schedule=settings.callbacks.schedule,
+            timeout_s=settings.callbacks.callback_timeout_s,
+            public_url=settings.web.public_url or f"http://{settings.web.host}:{settings.web.port}",
             on_outcome=lambda outcome: app[METRICS].callbacks.labels(outcome).inc(),
         )
         await sender.start()
@@ -140,9 +138,9 @@ async def _close_connections(app: web.Application) -> None:
 
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(
-        client_max_size=settings.max_body_bytes,
+        client_max_size=settings.limits.max_body_bytes,
         middlewares=[
-            forwarded_middleware(parse_proxies(settings.trusted_proxies)),
+            forwarded_middleware(settings.web.proxy_networks),
             metrics_middleware,
             error_middleware,
             origin_middleware,
@@ -153,19 +151,20 @@ def create_app(settings: Settings) -> web.Application:
         handler_args={"auto_decompress": False},
     )
     app[SETTINGS] = settings
-    operators_networks(settings.metrics_networks)  # a bad entry stops the start, named
     app[COOKIE_SECRET] = cookie_secret(settings)
-    app[CALLBACK_SECRET] = service_secret(settings.callback_secret, app[COOKIE_SECRET])
+    app[CALLBACK_SECRET] = service_secret(settings.callbacks.callback_secret, app[COOKIE_SECRET])
     app[KEY_SHARES] = key_shares(settings, app[COOKIE_SECRET])
     app[SUSPECTS] = {}
-    app[KEYS] = Keys(settings.key_prefix, settings.queue)
+    app[KEYS] = Keys(settings.redis.key_prefix, settings.redis.queue)
     app[METRICS] = Metrics()
     app[CONNECTIONS] = Connections()
     app[DERIVED] = DerivedFiles(DERIVED_FILES_BYTES)
-    app[MEMORY] = MemoryBudget(settings.web_memory_bytes, settings.web_memory_per_address_bytes)
-    rate = settings.send_rate_per_address_bytes
+    app[MEMORY] = MemoryBudget(
+        settings.limits.web_memory_bytes, settings.limits.web_memory_per_address_bytes
+    )
+    rate = settings.limits.send_rate_per_address_bytes
     app[EGRESS] = EgressPacer(rate, rate * SEND_BURST_S)
-    rate = settings.encode_rate_per_address_bytes
+    rate = settings.limits.encode_rate_per_address_bytes
     app[ENCODING] = EgressPacer(rate, rate * SEND_BURST_S)
     aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=True)
     app[aiohttp_jinja2.static_root_key] = "/static"
@@ -183,27 +182,27 @@ def create_app(settings: Settings) -> web.Application:
 
 def main(settings: Settings) -> int:
     """Entry point of `chattts-online web`: serve until SIGINT or SIGTERM, then stop cleanly."""
-    if not settings.redis_url:
+    if not settings.redis.redis_url:
         log.error("no Redis URL: set CHATTTS_REDIS_URL (or use `chattts-online run`)")
         return 2
     # asyncio's own loop, not uvloop: measured with 256 keep-alive connections (bench/submit.py)
     # uvloop served ~10-40% more submits but held some connections back for seconds (p99 2-3 s
     # against 0.2-0.7 s; also on /healthz, with no Redis involved).
     quiet_malformed_requests()
-    if settings.admin_key_set and not settings.user_key_set:
+    if settings.web.admin_key_set and not settings.web.user_key_set:
         log.info(
             "the operators' console is on (CHATTTS_ADMIN_KEYS) and the API open to clients "
             "without a key (set CHATTTS_API_KEYS to require one)"
         )
-    if port_taken(settings.host, settings.port):
-        log.error("%s", port_in_use_message(settings.port))
+    if port_taken(settings.web.host, settings.web.port):
+        log.error("%s", port_in_use_message(settings.web.port))
         return PORT_IN_USE_EXIT
     web.run_app(
         create_app(settings),
-        host=settings.host,
-        port=settings.port,
+        host=settings.web.host,
+        port=settings.web.port,
         backlog=LISTEN_BACKLOG,
-        shutdown_timeout=min(SHUTDOWN_TIMEOUT_S, settings.shutdown_grace_s),
+        shutdown_timeout=min(SHUTDOWN_TIMEOUT_S, settings.worker.shutdown_grace_s),
         print=lambda message: log.info("%s", message.strip("= \n")),
         access_log_class=JobAccessLogger,
     )

@@ -119,13 +119,18 @@ async def submit(
     callback = None
     if isinstance(payload, dict):
         payload = dict(payload)
-        callback = callback_url(payload, settings.callback_allow)
+        callback = callback_url(payload, settings.callbacks.allow_networks)
     request = await synthesis_request(
-        app[QUEUE], payload, settings.max_text_chars, settings.max_document_chars, client, **fixed
+        app[QUEUE],
+        payload,
+        settings.limits.max_text_chars,
+        settings.limits.max_document_chars,
+        client,
+        **fixed,
     )
-    document = len(request.text) > settings.max_text_chars
+    document = len(request.text) > settings.limits.max_text_chars
     if document:
-        check_document(request, settings.max_text_chars)
+        check_document(request, settings.limits.max_text_chars)
     if request.priority == "high" and not client.startswith("key-"):
         raise ApiError(
             403,
@@ -147,7 +152,7 @@ def admit_storage(app: web.Application, request: SynthesisRequest, document: boo
     client could ever keep them (413); the client's quota and the store's room are charged
     atomically with the job (enqueue.lua)."""
     expected = expected_bytes(request.text, request.format, document, request.speed)
-    quota = app[SETTINGS].storage_per_client_bytes
+    quota = app[SETTINGS].limits.storage_per_client_bytes
     if quota and expected > quota:
         raise ApiError(
             413,
@@ -163,7 +168,7 @@ def admit_storage(app: web.Application, request: SynthesisRequest, document: boo
 def room(app: web.Application) -> Room:
     """What a new job may take at the last sample (web/monitors/store.py)."""
     where = "the audio store" if app[QUEUE].stored.store else "Redis, below its maxmemory,"
-    budget, meter = app[SETTINGS].stream_chunk_bytes, app.get(THROUGHPUT)
+    budget, meter = app[SETTINGS].limits.stream_chunk_bytes, app.get(THROUGHPUT)
     return meter.room(budget, where) if meter is not None else Room(None, budget, where)
 
 
@@ -250,7 +255,7 @@ async def my_jobs(
     stream, seen = queue.keys.client_events(client), set()
     found: list[dict[str, Any]] = []
     at, scanned = cursor, 0
-    while len(found) < limit and scanned < app[SETTINGS].client_events_maxlen:
+    while len(found) < limit and scanned < app[SETTINGS].redis.client_events_maxlen:
         events = await queue.events.before(stream, at, LIST_SCAN_EVENTS)
         if not events:
             return found, None

@@ -70,7 +70,7 @@ class Intake:
         Takes go on while they bring work and the batch window is open; jobs answered from the
         cache never enter the hand, so the reclaim check runs on every round, not once.
         """
-        reclaim_every_s = self.settings.reclaim_interval_ms / 1000
+        reclaim_every_s = self.settings.worker.reclaim_interval_ms / 1000
         window_ends: float | None = None
         woken = False
         while self.capacity() > 0:
@@ -83,11 +83,15 @@ class Intake:
             pending = sum(len(j.segments) - len(j.audio) for j in self.in_hand.values())
             block_ms: int | None
             if pending == 0:  # idle: block for work
-                block_ms = min(self.settings.block_ms, self.settings.reclaim_interval_ms)
+                block_ms = min(
+                    self.settings.worker.block_ms, self.settings.worker.reclaim_interval_ms
+                )
             elif self.engine.max_batch <= 1 or pending >= self.engine.max_batch:
                 block_ms = None  # a full batch is waiting: only take what is already there
             else:  # a partial batch: wait for batch-mates until the window closes
-                window_ends = window_ends or time.monotonic() + self.settings.batch_wait_ms / 1000
+                window_ends = (
+                    window_ends or time.monotonic() + self.settings.engine.batch_wait_ms / 1000
+                )
                 remaining_ms = int((window_ends - time.monotonic()) * 1000)
                 block_ms = remaining_ms if remaining_ms >= 1 else None
             taken = await self.queue.work.take(
@@ -162,7 +166,7 @@ class Intake:
                 segments,
                 voice_data,
                 self.engine.capabilities.deterministic,
-                started.client if self.settings.cache_scope == "client" else "",
+                started.client if self.settings.limits.cache_scope == "client" else "",
             )
         )
         job = ActiveJob(job_id, entry, started, segments, voice_data, digest)

@@ -108,7 +108,7 @@ class Outcomes:
         except StoreError as exc:
             now = time.monotonic()
             job.store_failing_since = job.store_failing_since or now
-            give_up_s = self.settings.audio_store_timeout_s
+            give_up_s = self.settings.store.audio_store_timeout_s
             if now - job.store_failing_since < give_up_s:
                 log.warning(
                     "worker %s: the audio store refused %s (%s); will retry",
@@ -206,7 +206,7 @@ class Outcomes:
     async def _put_piece(self, job: ActiveJob, kind: str, ext: str, data: bytes) -> bytes | None:
         """A segment or part written to the store, retried for CHATTTS_AUDIO_STORE_TIMEOUT_S
         (the job in hand, its lease renewed); past that the job fails (None)."""
-        timeout_s = self.settings.audio_store_timeout_s
+        timeout_s = self.settings.store.audio_store_timeout_s
         give_up = time.monotonic() + timeout_s
         while True:
             try:
@@ -221,7 +221,7 @@ class Outcomes:
                     *(self.name, job.job_id, exc),
                     extra=job_log(job.job_id),
                 )
-                await asyncio.sleep(min(1.0, self.settings.audio_store_timeout_s / 10))
+                await asyncio.sleep(min(1.0, self.settings.store.audio_store_timeout_s / 10))
 
     async def _progress(self, job: ActiveJob, done: SegmentDone) -> str:
         """`Queue.progress`, retried through a short Redis outage: segments are stored in order,
@@ -245,7 +245,7 @@ class Outcomes:
                             *(self.name, job.job_id, exc),
                             extra=job_log(job.job_id),
                         )
-                    if now - full_since > self.settings.lease_ms / 1000:
+                    if now - full_since > self.settings.worker.lease_ms / 1000:
                         await self.give_up(job, f"Redis refused the job's audio: {exc}")
                         return "lost"
                 elif delay > PROGRESS_RETRY_MAX_S:
@@ -345,7 +345,7 @@ class Outcomes:
     async def engine_failed(self, job: ActiveJob, exc: EngineError) -> None:
         """A segment of the job failed: it is requeued (the attempt counted) when another
         attempt could succeed, else it fails."""
-        await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
+        await asyncio.sleep(self.settings.worker.retry_backoff_ms / 1000)
         self.in_hand.pop(job.job_id, None)
         if exc.retryable:
             log.warning(

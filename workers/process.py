@@ -52,7 +52,7 @@ HOLDING_LISTED = 64
 class Worker:
     def __init__(self, settings: Settings, engine: Engine | None = None) -> None:
         self.settings = settings
-        self.name = settings.worker_name
+        self.name = settings.worker.worker_name
         self.engine: Engine = engine or create_engine(settings)
         self.stats = WorkerStats()
         self.in_hand: dict[str, ActiveJob] = {}
@@ -78,7 +78,7 @@ class Worker:
 
     def request_stop(self) -> None:
         if not self._stopping.is_set():
-            self._grace_deadline = time.monotonic() + self.settings.shutdown_grace_s
+            self._grace_deadline = time.monotonic() + self.settings.worker.shutdown_grace_s
             self.metrics.ready.set(0)
             log.info(
                 "worker %s: stopping (finishing %d jobs in hand)", self.name, len(self.in_hand)
@@ -93,7 +93,7 @@ class Worker:
         self.request_stop()
 
     async def run(self) -> None:
-        await self.metrics.serve(self.settings.host, self.settings.worker_metrics_port)
+        await self.metrics.serve(self.settings.web.host, self.settings.worker.worker_metrics_port)
         try:  # the metrics port is freed however the worker ends (a failed load included)
             await self._run()
         finally:
@@ -102,7 +102,7 @@ class Worker:
 
     async def _run(self) -> None:
         t0 = time.perf_counter()
-        self.redis = connect(self.settings, block_ms=self.settings.block_ms)
+        self.redis = connect(self.settings, block_ms=self.settings.worker.block_ms)
         self.queue = Queue(self.redis, self.settings)
         # While the model loads, the worker says so (operators see it; readiness does not count
         # it); it joins the consumer group only once it can synthesize.
@@ -143,7 +143,7 @@ class Worker:
             asyncio.create_task(sweep_audio(self.queue), name="audio-sweeper"),
             asyncio.create_task(
                 renew_leases(
-                    self.queue, self.in_hand, self.name, self.settings.lease_ms, self.metrics
+                    self.queue, self.in_hand, self.name, self.settings.worker.lease_ms, self.metrics
                 ),
                 name="leases",
             ),
@@ -160,7 +160,7 @@ class Worker:
         finally:
             if self.outcomes.completions:
                 await asyncio.wait(
-                    self.outcomes.completions, timeout=self.settings.shutdown_grace_s
+                    self.outcomes.completions, timeout=self.settings.worker.shutdown_grace_s
                 )
             await self.chunks.stop()
             await _cancel_and_wait(side_tasks)
@@ -195,7 +195,7 @@ class Worker:
             self.outcomes,
             self.chunks,
             self.metrics,
-            one_row_per_stream=self.settings.stream_admission == "capacity",
+            one_row_per_stream=self.settings.scheduling.stream_admission == "capacity",
         )
 
         async def one_round() -> None:
@@ -210,7 +210,7 @@ class Worker:
             await self._rounds(one_round)
         finally:
             self._serving = None
-            self.engine_stuck = not await run.stop(self.settings.shutdown_grace_s)
+            self.engine_stuck = not await run.stop(self.settings.worker.shutdown_grace_s)
 
     async def _rounds(self, one_round: Callable[[], Awaitable[None]]) -> None:
         """Take jobs and run `one_round` until the worker stops: when its hand is empty, or past
@@ -263,7 +263,7 @@ class Worker:
     ) -> Coroutine[Any, Any, None]:
         """The heartbeat task's loop: `beat()` published, an operator's drain answered."""
         return publish_heartbeats(
-            queue, self.name, self.settings.heartbeat_s, beat, self.metrics, self.drain
+            queue, self.name, self.settings.worker.heartbeat_s, beat, self.metrics, self.drain
         )
 
     def loading_beat(self) -> dict[str, Any]:

@@ -40,7 +40,7 @@ class StreamRoom:
 
     @property
     def on(self) -> bool:
-        return self.settings.stream_admission == "capacity"
+        return self.settings.scheduling.stream_admission == "capacity"
 
     def _measures(self) -> tuple[int | None, float | None]:
         """From one look at the engine: the capacity it measures itself (None: it does not),
@@ -61,12 +61,12 @@ class StreamRoom:
         return self._capacity(*self._measures())
 
     def _capacity(self, own: int | None, speed: float | None) -> int:
-        if self.settings.stream_capacity > 0:
-            return self.settings.stream_capacity
+        if self.settings.scheduling.stream_capacity > 0:
+            return self.settings.scheduling.stream_capacity
         if own is not None:
             capacity = own
         else:
-            headroom = max(self.settings.stream_headroom, 1.0)
+            headroom = max(self.settings.scheduling.stream_headroom, 1.0)
             capacity = self.hand if speed is None else math.floor(speed / headroom)
         capacity = min(capacity, self.hand)
         self._report(capacity, speed)
@@ -99,7 +99,7 @@ class StreamRoom:
             "capacity": capacity,
             "playing": playing,
             "speed": round(speed, 3) if speed is not None else None,
-            "admission": self.settings.stream_admission,
+            "admission": self.settings.scheduling.stream_admission,
         }
 
     def _report(self, capacity: int, speed: float | None) -> None:
@@ -114,7 +114,7 @@ class StreamRoom:
                 "faster device for streams that start at once",
                 self.name,
                 speed,
-                self.settings.stream_headroom,
+                self.settings.scheduling.stream_headroom,
             )
         elif capacity > 0:
             self._warned = False

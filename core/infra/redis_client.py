@@ -157,9 +157,9 @@ def connect(
 ) -> RedisClient:
     """A client for the configured topology whose socket timeout outlasts any XREADGROUP BLOCK
     it will issue. `retries` 0: no hidden reconnects (the event hub must notice each one)."""
-    if not settings.redis_url:
+    if not settings.redis.redis_url:
         raise RuntimeError("no Redis URL: set CHATTTS_REDIS_URL (or use `chattts-online run`)")
-    topology = parse_url(settings.redis_url)
+    topology = parse_url(settings.redis.redis_url)
     socket_timeout = max(5.0, block_ms / 1000 + 3.0)
     kwargs: dict[str, Any] = {
         "socket_timeout": socket_timeout,
@@ -191,7 +191,7 @@ def connect(
     sentinel = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis 8.2
         list(topology.nodes),
         sentinel_kwargs={
-            "password": settings.redis_sentinel_password or None,
+            "password": settings.redis.redis_sentinel_password or None,
             "socket_timeout": _SENTINEL_TIMEOUT_S,
             "socket_connect_timeout": _SENTINEL_TIMEOUT_S,
             "ssl": topology.tls,

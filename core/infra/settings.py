@@ -1,4 +1,5 @@
-"""Settings shared by every process: one dataclass, read from `CHATTTS_*` environment variables."""
+"""Settings shared by every process: frozen sections by tier and engine, read from `CHATTTS_*`
+environment variables (one flat name per setting, whatever its section)."""
 
 from __future__ import annotations
 
@@ -63,11 +64,15 @@ LIMITS_OFF: dict[str, float] = {
 RuntimeName = Literal["ours", "library"]
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Every knob of the service. Each field is read from `CHATTTS_<FIELD NAME IN CAPITALS>`."""
+def _csv(text: str) -> frozenset[str]:
+    return frozenset(item.strip() for item in text.split(",") if item.strip())
 
-    # Redis. None means "start an embedded server" (only `chattts-online run` does that).
+
+@dataclass(frozen=True)
+class RedisSettings:
+    """Where the queue lives, and how long it keeps what it holds."""
+
+    # None means "start an embedded server" (only `chattts-online run` does that).
     redis_url: str | None = None  # redis://, rediss://, redis+sentinel://, redis+cluster://
     redis_sentinel_password: str = ""  # the sentinels' own, when they have one
     # Replicas that must hold a job before its submission is answered 202 (Redis WAIT): with 1,
@@ -82,10 +87,18 @@ class Settings:
     # A job cancelled before it ran has no audio to fetch: its record and events go soon, so
     # that submit-then-cancel cannot fill Redis for a day.
     unstarted_ttl_s: int = 600
+    # Events: enough history to replay one job fully, and a tab's recent jobs.
+    job_events_maxlen: int = 256
+    client_events_maxlen: int = 2_000
 
-    # Where finished audio and cached results live: file:///path is a directory (local, or a
-    # volume every web and worker host mounts); "redis" (or "" outside `run`) keeps them in
-    # Redis. `chattts-online run` picks file://<data dir>/audio.
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """Where finished audio and cached results live."""
+
+    # file:///path is a directory (local, or a volume every web and worker host mounts);
+    # "redis" (or "" outside `run`) keeps them in Redis. `chattts-online run` picks
+    # file://<data dir>/audio.
     audio_store: str = ""
     # How long a finished job waits for the store to take its file (retried, its lease renewed)
     # before it fails with the store's error: a full or dead store must not wedge the workers.
@@ -95,7 +108,11 @@ class Settings:
     # stores that sign URLs (S3); a document's file is joined from its parts and always served.
     audio_store_redirect_s: int = 0
 
-    # Submission limits.
+
+@dataclass(frozen=True)
+class LimitSettings:
+    """What one request, client or source address may take (read by the web tier)."""
+
     max_text_chars: int = 4_000
     # POST /v1/tts/jobs takes whole documents up to this (about 4 hours of speech): kept in
     # parts, resumed after a crash where it stopped (core/audio/documents.py).
@@ -146,10 +163,6 @@ class Settings:
     # 80 s of audio, and a cached answer would otherwise be encoded whole at once, as often as it
     # is asked for. 2 MiB/s is 44 s of audio a second, far ahead of any listener.
     encode_rate_per_address_bytes: int = 2 * 1024**2
-    # The reverse proxies (CIDRs) whose X-Forwarded-For and X-Forwarded-Proto are believed:
-    # limits then count the client's address, and cookies are Secure behind TLS. Empty: the
-    # peer is the client (behind a proxy every client then shares the proxy's address).
-    trusted_proxies: str = ""
     voices_per_owner: int = 20
     # A fresh cookie is a fresh owner: voices from one source address, whoever owns them.
     voices_per_address: int = 60
@@ -159,10 +172,15 @@ class Settings:
     # Redis's maxmemory, so that minting addresses cannot fill it with voices.
     voice_bytes_total: int = 200 * 1024 * 1024
 
-    # Who goes first (core/queue/lua/take.lua). "fair": jobs wait per client in two lanes,
-    # interactive and bulk, and are taken by weighted fair queuing over estimated seconds of
-    # speech; "fifo": in the order they came (interactive "high" jobs first). Set the same on
-    # every web process (it decides where a job waits); workers take from both.
+
+@dataclass(frozen=True)
+class SchedulingSettings:
+    """Who goes first (core/queue/lua/take.lua), and how many streams a worker runs."""
+
+    # "fair": jobs wait per client in two lanes, interactive and bulk, and are taken by weighted
+    # fair queuing over estimated seconds of speech; "fifo": in the order they came (interactive
+    # "high" jobs first). Set the same on every web process (it decides where a job waits);
+    # workers take from both.
     scheduler: Literal["fair", "fifo"] = "fair"
     # Seconds of speech a document makes before it gives its worker back when another
     # client's work waits (it resumes after its stored parts): about one segment, so that a
@@ -189,127 +207,8 @@ class Settings:
     # Streams one worker carries, when the operator knows it; 0: measured as it runs.
     stream_capacity: int = 0
 
-    # Worker timings. block_ms stays well below redis-py's 5 s default socket timeout.
-    block_ms: int = 1_000
-    lease_ms: int = 30_000
-    reclaim_interval_ms: int = 5_000
-    heartbeat_s: float = 5.0
-    max_deliveries: int = 3
-    shutdown_grace_s: float = 30.0
-    retry_backoff_ms: int = 500
-
-    # Engine.
-    engine: str = "auto"
-    device: str = "auto"
-    model_dir: str | None = None
-    max_batch: int = 8
-    batch_wait_ms: int = 20
-    compile: bool = False
-    # ChatTTS's decode runtime (workers/engines/chattts/runtime/): "ours", or "library" for
-    # ChatTTS's own `infer` (the benchmarks' "before"). Its slots are `max_batch`.
-    runtime: RuntimeName = "ours"
-    context: int = 0  # positions per slot; 0: the audio budget plus room for a prompt
-    stream_tokens: int = 24  # audio tokens per streamed chunk: about half a second
-    first_chunk_tokens: int = 0  # the first chunk's tokens; 0: 8 (a sixth of a second)
-    lookahead_tokens: int = -1  # right context before a chunk leaves; -1: 16 on CUDA, 8 on CPU
-    # Transformer weights and cache: auto (bfloat16 on CUDA and CPUs that multiply it natively).
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    worker_name: str = field(default_factory=_default_worker_name)
-
-    # Events: enough history to replay one job fully, and a tab's recent jobs.
-    job_events_maxlen: int = 256
-    client_events_maxlen: int = 2_000
-    sse_ping_s: float = 15.0
-    # Per SSE/WS connection: a client this far behind is disconnected (it resumes by cursor).
-    connection_queue_size: int = 256
-
-    # Web.
-    host: str = "127.0.0.1"
-    port: int = 8000
-    api_keys: str = ""
-    # Peers (CIDRs, or *) that read /metrics and /readyz's detail: loopback unless named (the
-    # scrapers' network: a deployment's manifests name their pod or compose network); anyone
-    # else gets 403 from /metrics and only the ready/not-ready answer from /readyz. Not every
-    # private range by default: clients on a LAN are private addresses too.
-    metrics_networks: str = "127.0.0.0/8,::1/128"
-    # With keys set, /metrics and /readyz need one too (Prometheus sends it: `authorization`);
-    # off by default, for probes and scrapers that cannot send a header.
-    private_metrics: bool = False
-    # Keys of operators: accepted as API keys, and their holder may cancel any job, delete any
-    # voice and sees every voice listed.
-    admin_keys: str = ""
-    # Signs identity cookies; empty: a secret generated into data_dir. Replicas must share one.
-    cookie_secret: str = ""
-    allowed_origins: str = ""  # extra origins whose pages may change state (comma-separated)
-    # Host names answered (comma-separated, or *); empty: loopback names only when bound to
-    # loopback (no DNS rebinding), any when bound to a public address.
-    allowed_hosts: str = ""
-    data_dir: str = "./data"
-    log_level: str = "INFO"
-    # "text" for people at a terminal, "json" (one object per line) for log collectors.
-    log_format: Literal["text", "json"] = "text"
-
-    # Callbacks (webhooks, Standard Webhooks): a job's `callback_url` is POSTed when it ends.
-    callbacks: bool = True  # web processes deliver them (any number: each attempt goes once)
-    # Signs them (each client gets its own secret derived from it: GET /v1/callbacks/secret);
-    # empty: derived from the cookie secret, which every replica shares already.
-    callback_secret: str = ""
-    # Private addresses callbacks may still reach (comma-separated CIDRs, e.g. 10.0.0.0/8):
-    # by default only public ones, so that a job cannot make the service call into its network.
-    callback_allow: str = ""
-    callback_timeout_s: float = 5.0  # an answer slower than this is a failed attempt
-    # Pauses before each retry (Standard Webhooks' schedule, less its last 10 h): about 17 h of
-    # trying, within the day a job is kept.
-    callback_schedule_s: str = "5,300,1800,7200,18000,36000"
-    # The service's address as receivers reach it, for the audio URLs in callbacks; empty: this
-    # process's own http://host:port.
-    public_url: str = ""
-
-    # Operations.
-    # A worker serves Prometheus /metrics on this port (0: off). `run` gives worker i port+i-1.
-    worker_metrics_port: int = 9091
-    # Waiting jobs above this: a warning log, chattts_backlog_alert = 1, a readiness detail.
-    # Half the default cap: an operator hears about it well before submits get 429.
-    backlog_alert: int = 5_000
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Build settings from the environment, then apply explicit overrides (command line)."""
-        values = _convert(os.environ if env is None else env)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        settings = cls(**values)
-        _ = settings.key_weight_map  # a bad weight stops every process at its start, named
-        return settings
-
-    def replace(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
-
-    def to_env(self) -> dict[str, str]:
-        """The environment that reproduces these settings in a child process."""
-        out: dict[str, str] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is None:
-                continue
-            out[ENV_PREFIX + f.name.upper()] = (
-                ("1" if value else "0") if isinstance(value, bool) else str(value)
-            )
-        return out
-
-    @functools.cached_property  # read on every request
-    def admin_key_set(self) -> frozenset[str]:
-        return frozenset(k.strip() for k in self.admin_keys.split(",") if k.strip())
-
-    @functools.cached_property  # read on every request
-    def user_key_set(self) -> frozenset[str]:
-        """The API keys: with any, every API request needs a key (an admin key will do)."""
-        return frozenset(k.strip() for k in self.api_keys.split(",") if k.strip())
-
-    @functools.cached_property  # read on every request
-    def api_key_set(self) -> frozenset[str]:
-        """Every accepted key: the API keys and the admin keys (admin keys alone leave the API
-        open to clients without a key, and open the operators' console)."""
-        return self.user_key_set | self.admin_key_set
+    def __post_init__(self) -> None:
+        _ = self.key_weight_map  # a bad weight stops every process at its start, named
 
     @functools.cached_property
     def key_weight_map(self) -> dict[str, tuple[float, bool]]:
@@ -334,6 +233,259 @@ class Settings:
         return out
 
 
+@dataclass(frozen=True)
+class WorkerSettings:
+    """A worker's timings and name. block_ms stays well below redis-py's 5 s socket timeout."""
+
+    block_ms: int = 1_000
+    lease_ms: int = 30_000
+    reclaim_interval_ms: int = 5_000
+    heartbeat_s: float = 5.0
+    max_deliveries: int = 3
+    shutdown_grace_s: float = 30.0
+    retry_backoff_ms: int = 500
+    worker_name: str = field(default_factory=_default_worker_name)
+    # A worker serves Prometheus /metrics on this port (0: off). `run` gives worker i port+i-1.
+    worker_metrics_port: int = 9091
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The engine a worker loads, and its knobs (workers/engines/: each reads its own)."""
+
+    name: str = field(default="auto", metadata={"env": "ENGINE"})  # workers/engines: ENGINES
+    device: str = "auto"
+    model_dir: str | None = None
+    max_batch: int = 8
+    batch_wait_ms: int = 20
+    # ChatTTS's: its decode runtime (workers/engines/chattts/runtime/), "ours", or "library" for
+    # ChatTTS's own `infer` (the benchmarks' "before"). Its slots are `max_batch`.
+    compile: bool = False
+    runtime: RuntimeName = "ours"
+    context: int = 0  # positions per slot; 0: the audio budget plus room for a prompt
+    stream_tokens: int = 24  # audio tokens per streamed chunk: about half a second
+    first_chunk_tokens: int = 0  # the first chunk's tokens; 0: 8 (a sixth of a second)
+    lookahead_tokens: int = -1  # right context before a chunk leaves; -1: 16 on CUDA, 8 on CPU
+    # Transformer weights and cache: auto (bfloat16 on CUDA and CPUs that multiply it natively).
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    """The web tier: where it listens, who it trusts, how it streams."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_keys: str = ""
+    # Keys of operators: accepted as API keys, and their holder may cancel any job, delete any
+    # voice and sees every voice listed.
+    admin_keys: str = ""
+    # Peers (CIDRs, or *) that read /metrics and /readyz's detail: loopback unless named (the
+    # scrapers' network: a deployment's manifests name their pod or compose network); anyone
+    # else gets 403 from /metrics and only the ready/not-ready answer from /readyz. Not every
+    # private range by default: clients on a LAN are private addresses too.
+    metrics_networks: str = "127.0.0.0/8,::1/128"
+    # With keys set, /metrics and /readyz need one too (Prometheus sends it: `authorization`);
+    # off by default, for probes and scrapers that cannot send a header.
+    private_metrics: bool = False
+    # The reverse proxies (CIDRs) whose X-Forwarded-For and X-Forwarded-Proto are believed:
+    # limits then count the client's address, and cookies are Secure behind TLS. Empty: the
+    # peer is the client (behind a proxy every client then shares the proxy's address).
+    trusted_proxies: str = ""
+    # Signs identity cookies; empty: a secret generated into data_dir. Replicas must share one.
+    cookie_secret: str = ""
+    allowed_origins: str = ""  # extra origins whose pages may change state (comma-separated)
+    # Host names answered (comma-separated, or *); empty: loopback names only when bound to
+    # loopback (no DNS rebinding), any when bound to a public address.
+    allowed_hosts: str = ""
+    # The service's address as receivers reach it, for the audio URLs in callbacks; empty: this
+    # process's own http://host:port.
+    public_url: str = ""
+    sse_ping_s: float = 15.0
+    # Per SSE/WS connection: a client this far behind is disconnected (it resumes by cursor).
+    connection_queue_size: int = 256
+    # Waiting jobs above this: a warning log, chattts_backlog_alert = 1, a readiness detail.
+    # Half the default cap: an operator hears about it well before submits get 429.
+    backlog_alert: int = 5_000
+
+    def __post_init__(self) -> None:
+        _ = self.metrics_peers, self.proxy_networks  # a bad entry stops the start, named
+
+    @functools.cached_property
+    def metrics_peers(self) -> tuple[Network, ...] | None:
+        """CHATTTS_METRICS_NETWORKS parsed; None: `*`, every peer."""
+        if self.metrics_networks.strip() == "*":
+            return None
+        return parse_networks(self.metrics_networks, "CHATTTS_METRICS_NETWORKS")
+
+    @functools.cached_property
+    def proxy_networks(self) -> tuple[Network, ...]:
+        """CHATTTS_TRUSTED_PROXIES parsed."""
+        return parse_networks(self.trusted_proxies, "CHATTTS_TRUSTED_PROXIES")
+
+    @functools.cached_property  # read on every request
+    def admin_key_set(self) -> frozenset[str]:
+        return _csv(self.admin_keys)
+
+    @functools.cached_property  # read on every request
+    def user_key_set(self) -> frozenset[str]:
+        """The API keys: with any, every API request needs a key (an admin key will do)."""
+        return _csv(self.api_keys)
+
+    @functools.cached_property  # read on every request
+    def api_key_set(self) -> frozenset[str]:
+        """Every accepted key: the API keys and the admin keys (admin keys alone leave the API
+        open to clients without a key, and open the operators' console)."""
+        return self.user_key_set | self.admin_key_set
+
+
+@dataclass(frozen=True)
+class CallbackSettings:
+    """Callbacks (webhooks, Standard Webhooks): a job's `callback_url` is POSTed when it ends."""
+
+    # Web processes deliver them (any number: each attempt goes once).
+    enabled: bool = field(default=True, metadata={"env": "CALLBACKS"})
+    # Signs them (each client gets its own secret derived from it: GET /v1/callbacks/secret);
+    # empty: derived from the cookie secret, which every replica shares already.
+    callback_secret: str = ""
+    # Private addresses callbacks may still reach (comma-separated CIDRs, e.g. 10.0.0.0/8):
+    # by default only public ones, so that a job cannot make the service call into its network.
+    callback_allow: str = ""
+    callback_timeout_s: float = 5.0  # an answer slower than this is a failed attempt
+    # Pauses before each retry (Standard Webhooks' schedule, less its last 10 h): about 17 h of
+    # trying, within the day a job is kept.
+    callback_schedule_s: str = "5,300,1800,7200,18000,36000"
+
+    def __post_init__(self) -> None:
+        _ = self.allow_networks, self.schedule  # a bad entry stops the start, named
+
+    @functools.cached_property
+    def allow_networks(self) -> tuple[Network, ...]:
+        """CHATTTS_CALLBACK_ALLOW parsed."""
+        return parse_networks(self.callback_allow, "CHATTTS_CALLBACK_ALLOW")
+
+    @functools.cached_property
+    def schedule(self) -> tuple[float, ...]:
+        """CHATTTS_CALLBACK_SCHEDULE_S: the pauses before each retry, in seconds."""
+        text = self.callback_schedule_s
+        try:
+            pauses = tuple(float(p) for p in text.split(",") if p.strip())
+        except ValueError:
+            raise ValueError(
+                f"CHATTTS_CALLBACK_SCHEDULE_S={text!r}: seconds, comma-separated"
+            ) from None
+        if not all(math.isfinite(p) and p >= 0 for p in pauses):
+            raise ValueError("CHATTTS_CALLBACK_SCHEDULE_S: pauses cannot be negative")
+        return pauses
+
+
+# The sections, by the attribute that holds each.
+SECTIONS: dict[str, type] = {
+    "redis": RedisSettings,
+    "store": StoreSettings,
+    "limits": LimitSettings,
+    "scheduling": SchedulingSettings,
+    "worker": WorkerSettings,
+    "engine": EngineSettings,
+    "web": WebSettings,
+    "callbacks": CallbackSettings,
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One knob: its variable's name (less the prefix), its section and its field there."""
+
+    name: str
+    section: str | None  # None: one of Settings' own fields
+    field: str
+    hint: Any
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of the service, by section: each field is read from `CHATTTS_<ITS NAME>`
+    (`Settings.of(max_batch=4)` and `replace` take the same flat names)."""
+
+    redis: RedisSettings = field(default_factory=RedisSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
+    scheduling: SchedulingSettings = field(default_factory=SchedulingSettings)
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    web: WebSettings = field(default_factory=WebSettings)
+    callbacks: CallbackSettings = field(default_factory=CallbackSettings)
+    data_dir: str = "./data"
+    log_level: str = "INFO"
+    # "text" for people at a terminal, "json" (one object per line) for log collectors.
+    log_format: Literal["text", "json"] = "text"
+
+    @classmethod
+    def of(cls, **flat: Any) -> Settings:
+        """Settings from flat names (as the variables say them: `max_batch`, `engine`)."""
+        return cls().replace(**flat)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Build settings from the environment, then apply explicit overrides (command line)."""
+        values = _convert(os.environ if env is None else env)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.of(**values)
+
+    def replace(self, **flat: Any) -> Settings:
+        """A copy with the settings `flat` names changed (TypeError for an unknown name)."""
+        unknown = set(flat) - set(SETTINGS)
+        if unknown:
+            raise TypeError(f"no such setting: {', '.join(sorted(unknown))}")
+        changes: dict[str, dict[str, Any]] = {}
+        own: dict[str, Any] = {}
+        for name, value in flat.items():
+            setting = SETTINGS[name]
+            if setting.section is None:
+                own[setting.field] = value
+            else:
+                changes.setdefault(setting.section, {})[setting.field] = value
+        for section, values in changes.items():
+            own[section] = dataclasses.replace(getattr(self, section), **values)
+        return dataclasses.replace(self, **own)
+
+    def value(self, name: str) -> Any:
+        """The setting a flat name says (`max_batch`: engine.max_batch)."""
+        setting = SETTINGS[name]
+        holder = self if setting.section is None else getattr(self, setting.section)
+        return getattr(holder, setting.field)
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that reproduces these settings in a child process."""
+        out: dict[str, str] = {}
+        for name in SETTINGS:
+            value = self.value(name)
+            if value is None:
+                continue
+            out[ENV_PREFIX + name.upper()] = (
+                ("1" if value else "0") if isinstance(value, bool) else str(value)
+            )
+        return out
+
+
+def _settings() -> dict[str, Setting]:
+    out: dict[str, Setting] = {}
+    for section, kind in SECTIONS.items():
+        hints = get_type_hints(kind)
+        for f in fields(kind):
+            name = f.metadata.get("env", f.name.upper()).lower()
+            out[name] = Setting(name, section, f.name, hints[f.name])
+    hints = get_type_hints(Settings)
+    for f in fields(Settings):
+        if f.name not in SECTIONS:
+            out[f.name] = Setting(f.name, None, f.name, hints[f.name])
+    return out
+
+
+# Every setting by its flat name: CHATTTS_<NAME> is its variable.
+SETTINGS = _settings()
+
+
 def _convert(env: Mapping[str, str]) -> dict[str, Any]:
     """The settings `env` names, converted and validated by pydantic (lax mode: "8000" is an
     int, "yes" a bool). An empty value is None for a field that may be None, False for a flag.
@@ -342,26 +494,25 @@ def _convert(env: Mapping[str, str]) -> dict[str, Any]:
     built, so that every `Settings(...)` in code and tests, and every child process, would take
     the caller's environment too; we read one explicit mapping (a child's environment, a test's).
     """
-    hints = get_type_hints(Settings)
     values: dict[str, Any] = {}
-    for f in fields(Settings):
-        variable = ENV_PREFIX + f.name.upper()
+    for name, setting in SETTINGS.items():
+        variable = ENV_PREFIX + name.upper()
         raw = env.get(variable)
-        if raw is None and f.name == "redis_url":
+        if raw is None and name == "redis_url":
             variable, raw = "REDIS_URL", env.get("REDIS_URL")  # the name every Redis tool knows
         if raw is None:
             continue
-        hint, text = hints[f.name], raw.strip()
+        hint, text = setting.hint, raw.strip()
         if text == "" and "None" in str(hint):
-            values[f.name] = None
+            values[name] = None
             continue
         try:
             value = (text or "0") if hint is bool else text
-            values[f.name] = TypeAdapter(hint).validate_python(value)
+            values[name] = TypeAdapter(hint).validate_python(value)
         except ValidationError:
             kind = getattr(hint, "__name__", str(hint))
             raise ValueError(f"{variable}={raw!r} is not a valid {kind}") from None
-        if isinstance(values[f.name], float) and not math.isfinite(values[f.name]):
+        if isinstance(values[name], float) and not math.isfinite(values[name]):
             # pydantic reads "nan" and "inf" as floats: no rate, share or time means either.
             raise ValueError(f"{variable}={raw!r} is not a finite number")
     return values

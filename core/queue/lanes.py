@@ -49,9 +49,9 @@ def place(
     share = share or KeyShare()
     cost = max(MIN_COST_S, speech_seconds(request.text))
     bulk = document or share.bulk or request.priority == "bulk"
-    bulk = bulk or (cost > settings.interactive_max_s and not request.stream)
+    bulk = bulk or (cost > settings.scheduling.interactive_max_s and not request.stream)
     keyed = client.startswith("key-")
     who = client if keyed or not source else f"address:{source}"
-    first = request.stream and cost <= settings.interactive_max_s
+    first = request.stream and cost <= settings.scheduling.interactive_max_s
     lane = BULK if bulk else STREAM if first else INTERACTIVE
     return Placement(lane, who, share.weight if keyed else 1.0, cost)

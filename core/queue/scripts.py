@@ -260,7 +260,7 @@ class QueueScripts:
     def __init__(self, redis: RedisClient, settings: Settings) -> None:
         self.redis = redis
         self.settings = settings
-        sharded = parse_url(settings.redis_url).sharded if settings.redis_url else False
+        sharded = parse_url(settings.redis.redis_url).sharded if settings.redis.redis_url else False
         self.scripts = {name: Script(redis, name, sharded) for name in QUEUE_SCRIPTS}
         # One server's client: the submissions of one turn of the loop share a write.
         self._pipelined: Pipelined | None = None
@@ -269,14 +269,14 @@ class QueueScripts:
 
     @property
     def ttl(self) -> int:
-        return self.settings.job_ttl_s
+        return self.settings.redis.job_ttl_s
 
     @property
     def maxlens(self) -> dict[str, int]:
         """The event streams' lengths, as the scripts that emit events take them."""
         return {
-            "maxlen_job": self.settings.job_events_maxlen,
-            "maxlen_client": self.settings.client_events_maxlen,
+            "maxlen_job": self.settings.redis.job_events_maxlen,
+            "maxlen_client": self.settings.redis.client_events_maxlen,
         }
 
     async def run(self, name: str, keys: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
@@ -297,7 +297,7 @@ class QueueScripts:
         verdict is one of `changed`."""
         script = self.scripts[name]
         ordered_keys, ordered_args = script.order(keys, args)
-        replicas = self.settings.redis_min_replicas
+        replicas = self.settings.redis.redis_min_replicas
         if replicas <= 0 and self._pipelined is not None:
             return await self._pipelined.run(script.registered, ordered_keys, ordered_args)
         return await run_replicated(
@@ -306,7 +306,7 @@ class QueueScripts:
             ordered_keys,
             ordered_args,
             replicas,
-            self.settings.redis_replica_wait_ms,
+            self.settings.redis.redis_replica_wait_ms,
             changed=lambda result: as_text(result[0]) in changed,
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import orjson
 from redis.exceptions import ResponseError
@@ -61,7 +62,7 @@ __all__ = [
 
 
 class Queue:
-    """One queue (`settings.queue`) on one Redis client. Cheap to create; holds no connection.
+    """One queue (`settings.redis.queue`) on one Redis client. Cheap to create; holds no connection.
 
     The clients' side is here (submit, read, cancel); the workers' (start to finish) is its
     `work` (work.py), over the same scripts."""
@@ -69,19 +70,21 @@ class Queue:
     def __init__(self, redis: RedisClient, settings: Settings) -> None:
         self._redis = redis
         self.settings = settings
-        self.keys = Keys(settings.key_prefix, settings.queue)
+        self.keys = Keys(settings.redis.key_prefix, settings.redis.queue)
         # What the queue keeps besides its state changes, each read (or taken) through its own
         # part: no other module of either tier sends Redis a command of its own.
         self.events = EventLog(redis)
         self.stored = StoredAudio(
-            redis, self.keys, open_store(settings.audio_store, settings.audio_store_timeout_s)
+            redis,
+            self.keys,
+            open_store(settings.store.audio_store, settings.store.audio_store_timeout_s),
         )
         self.fleet = Fleet(redis, self.keys)
         self.voices = VoiceRegistry(redis, self.keys, settings)
         self.limits = Limits(redis, self.keys)
         self.outbox = Outbox(redis, self.keys)
         self.readings = Readings(redis, self.keys, self.fleet)
-        sharded = parse_url(settings.redis_url).sharded if settings.redis_url else False
+        sharded = parse_url(settings.redis.redis_url).sharded if settings.redis.redis_url else False
         self._scripts = QueueScripts(redis, settings)
         # The workers' side: each step of a job a worker holds (work.py).
         self.work = Work(redis, self.keys, settings, self._scripts)
@@ -124,10 +127,71 @@ class Queue:
         key's weight under the fair scheduler, lanes.py; `room`: what the store and Redis can
         still take, as last sampled)."""
         job_id = job_id or new_job_id()
-        k, settings = self.keys, self.settings
-        stream = k.stream(request.priority)
+        settings = self.settings
         account = f"address:{source}" if source else client
-        keys = {
+        keys = self._submission_keys(job_id, client, account, request.priority, idempotency_key)
+        fair = settings.scheduling.scheduler == "fair"
+        at = place(settings, request, client, source, document, share) if fair else None
+        room = room or Room()
+        chunk_bytes = stream_bytes(request.text, request.speed) if request.stream else 0
+        backlog_owner = client if client.startswith("key-") or not source else account
+        args = {
+            "id": job_id,
+            "client": client,
+            "request": request.model_dump_json(),
+            "now": time.time(),
+            "ttl": self._scripts.ttl,
+            "max_backlog": settings.limits.max_backlog,
+            "max_active": settings.limits.max_active_per_client,
+            **self._scripts.maxlens,
+            "voice": request.voice,
+            "format": request.format,
+            "has_idem": "1" if idempotency_key else "0",
+            "callback_url": callback_url or "",
+            "document": "1" if document else "0",
+            "bytes": expected_bytes,
+            "client_quota": settings.limits.storage_per_client_bytes,
+            "source_quota": settings.limits.storage_per_address_bytes if source else 0,
+            "source_account": account,
+            "lane": at.lane if at else "",
+            "who": at.who if at else "",
+            "weight": at.weight if at else 1,
+            "cost": round(at.cost, 3) if at else 0,
+            "chars": len(request.text),
+            "head": request.text[:SEARCHED_CHARS],
+            "store_room": "" if room.store is None else room.store,
+            "chunk_bytes": chunk_bytes,
+            "chunk_budget": room.chunk_budget,
+            "backlog_owner": backlog_owner,
+            "backlog_share": settings.limits.max_backlog_per_owner,
+        }
+        try:
+            result = await self._scripts.run_acknowledged("enqueue", keys, args, "ok", "dup")
+        except NotReplicated as exc:
+            raise Unreplicated(exc, job_id) from None
+        status = as_text(result[0])
+        if status not in ("ok", "dup"):
+            raise self._refusal(result, expected_bytes, chunk_bytes, room, backlog_owner == client)
+        if status == "ok":
+            return Submitted(
+                as_text(result[1]),
+                as_text(result[2]),
+                duplicate=False,
+                event=orjson.loads(result[3]),
+                started_seq=int(result[4]),
+                depth=int(result[5]),
+                seq=int(result[6]),
+                position=int(result[7]) if int(result[7]) >= 0 else None,
+            )
+        return Submitted(as_text(result[1]), None, duplicate=True)
+
+    def _submission_keys(
+        self, job_id: str, client: str, account: str, priority: str, idempotency_key: str | None
+    ) -> dict[str, str]:
+        """enqueue.lua's keys: the job's, its client's and its storage accounts'."""
+        k = self.keys
+        stream = k.stream(priority)
+        return {
             "jobs": stream,
             "job": k.job(job_id),
             "ev_job": k.job_events(job_id),
@@ -141,80 +205,28 @@ class Queue:
             "source_usage": k.usage(account),
             "source_expiry": k.usage_expiry(account),
         }
-        fair = settings.scheduler == "fair"
-        at = place(settings, request, client, source, document, share) if fair else None
-        room = room or Room()
-        chunk_bytes = stream_bytes(request.text, request.speed) if request.stream else 0
-        backlog_owner = client if client.startswith("key-") or not source else account
-        args = {
-            "id": job_id,
-            "client": client,
-            "request": request.model_dump_json(),
-            "now": time.time(),
-            "ttl": self._scripts.ttl,
-            "max_backlog": settings.max_backlog,
-            "max_active": settings.max_active_per_client,
-            **self._scripts.maxlens,
-            "voice": request.voice,
-            "format": request.format,
-            "has_idem": "1" if idempotency_key else "0",
-            "callback_url": callback_url or "",
-            "document": "1" if document else "0",
-            "bytes": expected_bytes,
-            "client_quota": settings.storage_per_client_bytes,
-            "source_quota": settings.storage_per_address_bytes if source else 0,
-            "source_account": account,
-            "lane": at.lane if at else "",
-            "who": at.who if at else "",
-            "weight": at.weight if at else 1,
-            "cost": round(at.cost, 3) if at else 0,
-            "chars": len(request.text),
-            "head": request.text[:SEARCHED_CHARS],
-            "store_room": "" if room.store is None else room.store,
-            "chunk_bytes": chunk_bytes,
-            "chunk_budget": room.chunk_budget,
-            "backlog_owner": backlog_owner,
-            "backlog_share": settings.max_backlog_per_owner,
-        }
-        try:
-            result = await self._scripts.run_acknowledged("enqueue", keys, args, "ok", "dup")
-        except NotReplicated as exc:
-            raise Unreplicated(exc, job_id) from None
+
+    def _refusal(
+        self, result: Any, expected_bytes: int, chunk_bytes: int, room: Room, own_share: bool
+    ) -> QueueError:
+        """What enqueue.lua's refusal says, as the error the client is answered with."""
         status = as_text(result[0])
-        if status == "ok":
-            return Submitted(
-                as_text(result[1]),
-                as_text(result[2]),
-                duplicate=False,
-                event=orjson.loads(result[3]),
-                started_seq=int(result[4]),
-                depth=int(result[5]),
-                seq=int(result[6]),
-                position=int(result[7]) if int(result[7]) >= 0 else None,
-            )
-        if status == "dup":
-            return Submitted(as_text(result[1]), None, duplicate=True)
         if status == "backlog":
-            raise BacklogFull(int(result[1]))
+            return BacklogFull(int(result[1]))
         if status == "backlog_share":
-            raise BacklogShareFull(int(result[1]), int(result[2]), backlog_owner == client)
+            return BacklogShareFull(int(result[1]), int(result[2]), own_share)
         if status == "paused":
-            raise QueuePaused(int(result[1]), as_text(result[2]))
+            return QueuePaused(int(result[1]), as_text(result[2]))
         if status == "storage":
             per = as_text(result[3])
-            quota = getattr(self.settings, f"storage_per_{per}_bytes")
-            raise StorageQuotaReached(int(result[1]), expected_bytes, quota, int(result[2]), per)
+            quota = self.settings.value(f"storage_per_{per}_bytes")
+            return StorageQuotaReached(int(result[1]), expected_bytes, quota, int(result[2]), per)
         if status == "store_full":
-            raise StoreFull(int(result[1]), int(result[2]), expected_bytes, room.where)
+            return StoreFull(int(result[1]), int(result[2]), expected_bytes, room.where)
         if status == "streams_full":
-            used, wait, per, budget = (
-                int(result[1]),
-                int(result[2]),
-                as_text(result[3]),
-                int(result[4]),
-            )
-            raise StreamsFull(used, chunk_bytes, budget, wait, per)
-        raise ClientCapReached(int(result[1]))
+            used, wait, per = int(result[1]), int(result[2]), as_text(result[3])
+            return StreamsFull(used, chunk_bytes, int(result[4]), wait, per)
+        return ClientCapReached(int(result[1]))
 
     async def get(self, job_id: str) -> Job | None:
         fields: dict[bytes, bytes] = await self._redis.hgetall(self.keys.job(job_id))  # type: ignore[assignment]
@@ -277,7 +289,7 @@ class Queue:
             **self._scripts.maxlens,
             "ttl": self._scripts.ttl,
             "client": client or "",
-            "unstarted_ttl": min(self._scripts.ttl, self.settings.unstarted_ttl_s),
+            "unstarted_ttl": min(self._scripts.ttl, self.settings.redis.unstarted_ttl_s),
         }
         try:
             result = await self._scripts.run_acknowledged(

@@ -173,8 +173,8 @@ class VoiceRegistry:
             self._register.registered,
             keys,
             args,
-            self._settings.redis_min_replicas,
-            self._settings.redis_replica_wait_ms,
+            self._settings.redis.redis_min_replicas,
+            self._settings.redis.redis_replica_wait_ms,
             changed=lambda r: r == 1,
         )
         if isinstance(result, list):

@@ -55,7 +55,7 @@ class Work:
 
     def reclaimer(self, consumer: str) -> Reclaimer:
         """What `consumer` (a worker) reclaims expired leases with, its cursors its own."""
-        return Reclaimer(self._redis, self.keys, consumer, self.settings.lease_ms)
+        return Reclaimer(self._redis, self.keys, consumer, self.settings.worker.lease_ms)
 
     async def take(
         self,
@@ -68,14 +68,14 @@ class Work:
         which at most `bulk_room` bulk ones and `stream_room` streamed ones from the waiting
         room (None: any): [(stream, entry id, job id, client)], to `start` each."""
         k, settings = self.keys, self.settings
-        bulk_share = min(max(settings.bulk_min_share, MIN_SHARE), 1 - MIN_SHARE)
+        bulk_share = min(max(settings.scheduling.bulk_min_share, MIN_SHARE), 1 - MIN_SHARE)
         bulk = count if bulk_room is None else bulk_room
         streams = count if stream_room is None else stream_room
         keys = {"high": k.jobs_high, "normal": k.jobs, "fair": k.fair, "wake_list": k.wake}
         args = {
             "worker": worker,
             "count": count,
-            "slice_s": settings.fair_slice_s,
+            "slice_s": settings.scheduling.fair_slice_s,
             "bulk_share": bulk_share,
             "bulk_room": bulk,
             "stream_room": streams,
@@ -134,7 +134,7 @@ class Work:
                 "entry": entry,
                 "worker": worker,
                 "now": time.time(),
-                "max_deliveries": self.settings.max_deliveries,
+                "max_deliveries": self.settings.worker.max_deliveries,
                 **self._scripts.maxlens,
                 "ttl": self._scripts.ttl,
             },
@@ -186,7 +186,9 @@ class Work:
             "sample_rate": done.sample_rate,
             "eta": done.eta or "",
             "document": "1" if done.document else "0",
-            "slice_s": self.settings.fair_slice_s if self.settings.fair_slice_s > 0 else "",
+            "slice_s": self.settings.scheduling.fair_slice_s
+            if self.settings.scheduling.fair_slice_s > 0
+            else "",
         }
         return as_text(await self._scripts.run("progress", keys, args))
 
@@ -213,9 +215,9 @@ class Work:
                     "pcm": pcm,
                     "duration_s": duration_s,
                     "now": time.time(),
-                    "maxlen_job": self.settings.job_events_maxlen,
+                    "maxlen_job": self.settings.redis.job_events_maxlen,
                     "linger": CHUNKS_LINGER_S,
-                    "budget": self.settings.stream_chunk_bytes,
+                    "budget": self.settings.limits.stream_chunk_bytes,
                 },
             )
         )

@@ -139,7 +139,7 @@ def test_failed_job_shows_the_reason_and_retry_explains_refusal(
 ) -> None:
     # A registered voice, removed by its owner after the job was queued: the worker fails the
     # job with a reason (a real failure through the real pipeline).
-    r = redis.Redis.from_url(settings.redis_url or "")
+    r = redis.Redis.from_url(settings.redis.redis_url or "")
     voice = {"language": "en-US", "gender": "female", "description": "Guest voice"}
     r.hset(keys.voices, "guest", json.dumps(voice))
     try:

@@ -64,7 +64,7 @@ def test_live_for_a_live_then_stale_then_missing_worker(
 
     os.kill(worker.process.pid, signal.SIGSTOP)  # hung: alive, but its heartbeat stops
     try:
-        client = redis.Redis.from_url(settings.redis_url or "")
+        client = redis.Redis.from_url(settings.redis.redis_url or "")
         beat = orjson.loads(client.get(worker.keys.worker("probe-me")) or b"{}")
         client.close()
         # Older than 2 periods (stale), younger than 3 (the key's lifetime): still there.

@@ -174,8 +174,8 @@ def test_api_key(settings: Settings, worker: WorkerProcess, tmp_path: Path) -> N
 
 def _active_jobs(settings: Settings, timeout: float = 20.0) -> list[str]:
     """Ids of the jobs the CLI submitted, once there are some."""
-    client = redis.Redis.from_url(settings.redis_url or "")
-    keys = Keys(settings.key_prefix, settings.queue)
+    client = redis.Redis.from_url(settings.redis.redis_url or "")
+    keys = Keys(settings.redis.key_prefix, settings.redis.queue)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -192,8 +192,8 @@ def test_failed_job_exits_1(
     server: str, settings: Settings, start_worker: Callable[..., WorkerProcess], tmp_path: Path
 ) -> None:
     """A registered voice deleted before a worker takes the job: the job fails, exit code 1."""
-    client = redis.Redis.from_url(settings.redis_url or "")
-    keys = Keys(settings.key_prefix, settings.queue)
+    client = redis.Redis.from_url(settings.redis.redis_url or "")
+    keys = Keys(settings.redis.key_prefix, settings.redis.queue)
     client.hset(keys.voices, "ghost", orjson.dumps({"name": "ghost"}))
     out = tmp_path / "ghost.wav"
     process = subprocess.Popen(
@@ -217,8 +217,8 @@ def test_failed_job_exits_1(
 
 
 def _jobs_in_redis(settings: Settings) -> list[str]:
-    client = redis.Redis.from_url(settings.redis_url or "")
-    keys = Keys(settings.key_prefix, settings.queue)
+    client = redis.Redis.from_url(settings.redis.redis_url or "")
+    keys = Keys(settings.redis.key_prefix, settings.redis.queue)
     try:
         return [k.decode().rsplit(":", 1)[1] for k in client.keys(keys.job("*"))]  # type: ignore[union-attr]
     finally:
@@ -226,8 +226,8 @@ def _jobs_in_redis(settings: Settings) -> list[str]:
 
 
 def _job_states(settings: Settings) -> dict[str, bytes | None]:
-    client = redis.Redis.from_url(settings.redis_url or "")
-    keys = Keys(settings.key_prefix, settings.queue)
+    client = redis.Redis.from_url(settings.redis.redis_url or "")
+    keys = Keys(settings.redis.key_prefix, settings.redis.queue)
     try:
         return {j: client.hget(keys.job(j), "state") for j in _jobs_in_redis(settings)}  # type: ignore[misc]
     finally:
@@ -346,9 +346,9 @@ def test_a_book_is_one_job_with_its_subtitles_beside_it(
         out = tmp_path / "book.wav"
         done = cli(url, "submit", "-f", str(book), "-o", str(out), "--subtitles", "srt")
         assert done.returncode == 0, done.stderr
-        client = redis.Redis.from_url(settings.redis_url or "")
+        client = redis.Redis.from_url(settings.redis.redis_url or "")
         try:
-            stats: Any = client.hgetall(Keys(settings.key_prefix, settings.queue).stats)
+            stats: Any = client.hgetall(Keys(settings.redis.key_prefix, settings.redis.queue).stats)
         finally:
             client.close()
         assert int(stats[b"submitted"]) == 1  # one job, not one per part

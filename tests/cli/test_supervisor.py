@@ -67,7 +67,7 @@ def wait_for(predicate: object, timeout: float, what: str) -> None:
 
 
 def test_worker_i_gets_metrics_port_base_plus_i_minus_one() -> None:
-    settings = Settings(redis_url="redis://127.0.0.1:1/0", worker_metrics_port=9300)
+    settings = Settings.of(redis_url="redis://127.0.0.1:1/0", worker_metrics_port=9300)
     children = Supervisor(settings, workers=3).plan()
     assert [c.name for c in children] == ["web", "worker-1", "worker-2", "worker-3"]
     ports = [c.env["CHATTTS_WORKER_METRICS_PORT"] for c in children[1:]]

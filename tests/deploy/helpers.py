@@ -8,7 +8,7 @@ import json
 import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from cli.main import build_parser, settings_from_args
-from core.infra.settings import ENV_PREFIX, Settings
+from core.infra.settings import ENV_PREFIX, SETTINGS, Settings
 from web.app import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ DASHBOARD = DOCKER / "grafana" / "chattts-online.json"
 PROMETHEUS = DOCKER / "prometheus" / "prometheus.yml"
 CONSOLE_SCRIPT = "chattts-online"
 DEFAULTS = Settings()
-SETTING_VARS = {ENV_PREFIX + f.name.upper() for f in fields(Settings)}
+SETTING_VARS = {ENV_PREFIX + name.upper() for name in SETTINGS}
 ENV_ALIASES = {"REDIS_URL"}  # read by Settings.from_env for redis_url
 
 

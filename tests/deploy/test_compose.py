@@ -106,7 +106,7 @@ def test_compose_services_run_real_commands_with_real_settings() -> None:
                 check_env_name(var, f"compose {name}")
         command = service["command"]
         settings = effective_settings({**image_env(stages[target]), **env}, command, name)
-        redis_url = urlsplit(settings.redis_url or "")
+        redis_url = urlsplit(settings.redis.redis_url or "")
         assert redis_url.hostname in services and redis_url.port == REDIS_PORT, name
         assert "healthcheck" in service or stages[target].last("HEALTHCHECK"), name
         test = (service.get("healthcheck") or {}).get("test")
@@ -119,12 +119,12 @@ def test_compose_services_run_real_commands_with_real_settings() -> None:
             # The CPU image's own HEALTHCHECK probes the web port: a worker must replace it.
             assert test, f"compose {name}: a worker needs its own healthcheck"
             grace = duration_s(service["stop_grace_period"])
-            assert grace > settings.shutdown_grace_s, f"{name}: stop_grace_period too short"
+            assert grace > settings.worker.shutdown_grace_s, f"{name}: stop_grace_period too short"
         if command[0] == "web":
             assert service["deploy"]["replicas"] >= 2
             assert duration_s(service["stop_grace_period"]) > SHUTDOWN_TIMEOUT_S
             container_ports = {int(str(p).rsplit(":", 1)[-1]) for p in service["ports"]}
-            assert container_ports == {settings.port}, name
+            assert container_ports == {settings.web.port}, name
 
 
 def test_compose_keeps_audio_in_its_minio_bucket_with_an_expiry() -> None:
@@ -148,7 +148,7 @@ def test_compose_keeps_audio_in_its_minio_bucket_with_an_expiry() -> None:
         assert env["AWS_ACCESS_KEY_ID"] == minio_env["MINIO_ROOT_USER"], name
         assert env["AWS_SECRET_ACCESS_KEY"] == minio_env["MINIO_ROOT_PASSWORD"], name
     days = re.search(r"mc ilm rule add --expire-days (\d+) local/", setup)
-    assert days and int(days[1]) * 86_400 > DEFAULTS.job_ttl_s, "objects outlive their jobs"
+    assert days and int(days[1]) * 86_400 > DEFAULTS.redis.job_ttl_s, "objects outlive their jobs"
 
 
 def test_compose_gpu_worker_reserves_a_gpu_and_reads_the_model_read_only() -> None:
@@ -165,13 +165,13 @@ def test_compose_gpu_worker_reserves_a_gpu_and_reads_the_model_read_only() -> No
             service["command"],
             name,
         )
-        assert settings.engine == "chattts" and settings.model_dir, name
+        assert settings.engine.name == "chattts" and settings.engine.model_dir, name
         read_only = {
             v["target"] if isinstance(v, dict) else v.rsplit(":", 2)[1]
             for v in service["volumes"]
             if (v.get("read_only") if isinstance(v, dict) else v.endswith(":ro"))
         }
-        assert settings.model_dir in read_only, f"{name}: the model is not mounted read-only"
+        assert settings.engine.model_dir in read_only, f"{name}: the model is not mounted read-only"
         # The weights get in through a one-shot `models pull` on the same directory, written
         # there (not read-only), which the worker waits for.
         fetcher = compose()["services"]["models"]
@@ -180,7 +180,7 @@ def test_compose_gpu_worker_reserves_a_gpu_and_reads_the_model_read_only() -> No
         assert (args.command, args.action) == ("models", "pull")
         assert fetcher["image"] == service["image"]
         fetch_env = resolved_env(fetcher, USER_ENV)
-        assert fetch_env["CHATTTS_MODEL_DIR"] == settings.model_dir
+        assert fetch_env["CHATTTS_MODEL_DIR"] == settings.engine.model_dir
         sources = {v["source"]: v for v in fetcher["volumes"]}
         worker_sources = {v["source"]: v for v in service["volumes"] if v["target"] == "/models"}
         assert set(worker_sources) <= set(sources)
@@ -205,9 +205,9 @@ def test_compose_mounts_files_that_exist_and_prometheus_scrapes_the_real_ports()
                 assert host in services, f"prometheus scrapes {host}, not a compose service"
                 ports[host] = sd["port"]
     for name, _ in compose_services_running("web"):
-        assert ports[name] == DEFAULTS.port
+        assert ports[name] == DEFAULTS.web.port
     for name, _ in compose_services_running("worker"):
-        assert ports[name] == DEFAULTS.worker_metrics_port
+        assert ports[name] == DEFAULTS.worker.worker_metrics_port
 
 
 def test_compose_publishes_nothing_to_the_network_by_default() -> None:
@@ -348,14 +348,14 @@ def test_compose_ha_profile_is_a_primary_a_replica_and_three_sentinels() -> None
             env = {**image_env(stages[service["build"]["target"]])}
             env.update(resolved_env(service, {**USER_ENV, **environ}))
             settings_ = effective_settings(env, service["command"], name)
-            assert settings_.redis_url == environ["CHATTTS_REDIS_URL"], name
+            assert settings_.redis.redis_url == environ["CHATTTS_REDIS_URL"], name
             # 1 or more: the profile is for surviving the primary; no more than it has.
-            assert 1 <= settings_.redis_min_replicas <= len(replicas), name
+            assert 1 <= settings_.redis.redis_min_replicas <= len(replicas), name
             default = effective_settings(
                 {**env, **resolved_env(service, USER_ENV)}, service["command"], name
             )
-            assert default.redis_min_replicas == 0 and default.redis_url, name
-            assert parse_url(default.redis_url).shape == "single", name
+            assert default.redis.redis_min_replicas == 0 and default.redis.redis_url, name
+            assert parse_url(default.redis.redis_url).shape == "single", name
 
 
 def test_compose_web_keeps_the_host_guard_on() -> None:
@@ -367,7 +367,7 @@ def test_compose_web_keeps_the_host_guard_on() -> None:
         settings = effective_settings(
             {**image_env(stages[service["build"]["target"]]), **env}, service["command"], name
         )
-        assert settings.host == "0.0.0.0", name
+        assert settings.web.host == "0.0.0.0", name
         assert host_allowed("localhost:8000", settings) and host_allowed("127.0.0.1:8000", settings)
         assert not host_allowed("rebound.example:8000", settings), name
     cpu = image_env(stages["cpu"])

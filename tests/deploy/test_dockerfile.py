@@ -79,7 +79,7 @@ def test_dockerfile_targets_run_unprivileged_in_exec_form_with_a_healthcheck(tar
     assert env.get("MALLOC_ARENA_MAX") == "2", f"{target}: thread pools fragment without it"
     settings = effective_settings(env, argv, f"Dockerfile {target}")
     exposed = {int(p.split("/")[0]) for args in stage.all("EXPOSE") for p in args.split()}
-    assert exposed <= {settings.port, settings.worker_metrics_port}, (target, exposed)
+    assert exposed <= {settings.web.port, settings.worker.worker_metrics_port}, (target, exposed)
 
     healthcheck = stage.last("HEALTHCHECK")
     assert healthcheck is not None, f"{target}: no HEALTHCHECK"
@@ -95,7 +95,7 @@ def test_dockerfile_targets_run_unprivileged_in_exec_form_with_a_healthcheck(tar
         paths = re.findall(r"http://127\.0\.0\.1:%s(/\w+)", script)
         assert paths and set(paths) <= route_paths(), (target, paths)
         port = re.search(r"environ\.get\('CHATTTS_PORT', '(\d+)'\)", script)
-        assert port and int(port.group(1)) == DEFAULTS.port, target
+        assert port and int(port.group(1)) == DEFAULTS.web.port, target
 
 
 @pytest.mark.parametrize("target", ["cpu", "gpu"])

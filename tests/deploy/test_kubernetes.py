@@ -136,13 +136,13 @@ def test_container_environment_names_real_settings() -> None:
             names = {e["name"]: e for e in c.spec["env"]}
             field_ref = names["CHATTTS_WORKER_NAME"]["valueFrom"]["fieldRef"]["fieldPath"]
             assert field_ref == "metadata.name", "a worker is named after its pod"
-        assert c.settings.redis_url and urlsplit(c.settings.redis_url).scheme == "redis"
+        assert c.settings.redis.redis_url and urlsplit(c.settings.redis.redis_url).scheme == "redis"
 
 
 def test_ports_and_probes_are_the_real_ones() -> None:
     for c in all_containers():
         ports = {p["name"]: p["containerPort"] for p in c.spec.get("ports", [])}
-        claimed = {"http": c.settings.port, "metrics": c.settings.worker_metrics_port}
+        claimed = {"http": c.settings.web.port, "metrics": c.settings.worker.worker_metrics_port}
         for name, number in ports.items():
             assert number == claimed[name], f"{c.deployment}: port {name} is {number}"
         if c.command == "web":
@@ -159,7 +159,7 @@ def test_ports_and_probes_are_the_real_ones() -> None:
                 assert get["path"] in route_paths(), f"{c.deployment}: {get['path']} no route"
                 assert c.command == "web", f"{c.deployment}: only the web tier serves routes"
                 port = ports.get(get["port"], get["port"])
-                assert port == c.settings.port, f"{c.deployment}: {probe_name} port {port}"
+                assert port == c.settings.web.port, f"{c.deployment}: {probe_name} port {port}"
                 expected = "/healthz" if probe_name == "livenessProbe" else "/readyz"
                 if probe_name != "startupProbe":
                     assert get["path"] == expected, (c.deployment, probe_name)
@@ -183,7 +183,9 @@ def test_scrape_annotations_point_at_the_metrics_endpoints() -> None:
     for deployment in of_kind("Deployment"):
         notes = deployment["spec"]["template"]["metadata"].get("annotations", {})
         for c in containers(deployment):
-            port = c.settings.port if c.command == "web" else c.settings.worker_metrics_port
+            port = (
+                c.settings.web.port if c.command == "web" else c.settings.worker.worker_metrics_port
+            )
             assert notes.get("prometheus.io/port") == str(port), c.deployment
             assert notes.get("prometheus.io/path") == "/metrics"
             if c.command == "web":
@@ -203,7 +205,9 @@ def test_deployments_stop_gracefully_unprivileged() -> None:
             uid = (c.stage.last("USER") or "").split(":")[0]
             assert str(security["runAsUser"]) == uid, f"{c.deployment}: runAsUser vs USER"
             if c.command == "worker":
-                assert grace > c.settings.shutdown_grace_s, f"{c.deployment}: grace too short"
+                assert grace > c.settings.worker.shutdown_grace_s, (
+                    f"{c.deployment}: grace too short"
+                )
             else:
                 assert grace > SHUTDOWN_TIMEOUT_S, c.deployment
         assert stages  # every image tag was a target (checked in containers())
@@ -217,9 +221,9 @@ def test_gpu_workers_request_a_gpu_and_mount_the_model_read_only() -> None:
         assert int(resources["limits"]["nvidia.com/gpu"]) >= 1, c.deployment
         requested = resources["requests"].get("nvidia.com/gpu")
         assert requested in (None, resources["limits"]["nvidia.com/gpu"]), c.deployment
-        assert c.settings.engine == "chattts" and c.settings.model_dir, c.deployment
+        assert c.settings.engine.name == "chattts" and c.settings.engine.model_dir, c.deployment
         mounts = {m["mountPath"]: m for m in c.spec["volumeMounts"]}
-        assert mounts[c.settings.model_dir].get("readOnly") is True, c.deployment
+        assert mounts[c.settings.engine.model_dir].get("readOnly") is True, c.deployment
     # An init container fills the same claim, writable, with `models pull` before the worker.
     for doc in of_kind("Deployment"):
         pod = doc["spec"]["template"]["spec"]
@@ -269,7 +273,7 @@ def test_keda_scales_workers_on_the_real_streams_and_group() -> None:
         # The workers create the consumer group, and the web tier's /readyz wants a live
         # worker: scaling to zero would stall the first submit.
         assert spec.get("minReplicaCount", 0) >= 1
-        keys = Keys(first.settings.key_prefix, first.settings.queue)
+        keys = Keys(first.settings.redis.key_prefix, first.settings.redis.queue)
         env_names = {e["name"] for e in first.spec["env"]}
         streams, readiness = set(), set()
         for trigger in spec["triggers"]:
@@ -310,7 +314,7 @@ async def test_stream_length_is_lag_plus_pending_and_xinfo_lag_is_unknown(
 ) -> None:
     """Why KEDA scales on the streams' length: finished jobs leave their stream, so its length
     is the group's lag plus its pending entries, while XINFO's own `lag` becomes unknown."""
-    client = AsyncRedis.from_url(settings.redis_url or "")
+    client = AsyncRedis.from_url(settings.redis.redis_url or "")
     queue = Queue(client, settings.replace(scheduler="fifo"))  # jobs wait in the stream
     try:
         # A long job: read by one consumer, still in its hands while later jobs finish.
@@ -376,7 +380,7 @@ def test_every_pod_names_the_audio_store_that_minio_serves() -> None:
     setup = " ".join(job["spec"]["template"]["spec"]["containers"][0]["args"])
     assert f"mc mb --ignore-existing local/{store['bucket']}" in setup
     days = re.search(r"--expire-days (\d+)", setup)
-    assert days and int(days[1]) * 86_400 > Settings().job_ttl_s
+    assert days and int(days[1]) * 86_400 > Settings().redis.job_ttl_s
     assert minio["spec"]["volumeClaimTemplates"], "the objects live on a volume"
     for c in all_containers():
         env = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in c.spec["env"]}

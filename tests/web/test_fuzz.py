@@ -181,7 +181,7 @@ def test_fuzz_submissions(web: WebProcess, keys: Keys) -> None:
 
     submit()
     assert len(accepted) >= 5, f"only {len(accepted)} submissions accepted: fuzz the queue too"
-    assert_no_stuck_job(web.settings.redis_url or "", keys)
+    assert_no_stuck_job(web.settings.redis.redis_url or "", keys)
     assert_clean(web)
 
 
@@ -193,7 +193,7 @@ def test_fuzz_ids_cursors_and_headers(web: WebProcess, keys: Keys) -> None:
         status, _, data = http.request("POST", "/v1/tts/jobs", body, JSON)
         assert status == 202, data
         ids.append(orjson.loads(data)["id"])
-    assert_no_stuck_job(web.settings.redis_url or "", keys)
+    assert_no_stuck_job(web.settings.redis.redis_url or "", keys)
     job_ids = st.one_of(
         st.sampled_from(ids),
         st.text("0123456789abcdef", min_size=30, max_size=34),
@@ -241,7 +241,7 @@ def test_fuzz_ids_cursors_and_headers(web: WebProcess, keys: Keys) -> None:
         check_answer(path, method, status, response_headers, data)
 
     probe()
-    assert_no_stuck_job(web.settings.redis_url or "", keys)
+    assert_no_stuck_job(web.settings.redis.redis_url or "", keys)
     assert_clean(web)
 
 
@@ -261,7 +261,7 @@ def test_every_method_on_every_route(web: WebProcess, keys: Keys) -> None:
             check_answer(path, method, status, headers, data)
             if status == 405:
                 assert headers["Allow"], (method, path)
-    assert_no_stuck_job(web.settings.redis_url or "", keys)
+    assert_no_stuck_job(web.settings.redis.redis_url or "", keys)
     assert_clean(web)
 
 

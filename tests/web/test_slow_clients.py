@@ -96,7 +96,9 @@ async def test_dead_clients_are_dropped_and_resources_stay_flat(
     start_web: Any, settings: Settings, keys: Keys, aredis: Redis
 ) -> None:
     web: WebProcess = start_web(
-        redis_url=f"{settings.redis_url}?client_name={NAME}", api_keys=API_KEY, cookie_secret=SECRET
+        redis_url=f"{settings.redis.redis_url}?client_name={NAME}",
+        api_keys=API_KEY,
+        cookie_secret=SECRET,
     )
     queue = Queue(aredis, settings)
     job_id = (await queue.enqueue(SynthesisRequest(text="never runs"), CLIENT)).job_id

@@ -37,7 +37,9 @@ async def test_killed_worker_job_completes_elsewhere_once(
     assert job is not None and job.attempts == 2
     assert (await queue.stats())["reclaimed"] == 1
     # Recovery within lease + reclaim interval (+ synthesis time and process start-up).
-    assert recovered_in < (settings.lease_ms + settings.reclaim_interval_ms) / 1000 + 20
+    assert (
+        recovered_in < (settings.worker.lease_ms + settings.worker.reclaim_interval_ms) / 1000 + 20
+    )
 
 
 async def test_poison_job_goes_to_dead_letters_while_others_flow(
@@ -51,7 +53,7 @@ async def test_poison_job_goes_to_dead_letters_while_others_flow(
         for i in range(6)
     ]
     owner = None
-    for crash in range(settings.max_deliveries):
+    for crash in range(settings.worker.max_deliveries):
         owner = await wait_running(queue, poison.job_id, timeout=30, not_owner=owner)
         workers.pop(owner).kill()  # the job "crashes its worker" every time
         workers[f"w{crash + 1}"] = start_worker(f"w{crash + 1}")
@@ -121,7 +123,7 @@ async def test_ten_concurrent_reclaimers_never_start_a_job_twice(
     starts: list[tuple[str, str]] = []
 
     async def reclaimer(name: str) -> None:
-        client = Redis.from_url(settings.redis_url or "")
+        client = Redis.from_url(settings.redis.redis_url or "")
         mine = Queue(client, settings)
         try:
             cursor = "0-0"

@@ -141,7 +141,7 @@ async def test_the_capacity_is_measured_and_reaches_the_fleet_reading(
     # What this machine's speed gives: one stream alone at the headroom's speed or more, at
     # least one carried; below it, none, and the fleet counts a worker below real time.
     assert streams["speed"] > 0, streams
-    headroom = settings.stream_headroom
+    headroom = settings.scheduling.stream_headroom
     assert (streams["capacity"] >= 1) == (streams["speed"] >= headroom), streams
     fleet = (await queue.readings.queue()).streams_fleet
     assert fleet.capacity == streams["capacity"]

@@ -47,19 +47,6 @@ USER_AGENT = "ChatTTS-Online-Callbacks/1"
 STOP_TIMEOUT_S = 3.0
 
 
-def parse_schedule(text: str) -> tuple[float, ...]:
-    """CHATTTS_CALLBACK_SCHEDULE_S: the pauses before each retry, in seconds."""
-    try:
-        pauses = tuple(float(p) for p in text.split(",") if p.strip())
-    except ValueError:
-        raise ValueError(
-            f"CHATTTS_CALLBACK_SCHEDULE_S={text!r}: seconds, comma-separated"
-        ) from None
-    if any(p < 0 for p in pauses):
-        raise ValueError("CHATTTS_CALLBACK_SCHEDULE_S: pauses cannot be negative")
-    return pauses
-
-
 def payload(callback: Callback, public_url: str) -> bytes:
     """The body: the Standard Webhooks envelope around the job as it ended, with its URLs."""
     state = str(callback.job.get("state", "ended"))

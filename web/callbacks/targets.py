@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.infra.settings import Network, parse_networks
+from core.infra.settings import Network
 
 # What aiohttp hands its socket factory: (family, type, proto, canonname, sockaddr).
 AddrInfo = tuple[int, int, int, str, tuple[Any, ...]]
@@ -30,11 +30,6 @@ log = logging.getLogger("chattts_online.callbacks")
 
 class ForbiddenAddress(OSError):
     """A callback's connection to an address it may not reach."""
-
-
-def parse_allow(text: str) -> tuple[Network, ...]:
-    """CHATTTS_CALLBACK_ALLOW: comma-separated CIDRs or addresses; ValueError names a bad one."""
-    return parse_networks(text, ALLOW_SETTING)
 
 
 # IPv6 forms that carry an IPv4 address a gateway may translate to: NAT64's well-known and

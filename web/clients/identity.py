@@ -22,7 +22,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from core.infra.settings import Network, Settings, address_in, parse_networks
+from core.infra.settings import Settings, address_in
 from core.queue.lanes import KeyShare
 from web.appkeys import CLIENT, CLIENT_TOKEN, COOKIE_SECRET, FORWARDED_TLS, NEW_COOKIE, SETTINGS
 from web.errors import ApiError
@@ -61,8 +61,8 @@ def _raw(value: str) -> bytes:
 def cookie_secret(settings: Settings) -> bytes:
     """CHATTTS_COOKIE_SECRET, else the data directory's own (created once, mode 0600): every
     replica of a deployment must share one, so that a cookie one issued the others accept."""
-    if settings.cookie_secret:
-        return settings.cookie_secret.encode()
+    if settings.web.cookie_secret:
+        return settings.web.cookie_secret.encode()
     path = Path(settings.data_dir) / SECRET_FILE
     try:
         return path.read_bytes().strip()
@@ -100,7 +100,7 @@ def is_admin(request: web.Request) -> bool:
 
 def is_admin_key(request: web.Request, key: str | None) -> bool:
     """`key` is one of the admin keys (CHATTTS_ADMIN_KEYS)."""
-    admins = request.app[SETTINGS].admin_key_set
+    admins = request.app[SETTINGS].web.admin_key_set
     return bool(admins) and key_accepted(key, admins)
 
 
@@ -115,7 +115,7 @@ def key_shares(settings: Settings, secret: bytes) -> dict[str, KeyShare]:
     start, named)."""
     return {
         key_client(secret, key): KeyShare(weight, bulk)
-        for key, (weight, bulk) in settings.key_weight_map.items()
+        for key, (weight, bulk) in settings.scheduling.key_weight_map.items()
     }
 
 
@@ -146,11 +146,11 @@ def client_id(request: web.Request) -> str:
         return cached
     secret = request.app[COOKIE_SECRET]
     settings = request.app[SETTINGS]
-    key = bearer_key(request) if settings.api_key_set else None
+    key = bearer_key(request) if settings.web.api_key_set else None
     if (
         key is not None
-        and not settings.user_key_set
-        and not key_accepted(key, settings.api_key_set)
+        and not settings.web.user_key_set
+        and not key_accepted(key, settings.web.api_key_set)
     ):
         key = None  # only admin keys are set, and this is none: a bearer token is no identity
     if key is not None:  # an accepted key (identity_middleware refused the others)
@@ -179,17 +179,9 @@ def cookie_client(secret: bytes, token: str) -> str:
     return f"c-{digest[:32]}"
 
 
-@lru_cache(maxsize=8)
-def operators_networks(text: str) -> tuple[Network, ...] | None:
-    """CHATTTS_METRICS_NETWORKS parsed; None: `*`, every peer (ValueError names a bad entry)."""
-    if text.strip() == "*":
-        return None
-    return parse_networks(text, "CHATTTS_METRICS_NETWORKS")
-
-
 def from_operators_network(request: web.Request) -> bool:
     """Whether the peer (its client, behind a trusted proxy) may read the operators' figures."""
-    networks = operators_networks(request.app[SETTINGS].metrics_networks)
+    networks = request.app[SETTINGS].web.metrics_peers
     return networks is None or address_in(request.remote, networks)
 
 
@@ -205,12 +197,12 @@ def key_accepted(key: str | None, accepted: frozenset[str]) -> bool:
 @web.middleware
 async def identity_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     settings = request.app[SETTINGS]
-    accepted = settings.api_key_set
+    accepted = settings.web.api_key_set
     # The API needs a key when API keys are set; the operators' figures (private_metrics)
     # when any key is, an admin key included.
     api = request.path == "/v1" or request.path.startswith(_PROTECTED)
-    operations = settings.private_metrics and request.path in _OPERATIONS
-    required = (api and settings.user_key_set) or (operations and accepted)
+    operations = settings.web.private_metrics and request.path in _OPERATIONS
+    required = (api and settings.web.user_key_set) or (operations and accepted)
     if required and not key_accepted(bearer_key(request), accepted):
         raise ApiError(
             401,

@@ -119,21 +119,21 @@ async def check_submit(request: web.Request, client: str | None = None) -> None:
     who = {
         "client": (
             client or client_id(request),
-            settings.submit_rate_per_client,
-            settings.submit_burst_per_client,
+            settings.limits.submit_rate_per_client,
+            settings.limits.submit_burst_per_client,
         ),
         "address": (
             address(request),
-            settings.submit_rate_per_address,
-            settings.submit_burst_per_address,
+            settings.limits.submit_rate_per_address,
+            settings.limits.submit_burst_per_address,
         ),
     }
     network = ipv6_network(address(request))
     if network is not None:  # a /48 holds 65,536 /64s: together, four addresses' worth
         who["network"] = (
             network,
-            NETWORK_SHARE * settings.submit_rate_per_address,
-            NETWORK_SHARE * settings.submit_burst_per_address,
+            NETWORK_SHARE * settings.limits.submit_rate_per_address,
+            NETWORK_SHARE * settings.limits.submit_burst_per_address,
         )
     await check_rate(queue.limits, "submissions", who)
 
@@ -146,12 +146,12 @@ def stream_lease(request: web.Request, client: str | None = None) -> Any:
         queue.limits.lease_key("client", client or client_id(request)): (
             "connections waiting at once for this client (event streams, WebSockets, speech "
             "answers being made)",
-            settings.streams_per_client,
+            settings.limits.streams_per_client,
         ),
         queue.limits.lease_key("address", address(request)): (
             "connections waiting at once from this address (event streams, WebSockets, speech "
             "answers being made)",
-            settings.streams_per_address,
+            settings.limits.streams_per_address,
         ),
     }
     return connection_lease(queue.limits, caps)

@@ -83,12 +83,12 @@ def _session_label(request: web.Request) -> str | None:
     if session is None or request.get(SESSION_REVOKED):
         return None
     secret = request.app[COOKIE_SECRET]
-    return _labels(secret, request.app[SETTINGS].admin_key_set).get(session[1])
+    return _labels(secret, request.app[SETTINGS].web.admin_key_set).get(session[1])
 
 
 def operator(request: web.Request) -> str | None:
     """The operator behind this request, as the audit names them (None: not an operator)."""
-    admins = request.app[SETTINGS].admin_key_set
+    admins = request.app[SETTINGS].web.admin_key_set
     if not admins:
         return None
     key = bearer_key(request)
@@ -109,7 +109,7 @@ def require_operator(request: web.Request) -> str:
     who = operator(request)
     if who is not None:
         return who
-    if not request.app[SETTINGS].admin_key_set:
+    if not request.app[SETTINGS].web.admin_key_set:
         raise ApiError(
             403,
             "the operators' console is off: set CHATTTS_ADMIN_KEYS (comma-separated keys) on "

@@ -31,7 +31,7 @@ async def read_body(request: web.Request) -> bytes:
             "send them uncompressed",
             code="unsupported_content_encoding",
         )
-    limit = request.app[SETTINGS].max_body_bytes
+    limit = request.app[SETTINGS].limits.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
         raise ApiError(
             413,

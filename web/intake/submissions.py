@@ -54,7 +54,7 @@ async def speech_request(
     """OpenAI's body -> our job (400 with OpenAI's error shape for anything wrong)."""
     job, fmt, stream = openai.speech_job(payload)
     try:
-        limit = min(openai.MAX_INPUT_CHARS, app[SETTINGS].max_text_chars)
+        limit = min(openai.MAX_INPUT_CHARS, app[SETTINGS].limits.max_text_chars)
         request = await synthesis_request(app[QUEUE], job, limit, client=client)
     except ApiError as exc:
         raise openai.as_openai(exc) from None

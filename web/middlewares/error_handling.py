@@ -48,7 +48,7 @@ def _from_http(request: web.Request, exc: web.HTTPException) -> ApiError:
         message = f"{request.method} is not allowed on {request.path[:200]!r}; use {allowed}"
         return ApiError(405, message, code="method_not_allowed", headers=headers)
     if exc.status == 413:
-        limit = request.app[SETTINGS].max_body_bytes
+        limit = request.app[SETTINGS].limits.max_body_bytes
         message = f"the request body is larger than the limit of {limit} bytes"
         return ApiError(413, message, code="body_too_large", headers=headers)
     return ApiError(exc.status, exc.text or exc.reason, code=f"http_{exc.status}", headers=headers)
@@ -95,7 +95,7 @@ def _store_full_error() -> ApiError:
 
 def _replicas_short(request: web.Request) -> int | None:
     """Replicas in sync, when fewer than CHATTTS_REDIS_MIN_REPLICAS and this request writes."""
-    wanted = request.app[SETTINGS].redis_min_replicas
+    wanted = request.app[SETTINGS].redis.redis_min_replicas
     meter = request.app.get(THROUGHPUT)
     if wanted <= 0 or meter is None or request.method not in ("POST", "DELETE"):
         return None
@@ -186,7 +186,7 @@ def _refuse_early(request: web.Request) -> None:
     if _store_full(request):
         raise _store_full_error()
     if (in_sync := _replicas_short(request)) is not None:
-        raise _replicas_short_error(in_sync, request.app[SETTINGS].redis_min_replicas)
+        raise _replicas_short_error(in_sync, request.app[SETTINGS].redis.redis_min_replicas)
 
 
 async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:

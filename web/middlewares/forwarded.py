@@ -9,15 +9,10 @@ from typing import Any
 
 from aiohttp import web
 
-from core.infra.settings import Network, address_in, parse_networks
+from core.infra.settings import Network, address_in
 from web.appkeys import FORWARDED_TLS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def parse_proxies(text: str) -> tuple[Network, ...]:
-    """CHATTTS_TRUSTED_PROXIES: comma-separated CIDRs or addresses; ValueError names a bad one."""
-    return parse_networks(text, "CHATTTS_TRUSTED_PROXIES")
 
 
 def forwarded_middleware(proxies: tuple[Network, ...]) -> Any:

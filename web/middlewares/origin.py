@@ -42,7 +42,7 @@ def origin_allowed(request: web.Request) -> bool:
     if origin is None:
         return True
     origin = origin.strip().rstrip("/").lower()
-    allowed = _allowed_origins(request.app[SETTINGS].allowed_origins)
+    allowed = _allowed_origins(request.app[SETTINGS].web.allowed_origins)
     if "*" in allowed or origin in allowed:
         return True
     _, sep, authority = origin.partition("://")
@@ -77,7 +77,7 @@ def _host_policy(bind: str, csv: str) -> tuple[bool, frozenset[str]]:
 
 
 def host_allowed(host: str, settings: Settings) -> bool:
-    loopback_only, names = _host_policy(settings.host, settings.allowed_hosts)
+    loopback_only, names = _host_policy(settings.web.host, settings.web.allowed_hosts)
     name = _host_name(host.strip().lower())
     if names:
         return name in names or is_loopback_name(name)

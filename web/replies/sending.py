@@ -24,7 +24,7 @@ CHUNK_BYTES = 64 * 1024
 def write_timeout_s(request: web.Request) -> float:
     """A client that takes no chunk for this long has stopped reading: its connection is closed
     and its bytes are freed (the event streams' write timeout: two pings, 10 s at most)."""
-    return send_timeout_s(request.app[SETTINGS].sse_ping_s)
+    return send_timeout_s(request.app[SETTINGS].web.sse_ping_s)
 
 
 def holding(request: web.Request, size: int) -> contextlib.AbstractContextManager[None]:

@@ -3,7 +3,6 @@ parts of a job's answer computed from what is at hand."""
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
@@ -14,7 +13,7 @@ from core.queue.job import SynthesisRequest, is_job_id, queue_position
 from core.queue.voices import default_voice, openai_voice
 from core.text.control_tokens import TokenError, check_text_tokens, parse_prompt, strip_tokens
 from core.text.sentences import has_speakable
-from web.callbacks.targets import check_url, parse_allow
+from web.callbacks.targets import check_url
 from web.errors import ApiError, job_not_found
 
 # Redis stream ids: two unsigned 64-bit numbers, ASCII digits only (`\d` would take any script's).
@@ -122,20 +121,15 @@ def synthesis(
     return request
 
 
-def callback_url(payload: dict[str, Any], allow: str) -> str | None:
+def callback_url(payload: dict[str, Any], allow: tuple[Network, ...]) -> str | None:
     """Pop and check a submission's `callback_url` (web/callbacks/targets.py): None when absent."""
     raw = payload.pop("callback_url", None)
     if raw is None:
         return None
     try:
-        return check_url(raw, _allowed(allow))
+        return check_url(raw, allow)
     except ValueError as exc:
         raise ApiError(422, str(exc), code="invalid_callback_url", param="callback_url") from None
-
-
-@functools.cache
-def _allowed(allow: str) -> tuple[Network, ...]:
-    return parse_allow(allow)
 
 
 def check_text(cleaned: str, max_chars: int, document_chars: int | None = None) -> None:

@@ -1,5 +1,6 @@
 """Synthesis engines: the registry `create_engine` picks from by name; `auto` prefers ChatTTS
-when it is usable. An engine is one module with a `create(settings) -> Engine`, and a line here."""
+when it is usable. An engine is one module with a `create(settings) -> Engine` (it reads its
+knobs from the settings' engine section), and a line here."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ ENGINES = {
 
 
 def create_engine(settings: Settings) -> Engine:
-    """Instantiate (not load) the engine named by `settings.engine`."""
-    name = settings.engine
+    """Instantiate (not load) the engine CHATTTS_ENGINE names (`settings.engine.name`)."""
+    name = settings.engine.name
     if name == "auto":
         reason = _chattts_unavailable(settings)
         if reason is None:
@@ -50,5 +51,5 @@ def _chattts_unavailable(settings: Settings) -> str | None:
         from workers.engines.chattts import find_weights  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
         return f"the ChatTTS engine cannot be imported: {exc}"
-    problem: str | None = find_weights(settings.model_dir)
+    problem: str | None = find_weights(settings.engine.model_dir)
     return problem

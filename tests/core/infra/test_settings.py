@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from core.infra.settings import Settings
+from core.infra.settings import SETTINGS, Settings
 
 CONFIGURATION = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 
@@ -21,9 +20,9 @@ def test_environment_and_overrides() -> None:
         "CHATTTS_MODEL_DIR": "",
     }
     settings = Settings.from_env(env, port=9002)
-    assert settings.port == 9002 and settings.compile is True
-    assert settings.redis_url == "redis://x:1/0" and settings.heartbeat_s == 0.5
-    assert settings.model_dir is None
+    assert settings.web.port == 9002 and settings.engine.compile is True
+    assert settings.redis.redis_url == "redis://x:1/0" and settings.worker.heartbeat_s == 0.5
+    assert settings.engine.model_dir is None
     assert Settings.from_env(settings.to_env()) == settings
 
 
@@ -50,7 +49,7 @@ def test_a_choice_outside_its_values_is_refused_at_start(variable: str, value: s
 
 def test_configuration_documents_every_setting() -> None:
     text = CONFIGURATION.read_text()
-    missing = [f.name for f in fields(Settings) if f"`CHATTTS_{f.name.upper()}`" not in text]
+    missing = [name for name in SETTINGS if f"`CHATTTS_{name.upper()}`" not in text]
     assert not missing, f"docs/configuration.md lacks {missing}"
 
 
@@ -58,14 +57,14 @@ def test_key_weights_and_the_scheduler() -> None:
     settings = Settings.from_env(
         {"CHATTTS_KEY_WEIGHTS": "alpha=4, beta=0.5:bulk,gamma=2:interactive"}
     )
-    assert settings.key_weight_map == {
+    assert settings.scheduling.key_weight_map == {
         "alpha": (4.0, False),
         "beta": (0.5, True),
         "gamma": (2.0, False),
     }
     for bad in ("alpha", "alpha=0", "alpha=-1", "alpha=x", "=2", "alpha=2:urgent", "a=nan"):
         with pytest.raises(ValueError, match="CHATTTS_KEY_WEIGHTS"):
-            _ = Settings(key_weights=bad).key_weight_map
+            Settings.of(key_weights=bad)  # refused as the settings are made
     for bad in ("a=inf", "a=-inf", "a=NaN:bulk"):  # refused as the settings are read
         with pytest.raises(ValueError, match="CHATTTS_KEY_WEIGHTS"):
             Settings.from_env({"CHATTTS_KEY_WEIGHTS": bad})
@@ -76,7 +75,7 @@ def test_key_weights_and_the_scheduler() -> None:
 def test_no_number_setting_takes_nan_or_infinity() -> None:
     """pydantic reads "nan" and "inf" as floats; a rate, share or time of either would wedge
     whatever divides by it, so each is refused with its variable named."""
-    floats = [f.name for f in fields(Settings) if f.type in ("float", float)]
+    floats = [name for name, setting in SETTINGS.items() if setting.hint is float]
     assert "submit_rate_per_client" in floats and "stream_headroom" in floats
     for name in floats:
         variable = f"CHATTTS_{name.upper()}"

@@ -61,7 +61,7 @@ async def test_a_forgotten_script_is_loaded_again(aredis: Redis) -> None:
 async def test_a_broken_connection_loses_no_submission(settings: Settings, aredis: Redis) -> None:
     """The connections of the queue's client are killed while submissions are in flight: every
     submission is answered, and each one's job exists exactly once."""
-    client = Redis.from_url(settings.redis_url or "", client_name="pipelined-broken")
+    client = Redis.from_url(settings.redis.redis_url or "", client_name="pipelined-broken")
     queue = Queue(client, settings)
     try:
         await queue.enqueue(SynthesisRequest(text="warm"), "c-broken")

@@ -92,6 +92,6 @@ async def test_a_released_document_cancelled_keeps_its_charge_with_its_parts(
     assert await aredis.hget(usage, never.job_id) is None
     assert int(await aredis.hget(usage, ran.job_id) or 0) == 1000
     assert int(await aredis.hget(usage, "total") or 0) == 1000
-    assert await aredis.ttl(queue.keys.job(ran.job_id)) > settings.unstarted_ttl_s
-    assert await aredis.ttl(queue.keys.job(never.job_id)) <= settings.unstarted_ttl_s
+    assert await aredis.ttl(queue.keys.job(ran.job_id)) > settings.redis.unstarted_ttl_s
+    assert await aredis.ttl(queue.keys.job(never.job_id)) <= settings.redis.unstarted_ttl_s
     assert await aredis.lrange(queue.keys.parts(ran.job_id), 0, -1) == [b"pcm 1"]

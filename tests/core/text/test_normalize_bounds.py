@@ -10,7 +10,7 @@ import pytest
 from core.infra.settings import Settings
 from core.text.normalize import normalize
 
-N = Settings().max_text_chars
+N = Settings().limits.max_text_chars
 # Linear work on N characters takes milliseconds; a quadratic pattern took 2.7 s on 4,000 digits.
 BUDGET_S = 1.0
 
@@ -48,7 +48,7 @@ def test_adversarial_text_is_normalized_in_linear_time(name: str, lang: str) -> 
     assert isinstance(out, str)
 
 
-DOCUMENT = Settings().max_document_chars
+DOCUMENT = Settings().limits.max_document_chars
 # Documents are normalized too (the longest is 50 times a job): runs of spaces that dropped
 # characters leave once cost their square (14 s for one voice transcript in the web process).
 DOCUMENT_BUDGET_S = 10.0

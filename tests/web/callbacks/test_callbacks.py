@@ -24,7 +24,7 @@ from tests.conftest import ClientFactory, WorkerProcess
 from tests.web.conftest import cookie
 from tests.web.webproc import WebProcess, start_web
 from web.callbacks.sender import IN_FLIGHT, IN_FLIGHT_PER_CLIENT
-from web.callbacks.targets import parse_allow, refusal
+from web.callbacks.targets import refusal
 
 __all__ = ["start_web"]  # a fixture
 QUICK = {
@@ -329,7 +329,9 @@ async def test_the_legacy_submit_takes_a_callback_too(
     ],
 )
 def test_which_addresses_a_callback_may_reach(address: str, allow: str, refused: bool) -> None:
-    reason = refusal(ipaddress.ip_address(address), parse_allow(allow))
+    reason = refusal(
+        ipaddress.ip_address(address), Settings.of(callback_allow=allow).callbacks.allow_networks
+    )
     assert (reason is not None) is refused, reason
 
 

@@ -183,5 +183,5 @@ async def test_a_streams_chunks_are_admitted_against_the_redis_budget_for_stream
     # The queue's account names the job, with its bytes, until its chunks lapse.
     queue = client.app[QUEUE]
     job_id = (await first.json())["id"]
-    async with Redis.from_url(queue.settings.redis_url or "") as redis:
+    async with Redis.from_url(queue.settings.redis.redis_url or "") as redis:
         assert int(await redis.hget(queue.keys.chunk_usage, job_id)) == each

@@ -55,7 +55,7 @@ def lzma_bomb(expanded_bytes: int) -> bytes:
 @pytest.fixture(scope="module")
 def web(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[WebProcess]:
     path = tmp_path_factory.mktemp("bombs")
-    settings = Settings(redis_url=redis_url, queue="bombs", data_dir=str(path))
+    settings = Settings.of(redis_url=redis_url, queue="bombs", data_dir=str(path))
     process = WebProcess(settings, path / "web.log").wait_ready()
     yield process
     process.stop()
@@ -234,7 +234,7 @@ async def test_decoding_recordings_at_once_takes_turns(tmp_path: Path, redis_url
     """Eight of the largest recordings at once: each decode peaks at about 110 MB, so they are
     counted in the memory budget and take turns (the others are told to retry), instead of
     all peaking together (741 MB)."""
-    settings = Settings(redis_url=redis_url, queue="decodes", data_dir=str(tmp_path))
+    settings = Settings.of(redis_url=redis_url, queue="decodes", data_dir=str(tmp_path))
     web = WebProcess(settings, tmp_path / "web.log").wait_ready()
     try:
         flac = largest_flac()

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from core.infra.settings import Settings
 from tests.conftest import ClientFactory
-from web.middlewares.forwarded import parse_proxies
 
 LIMITED = {"submit_rate_per_address": 0.001, "submit_burst_per_address": 1}
 JOB = {"text": "Forwarded.", "voice": "en_male"}
@@ -43,6 +43,6 @@ async def test_headers_from_any_other_peer_change_nothing(make_client: ClientFac
 
 
 def test_a_bad_proxy_list_names_the_entry() -> None:
-    assert len(parse_proxies("10.0.0.0/8, 192.0.2.1,")) == 2
+    assert len(Settings.of(trusted_proxies="10.0.0.0/8, 192.0.2.1,").web.proxy_networks) == 2
     with pytest.raises(ValueError, match=r"'10\.0\.0\.0/33' is not a CIDR"):
-        parse_proxies("10.0.0.0/33")
+        Settings.of(trusted_proxies="10.0.0.0/33")

@@ -107,14 +107,14 @@ async def test_a_loopback_server_answers_only_loopback_names(client: Client) -> 
 
 
 def test_host_policy() -> None:
-    loopback = Settings(host="127.0.0.1")
-    public = Settings(host="0.0.0.0")
-    named = Settings(host="0.0.0.0", allowed_hosts="tts.example.com")
+    loopback = Settings.of(host="127.0.0.1")
+    public = Settings.of(host="0.0.0.0")
+    named = Settings.of(host="0.0.0.0", allowed_hosts="tts.example.com")
     assert not host_allowed("tts.example.com", loopback)
     assert host_allowed("localhost:8000", loopback) and host_allowed("127.3.4.5", loopback)
     assert host_allowed("tts.example.com", public) and host_allowed("10.0.0.7:8000", public)
     assert host_allowed("tts.example.com:443", named) and host_allowed("localhost", named)
     assert not host_allowed("evil.example", named)
-    assert host_allowed("evil.example", Settings(host="127.0.0.1", allowed_hosts="*"))
+    assert host_allowed("evil.example", Settings.of(host="127.0.0.1", allowed_hosts="*"))
     assert is_loopback_name("[::1]") and is_loopback_name("app.localhost")
     assert not is_loopback_name("localhost.evil.example")

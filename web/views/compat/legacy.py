@@ -84,7 +84,7 @@ async def submit(request: web.Request) -> web.Response:
         legacy = LegacyRequest.model_validate(payload)
     except ValidationError as exc:
         return _detail(exc.errors(include_url=False))
-    limit = request.app[SETTINGS].max_text_chars
+    limit = request.app[SETTINGS].limits.max_text_chars
     if len(legacy.text) > limit:  # a server configured below the old limit of 500
         return _detail(
             [
@@ -101,7 +101,8 @@ async def submit(request: web.Request) -> web.Response:
     if legacy.callback_url is not None:
         try:
             callback = callback_url(
-                {"callback_url": legacy.callback_url}, request.app[SETTINGS].callback_allow
+                {"callback_url": legacy.callback_url},
+                request.app[SETTINGS].callbacks.allow_networks,
             )
         except ApiError as exc:
             return _detail(

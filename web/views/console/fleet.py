@@ -60,7 +60,7 @@ async def drain_worker(request: web.Request) -> web.Response:
             code="worker_not_found",
         )
     await queue.console.drain(name, by)
-    period = request.app[SETTINGS].heartbeat_s
+    period = request.app[SETTINGS].worker.heartbeat_s
     return json_response({"name": name, "draining": True, "within_s": period}, status=202)
 
 
@@ -71,7 +71,7 @@ def client_labels(request: web.Request) -> dict[str, str]:
     """API keys' client ids -> a name an operator recognises (the key's last characters)."""
     secret = request.app[COOKIE_SECRET]
     return {
-        key_client(secret, key): f"key …{key[-4:]}" for key in request.app[SETTINGS].api_key_set
+        key_client(secret, key): f"key …{key[-4:]}" for key in request.app[SETTINGS].web.api_key_set
     }
 
 

@@ -37,7 +37,7 @@ LIVE_PERIOD_S = 1.0
 async def page(request: web.Request) -> web.StreamResponse:
     """The console; its sign-in form when the request has no operator."""
     context = {
-        "console_on": bool(request.app[SETTINGS].admin_key_set),
+        "console_on": bool(request.app[SETTINGS].web.admin_key_set),
         "operator": operator(request),
         "queue": request.app[QUEUE].keys.queue,
     }
@@ -50,7 +50,7 @@ async def sign_in(request: web.Request) -> web.Response:
     key = body.get("key") if isinstance(body, dict) else None
     if not isinstance(key, str) or not key or len(key) > 512:
         raise ApiError(400, 'send {"key": "<an admin key>"}', code="invalid_body", param="key")
-    if not request.app[SETTINGS].admin_key_set:
+    if not request.app[SETTINGS].web.admin_key_set:
         require_operator(request)  # the console-off answer
     if not is_admin_key(request, key):
         raise ApiError(403, "that key is not one of CHATTTS_ADMIN_KEYS", code="not_an_admin")
@@ -75,7 +75,7 @@ async def live(request: web.Request) -> web.StreamResponse:
     hub's followers, at shutdown)."""
     require_operator(request)
     async with stream_lease(request):
-        ping_s = request.app[SETTINGS].sse_ping_s
+        ping_s = request.app[SETTINGS].web.sse_ping_s
         response = EventSourceResponse(ping_interval=ping_s, send_timeout=send_timeout_s(ping_s))
         await response.prepare(request)
         pinging = asyncio.create_task(response.wait())

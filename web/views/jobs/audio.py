@@ -53,7 +53,7 @@ async def job_audio(request: web.Request) -> web.StreamResponse:
         return await _document(request, job)
     fmt = job.request.format
     attachment = disposition(request, f"tts-{job.id[:8]}.{extension(fmt)}")
-    redirect_s = request.app[SETTINGS].audio_store_redirect_s
+    redirect_s = request.app[SETTINGS].store.audio_store_redirect_s
     if redirect_s > 0:
         link = await request.app[QUEUE].stored.link(job.id, redirect_s, mime_type(fmt), attachment)
         if link:  # the store serves the bytes (and Range, and ETag) itself

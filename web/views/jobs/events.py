@@ -67,7 +67,7 @@ async def _serve(
     request: web.Request, stream: str, cursor: str | None, job_id: str | None
 ) -> web.StreamResponse:
     app = request.app
-    ping_s = app[SETTINGS].sse_ping_s
+    ping_s = app[SETTINGS].web.sse_ping_s
     response = EventSourceResponse(ping_interval=ping_s, send_timeout=send_timeout_s(ping_s))
     await response.prepare(request)
     metrics = app[METRICS]

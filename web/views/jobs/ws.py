@@ -85,7 +85,7 @@ async def websocket(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     async with stream_lease(request):  # refused before the upgrade: a plain 429
         ws = web.WebSocketResponse(
-            heartbeat=max(1.0, settings.sse_ping_s), max_msg_size=settings.max_body_bytes
+            heartbeat=max(1.0, settings.web.sse_ping_s), max_msg_size=settings.limits.max_body_bytes
         )
         await ws.prepare(request)
         connections, metrics = request.app[CONNECTIONS], request.app[METRICS]
@@ -111,12 +111,12 @@ class Session:
         self.admin = is_admin(request)
         # Text frames (JSON), and audio: a JSON header and its binary frame, sent back to back.
         self.out: asyncio.Queue[str | bytes | tuple[str, bytes]] = asyncio.Queue(
-            self.app[SETTINGS].connection_queue_size
+            self.app[SETTINGS].web.connection_queue_size
         )
         self.subs: dict[str, asyncio.Task[None]] = {}
         # A frame that cannot enter the queue this long means the client stopped reading: the
         # same write timeout as SSE (two ping periods, 10 s at most).
-        self.stall_s = send_timeout_s(self.app[SETTINGS].sse_ping_s)
+        self.stall_s = send_timeout_s(self.app[SETTINGS].web.sse_ping_s)
 
     async def run(self) -> None:
         writer = asyncio.create_task(self._writer())
@@ -274,7 +274,7 @@ class Session:
     def _subscribe(self, job_id: str, cursor: str | None, audio: bool = False) -> None:
         if job_id in self.subs:
             return  # already following it: its events keep coming, once each
-        cap = self.app[SETTINGS].ws_subscriptions
+        cap = self.app[SETTINGS].limits.ws_subscriptions
         if len(self.subs) >= cap:
             raise ApiError(
                 429,

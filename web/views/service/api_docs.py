@@ -49,7 +49,7 @@ def job_request(settings: Settings) -> Schema:
     schema = SynthesisRequest.model_json_schema()
     # What the web tier takes: a job's text, or a whole document's.
     schema["properties"]["text"]["maxLength"] = max(
-        settings.max_text_chars, settings.max_document_chars
+        settings.limits.max_text_chars, settings.limits.max_document_chars
     )
     schema.pop("title", None)
     voice = schema["properties"]["voice"]
@@ -77,7 +77,7 @@ def speech_request(settings: Settings) -> Schema:
             "model": {"type": "string", "minLength": 1, "maxLength": 256},
             "input": {
                 "type": "string",
-                "maxLength": min(speech.MAX_INPUT_CHARS, settings.max_text_chars),
+                "maxLength": min(speech.MAX_INPUT_CHARS, settings.limits.max_text_chars),
             },
             "voice": {
                 "anyOf": [

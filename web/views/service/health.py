@@ -39,7 +39,7 @@ async def readyz(request: web.Request) -> web.Response:
             streams = (await queue.readings.streams(beats)).public()
     except (RedisError, TimeoutError, OSError):
         pass
-    wanted = request.app[SETTINGS].redis_min_replicas
+    wanted = request.app[SETTINGS].redis.redis_min_replicas
     durable = topology is None or topology["replicas_in_sync"] >= wanted
     if topology is not None:
         topology["replicas_required"] = wanted

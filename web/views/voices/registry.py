@@ -33,9 +33,9 @@ def _quotas(settings: Settings) -> tuple[tuple[int, int], ...]:
     """(most voices, most bytes) of an owner, of a source address (a fresh cookie is a fresh
     owner: the address that mints them has a quota of its own) and of the queue in all."""
     return (
-        (settings.voices_per_owner, settings.voice_bytes_per_owner),
-        (settings.voices_per_address, settings.voice_bytes_per_address),
-        (0, settings.voice_bytes_total),
+        (settings.limits.voices_per_owner, settings.limits.voice_bytes_per_owner),
+        (settings.limits.voices_per_address, settings.limits.voice_bytes_per_address),
+        (0, settings.limits.voice_bytes_total),
     )
 
 
@@ -44,17 +44,23 @@ def _quota_error(settings: Settings, exc: VoiceQuotaReached) -> RateLimited:
     if exc.per == "queue":
         return RateLimited(
             "bytes of voice data registered on this service",
-            f"{settings.voice_bytes_total} bytes in all (CHATTTS_VOICE_BYTES_TOTAL)",
+            f"{settings.limits.voice_bytes_total} bytes in all (CHATTTS_VOICE_BYTES_TOTAL)",
             60,
             "; its operators can raise it, or remove voices nobody uses",
         )
     whom = "by this client" if exc.per == "owner" else "from this address"
     if exc.kind == "count":
-        most = settings.voices_per_owner if exc.per == "owner" else settings.voices_per_address
+        most = (
+            settings.limits.voices_per_owner
+            if exc.per == "owner"
+            else settings.limits.voices_per_address
+        )
         fix = "; delete one you no longer use (DELETE /v1/voices/{name})"
         return RateLimited(f"voices registered {whom}", f"{most}", 0, fix)
     most = (
-        settings.voice_bytes_per_owner if exc.per == "owner" else settings.voice_bytes_per_address
+        settings.limits.voice_bytes_per_owner
+        if exc.per == "owner"
+        else settings.limits.voice_bytes_per_address
     )
     fix = "; delete a voice you no longer use"
     return RateLimited(

@@ -54,13 +54,15 @@ def create(settings: Settings) -> Engine:
     batch adapter (CHATTTS_RUNTIME=library)."""
     from workers.engines.base import EngineError
 
-    if settings.runtime == "library":
+    if settings.engine.runtime == "library":
         from workers.engines.batching import Batched
         from workers.engines.chattts.library_engine import LibraryEngine
 
         return Batched(LibraryEngine(settings))
-    if settings.runtime != "ours":
-        raise EngineError(f"unknown CHATTTS_RUNTIME {settings.runtime!r}: use ours or library")
+    if settings.engine.runtime != "ours":
+        raise EngineError(
+            f"unknown CHATTTS_RUNTIME {settings.engine.runtime!r}: use ours or library"
+        )
     from workers.engines.chattts.engine import ChatTTSEngine
 
     return ChatTTSEngine(settings)

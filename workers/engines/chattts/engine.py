@@ -34,13 +34,15 @@ class ChatTTSEngine(ChatTTSModel):
         s = self.settings
         config = RuntimeConfig(
             slots=self.max_batch,
-            context=s.context,
-            stream_tokens=s.stream_tokens,
-            first_chunk_tokens=s.first_chunk_tokens,
-            lookahead_tokens=s.lookahead_tokens,
-            dtype=s.dtype,
-            headroom=s.stream_headroom if s.stream_admission == "capacity" else 0.0,
-            stream_rows=s.stream_capacity,
+            context=s.engine.context,
+            stream_tokens=s.engine.stream_tokens,
+            first_chunk_tokens=s.engine.first_chunk_tokens,
+            lookahead_tokens=s.engine.lookahead_tokens,
+            dtype=s.engine.dtype,
+            headroom=s.scheduling.stream_headroom
+            if s.scheduling.stream_admission == "capacity"
+            else 0.0,
+            stream_rows=s.scheduling.stream_capacity,
         )
         try:
             self.runtime = Runtime(model, self.max_new_token, config)

@@ -62,7 +62,7 @@ class ChatTTSModel:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.max_batch = max(1, settings.max_batch)
+        self.max_batch = max(1, settings.engine.max_batch)
         self.max_new_token = MAX_NEW_TOKEN
         self.model_version = f"ChatTTS {version('ChatTTS')}"
         self.model: assembly.Model | None = None
@@ -79,12 +79,12 @@ class ChatTTSModel:
 
     def load(self) -> None:
         started = time.perf_counter()
-        checkpoint = loader.locate(self.settings.model_dir)
-        device = loader.resolve_device(self.settings.device)
+        checkpoint = loader.locate(self.settings.engine.model_dir)
+        device = loader.resolve_device(self.settings.engine.device)
         imports.partial()  # before anything imports ChatTTS: only what start-up uses
         library.quiet_libraries()
         library.cache_compiled_normalizer()
-        if self.settings.compile and device.type != "cuda":
+        if self.settings.engine.compile and device.type != "cuda":
             log.info("CHATTTS_COMPILE is used on CUDA only; running %s uncompiled", device)
         model = loader.load_model(checkpoint, device, library.library_logger())
         self._speakers = Speakers(model, library.builtin_voices(model.config))
@@ -117,7 +117,9 @@ class ChatTTSModel:
             if self.model is None:
                 raise EngineError("the chattts engine was not loaded", retryable=True)
             started = time.perf_counter()
-            chat = assembly.chat_around(self.model, self.settings.compile, library.library_logger())
+            chat = assembly.chat_around(
+                self.model, self.settings.engine.compile, library.library_logger()
+            )
             self._chat = chat
             self._oom.hook(chat)
             log.info("ChatTTS's Chat built in %.1f s", time.perf_counter() - started)

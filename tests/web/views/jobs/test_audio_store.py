@@ -206,7 +206,7 @@ async def test_a_segment_is_refused_before_it_is_read_when_its_address_holds_its
     await wait_job(client, job["id"], ("succeeded",))
     url = f"/v1/tts/jobs/{job['id']}/segments/1"
     assert (await client.get(url)).status == 200
-    memory, budget = client.app[MEMORY], client.app[SETTINGS].web_memory_per_address_bytes
+    memory, budget = client.app[MEMORY], client.app[SETTINGS].limits.web_memory_per_address_bytes
     memory.take("127.0.0.1", budget - SEGMENT_RESERVE_BYTES + 1, "a test's download")
     refused = await client.get(url)
     assert refused.status == 429, await refused.text()

@@ -60,7 +60,7 @@ async def test_a_document_killed_halfway_resumes_where_it_stopped(
     second = start_worker("second")
     events = await wait_terminal(queue, job_id, timeout=120)
     assert events[-1]["type"] == "succeeded"
-    await asyncio.sleep(settings.heartbeat_s * 2)
+    await asyncio.sleep(settings.worker.heartbeat_s * 2)
     # The engine of the second worker made only what the first had not stored.
     total = events[-1]["job"]["segments_total"]
     assert (await heartbeat(aredis, queue, second.name))["segments"] == total - stored

@@ -47,7 +47,7 @@ def _load_engine(checkpoint: Path, runtime: str) -> Any:
     torch.set_num_threads(1)
     device = os.environ.get(TEST_DEVICE_ENV, "cpu")
     # float32: the tests assert that a seeded row draws the same codes whatever its batch.
-    settings = Settings(
+    settings = Settings.of(
         model_dir=str(checkpoint), device=device, max_batch=8, runtime=runtime, dtype="float32"
     )
     engine = create(settings)

@@ -52,7 +52,7 @@ class Service:
 
 
 def _settings(redis_url: str, model_dir: Path, data_dir: Path) -> Settings:
-    return Settings(
+    return Settings.of(
         redis_url=redis_url,
         queue=f"c{uuid.uuid4().hex[:10]}",
         engine="chattts",

@@ -110,7 +110,7 @@ from workers.engines.base import synthesize
 from core.infra.settings import Settings
 from workers.engines.base import Segment
 from core.queue.job import SynthesisRequest
-engine = create_engine(Settings(engine="chattts", model_dir=sys.argv[1], device="cpu"))
+engine = create_engine(Settings.of(engine="chattts", model_dir=sys.argv[1], device="cpu"))
 engine.load()
 engine.warmup()
 def state():

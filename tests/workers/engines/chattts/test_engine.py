@@ -272,7 +272,9 @@ def test_the_runtime_in_bfloat16_speaks_every_row(tiny_checkpoint: Any) -> None:
     from core.infra.settings import Settings
     from workers.engines.chattts.engine import ChatTTSEngine
 
-    settings = Settings(model_dir=str(tiny_checkpoint), device="cpu", max_batch=4, dtype="bfloat16")
+    settings = Settings.of(
+        model_dir=str(tiny_checkpoint), device="cpu", max_batch=4, dtype="bfloat16"
+    )
     engine = ChatTTSEngine(settings)
     engine.load()
     assert engine.runtime is not None and engine.runtime.decoder.dtype == torch.bfloat16

@@ -54,7 +54,7 @@ def test_load_names_a_missing_file(tiny_checkpoint: Path, tmp_path: Path) -> Non
     from workers.engines.chattts.engine import ChatTTSEngine
 
     model = link_copy(tiny_checkpoint, tmp_path / "m", skip="asset/Vocos.safetensors")
-    engine = ChatTTSEngine(Settings(model_dir=str(model), device="cpu"))
+    engine = ChatTTSEngine(Settings.of(model_dir=str(model), device="cpu"))
     with pytest.raises(EngineError, match=r"missing.*Vocos\.safetensors"):
         engine.load()
 
@@ -67,7 +67,7 @@ def test_load_names_a_corrupt_file(tiny_checkpoint: Path, tmp_path: Path) -> Non
     data = bytearray((model / "asset/DVAE.safetensors").read_bytes())
     data[-1] ^= 0xFF
     (model / "asset/DVAE.safetensors").write_bytes(bytes(data))
-    engine = ChatTTSEngine(Settings(model_dir=str(model), device="cpu"))
+    engine = ChatTTSEngine(Settings.of(model_dir=str(model), device="cpu"))
     with pytest.raises(EngineError, match=r"corrupt.*DVAE\.safetensors"):
         engine.load()
 
@@ -79,7 +79,7 @@ def test_without_a_manifest_the_published_checksums_apply(
     from workers.engines.chattts.engine import ChatTTSEngine
 
     model = link_copy(tiny_checkpoint, tmp_path / "m", skip=MANIFEST)
-    engine = ChatTTSEngine(Settings(model_dir=str(model), device="cpu"))
+    engine = ChatTTSEngine(Settings.of(model_dir=str(model), device="cpu"))
     with pytest.raises(EngineError, match=r"sha256 mismatch.*Decoder\.safetensors") as info:
         engine.load()
     import ChatTTS

@@ -20,7 +20,7 @@ async def test_a_loading_worker_is_alive_not_ready(
     redis_url: str, tiny_checkpoint: Path, tmp_path: Path, make_client: MakeClient
 ) -> None:
     settings = _settings(redis_url, tiny_checkpoint, tmp_path)
-    keys = Keys(settings.key_prefix, settings.queue)
+    keys = Keys(settings.redis.key_prefix, settings.redis.queue)
     client = await make_client(settings)
     worker = WorkerProcess(settings, "loader", tmp_path / "loader.log", **WORKER_ENV)
     sync = redis.Redis.from_url(redis_url)
