@@ -14,10 +14,11 @@ them by those names.
 from __future__ import annotations
 
 import inspect
+import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from typing import Any
 
@@ -95,6 +96,14 @@ class Signature:
                 lines.append(f"for i = {first}, #{table} do {copy} end")
         return "\n".join(lines) + "\n"
 
+    @cached_property
+    def _pick_keys(self) -> Callable[[Mapping[str, Any]], list[Any]]:
+        return _picker((*self.keys, *([self.rest_keys] if self.rest_keys else [])))
+
+    @cached_property
+    def _pick_args(self) -> Callable[[Mapping[str, Any]], list[Any]]:
+        return _picker((*self.args, *([self.rest_args] if self.rest_args else [])))
+
     def order(
         self, keys: Mapping[str, Any], args: Mapping[str, Any]
     ) -> tuple[list[Any], list[Any]]:
@@ -103,13 +112,22 @@ class Signature:
         expected_args = len(self.args) + (self.rest_args is not None)
         if len(keys) != expected_keys or len(args) != expected_args:
             raise TypeError(f"a script takes keys {self.keys} and arguments {self.args}")
-        ordered_keys = [keys[name] for name in self.keys]
-        ordered_args = [args[name] for name in self.args]
+        ordered_keys, ordered_args = self._pick_keys(keys), self._pick_args(args)
         if self.rest_keys:
-            ordered_keys += keys[self.rest_keys]
+            ordered_keys += ordered_keys.pop()
         if self.rest_args:
-            ordered_args += args[self.rest_args]
+            ordered_args += ordered_args.pop()
         return ordered_keys, ordered_args
+
+
+def _picker(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], list[Any]]:
+    """The values of `names` in a mapping, in order: itemgetter, in C (a submission's path)."""
+    if not names:
+        return lambda _: []
+    getter = operator.itemgetter(*names)
+    if len(names) == 1:
+        return lambda mapping: [getter(mapping)]
+    return lambda mapping: list(getter(mapping))
 
 
 class _Templates(Keys):
@@ -266,17 +284,11 @@ class QueueScripts:
         self._pipelined: Pipelined | None = None
         if isinstance(redis, Redis) and not redis.single_connection_client:
             self._pipelined = Pipelined(redis)
-
-    @property
-    def ttl(self) -> int:
-        return self.settings.redis.job_ttl_s
-
-    @property
-    def maxlens(self) -> dict[str, int]:
-        """The event streams' lengths, as the scripts that emit events take them."""
-        return {
-            "maxlen_job": self.settings.redis.job_events_maxlen,
-            "maxlen_client": self.settings.redis.client_events_maxlen,
+        self.ttl = settings.redis.job_ttl_s
+        # The event streams' lengths, as the scripts that emit events take them.
+        self.maxlens = {
+            "maxlen_job": settings.redis.job_events_maxlen,
+            "maxlen_client": settings.redis.client_events_maxlen,
         }
 
     async def run(self, name: str, keys: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
