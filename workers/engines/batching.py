@@ -195,12 +195,13 @@ class Batched:
         # What each segment made in this call: a failed call's segments that came out whole
         # are not made again; one made again sends its listener only what it did not have.
         pieces: dict[int, list[np.ndarray]] = {}
+        sizes: dict[int, int] = {}  # samples made so far, by segment
         whole: set[int] = set()
 
         def to_sinks(segment: Segment, samples: np.ndarray, final: bool) -> None:
-            made = pieces.setdefault(id(segment), [])
-            start = sum(p.size for p in made)
-            made.append(samples)
+            start = sizes.get(id(segment), 0)
+            sizes[id(segment)] = start + samples.size
+            pieces.setdefault(id(segment), []).append(samples)
             if final:
                 whole.add(id(segment))
             item = items[id(segment)]
