@@ -10,7 +10,7 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,13 +54,16 @@ def start_stack(
     profile: Path | None = None,
     environ: Mapping[str, str] | None = None,
     ready: bool = True,
+    worker_hook: Callable[[int], tuple[str, Mapping[str, str]]] | None = None,
 ) -> Service:
     """Ours with `settings` on a free port: an embedded Redis in `folder`/redis (unbounded
     unless `maxmemory` says; no `folder`: the Redis `settings` name), one web process and
     `workers` workers, named `<tag>-web` and `<tag>-worker-<n>` from 1 (each worker's name too;
     their metrics endpoints off: several share the host). `environ`: what they inherit
     (os.environ). `profile`: each runs under cProfile, written to <profile>/<name>.prof when it
-    exits. Returns once /readyz answers 200 (a worker alive), or at once when not `ready`."""
+    exits. `worker_hook(n)`: a module worker n runs under (`python -m MODULE cli worker`) and
+    what it adds to its environment. Returns once /readyz answers 200 (a worker alive), or at
+    once when not `ready`."""
     redis_url = (
         settings.redis.redis_url if folder is None else start_redis(procs, folder, maxmemory)
     )
@@ -83,7 +86,12 @@ def start_stack(
     for n in range(1, workers + 1):
         name = f"{prefix}worker-{n}"
         worker_env = {**env, "CHATTTS_WORKER_NAME": name, "CHATTTS_WORKER_METRICS_PORT": "0"}
-        started.append(procs.start(name, [*cli(name), "worker"], worker_env, cwd=REPO_ROOT))
+        argv = [*cli(name), "worker"]
+        if worker_hook is not None:
+            module, extra = worker_hook(n)
+            argv[argv.index("cli") : argv.index("cli")] = [module]
+            worker_env.update(extra)
+        started.append(procs.start(name, argv, worker_env, cwd=REPO_ROOT))
     service = Service(f"http://127.0.0.1:{settings.web.port}", redis_url, web, started)
     if ready:
         wait_http(procs, f"{service.url}/readyz")
