@@ -321,10 +321,20 @@ def print_tracing(report: dict[str, Any]) -> None:
             f"tracemalloc's own {last['tracemalloc_own_mb']:.1f} MB at the end"
         )
         print(
-            f"  first snapshot to last: traced {last['traced_mb'] - first['traced_mb']:+.2f} MB, "
+            f"  first snapshot to last: traced {last['traced_mb'] - first['traced_mb']:+.2f} MB "
+            f"(its peak {first['traced_peak_mb']:.1f} to {last['traced_peak_mb']:.1f} MB), "
             f"RSS {last['rss_mb'] - first['rss_mb']:+.1f} MB (the fork of a snapshot: "
             f"{first['fork_ms']:.0f} and {last['fork_ms']:.0f} ms)"
         )
+        if "malloc_in_use_mb" in last:
+            held = (("in_use", "in use"), ("free", "free"), ("mmapped", "mapped"))
+            print(
+                "  C's malloc: "
+                + ", ".join(
+                    f"{label} {first[f'malloc_{k}_mb']:.1f} to {last[f'malloc_{k}_mb']:.1f} MB"
+                    for k, label in held
+                )
+            )
         print("  grew most between the two snapshots, by line (live blocks):")
         for site in traced["growth"]:
             print(

@@ -7,7 +7,7 @@ runs as `__main__` with ARGS, as `python -m MODULE ARGS` would. Nothing else cha
 below are ones the service never uses.
 
 * SIGUSR2: a line appended to DIR/memory.jsonl: the memory tracemalloc sees (traced, its peak),
-  tracemalloc's own memory, the process's RSS.
+  tracemalloc's own memory, the process's RSS, what C's malloc holds (in use, free, mapped).
 * SIGUSR1: the same line, naming a snapshot, DIR/snapshot-N.pickle (N = 1, 2...), that a forked
   copy of the process writes (whole, then renamed) while the process goes on.
 
@@ -16,6 +16,7 @@ below are ones the service never uses.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import linecache
 import os
@@ -45,6 +46,36 @@ IGNORED = (
 )
 
 
+class _Mallinfo2(ctypes.Structure):
+    """glibc's struct mallinfo2 (2.33 and later)."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            *("arena", "ordblks", "smblks", "hblks", "hblkhd"),
+            *("usmblks", "fsmblks", "uordblks", "fordblks", "keepcost"),
+        )
+    ]
+
+
+def malloc_mb() -> dict[str, float]:
+    """What C's malloc holds (glibc): in use (Python's blocks above 512 bytes, tracemalloc's own
+    tables and every C library's allocations), free but kept by the allocator, and the large
+    blocks it mapped on their own. Python's small objects live in arenas of their own, not here.
+    Empty where the C library has no mallinfo2."""
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return {}
+    mallinfo2.restype = _Mallinfo2
+    info = mallinfo2()
+    return {
+        "malloc_in_use_mb": info.uordblks / 1024**2,
+        "malloc_free_mb": info.fordblks / 1024**2,
+        "malloc_mmapped_mb": info.hblkhd / 1024**2,
+    }
+
+
 def rss_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -67,6 +98,7 @@ class Recorder:
             "traced_peak_mb": peak / 1024**2,
             "tracemalloc_own_mb": tracemalloc.get_tracemalloc_memory() / 1024**2,
             "rss_mb": rss_mb(),
+            **malloc_mb(),
         }
 
     def write(self, line: dict[str, Any]) -> None:

@@ -142,6 +142,7 @@ def test_tracehook_runs_a_module_and_names_the_line_that_grew(tmp_path: Path) ->
         "snapshot-2.pickle",
     ]
     assert lines[2]["traced_mb"] - lines[1]["traced_mb"] > 2.0  # 20,000 blocks of 100+ bytes
+    assert lines[2]["rss_mb"] > 0 and lines[2].get("malloc_in_use_mb", 1) > 0
     top = tracehook.growth(folder)[0]
     assert top["site"].endswith("grower.py:6") and top["code"] == "kept.append(bytearray(100))"
     assert top["blocks_grew"] >= 20000 and top["path"][-1] == top["site"]
