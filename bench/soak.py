@@ -10,6 +10,12 @@ SAMPLE_S: Redis's memory, the processes' RSS. Reports what a finished job keeps 
 the end of each quarter (flat once it nears its maxmemory: the oldest finished jobs go first),
 each process's memory growth per hour after the first quarter, the submit latency, and jobs lost
 (must be 0).
+
+`--tracemalloc`: the workers run under bench.tracehook, their Python allocations traced; a
+snapshot near the end of the first quarter (warm-up) and one at the end, and the memory that
+tracemalloc sees at each quarter's end; the bench prints, per worker, the source lines whose live
+blocks grew most between the two snapshots. Tracing slows every allocation, and its own tables
+count in the RSS: the RSS figures of such a run are not those of an untraced one.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import asyncio
 import itertools
 import json
 import os
+import signal
 import statistics
 import sys
 import time
@@ -29,6 +36,7 @@ from typing import Any
 import aiohttp
 import redis
 
+from bench import tracehook
 from bench.runs import p99
 from bench.stack import REPO_ROOT, start_stack
 from core.infra.settings import Settings
@@ -36,6 +44,8 @@ from core.queue.keys import Keys
 from testing.procs import Processes, bench_run
 
 SAMPLE_S = 5.0
+# How long a traced worker may take to write its last snapshot (its copy's limit is 240 s).
+SNAPSHOT_TIMEOUT_S = 300.0
 TEXTS = (
     "The weather today is mild, with a light breeze from the west.",
     "Please remember to bring the documents to the meeting on Tuesday.",
@@ -51,6 +61,45 @@ class Load:
     latencies: list[float] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
     errors: int = 0  # 5xx or a refused honest request
+
+
+@dataclass
+class Tracing:
+    """The workers run under bench.tracehook, each writing into its folder."""
+
+    folders: dict[str, Path]  # by the worker's name in the report
+    pids: dict[str, int]
+
+    def signal(self, sig: signal.Signals) -> None:
+        for pid in self.pids.values():
+            os.kill(pid, sig)
+
+    async def quarters(self, seconds: float) -> None:
+        """The first snapshot at the end of the first quarter, a reading at the ends of the
+        second and third."""
+        start = time.monotonic()
+        marks = ((1, signal.SIGUSR1), (2, signal.SIGUSR2), (3, signal.SIGUSR2))
+        for quarter, sig in marks:
+            await asyncio.sleep(max(0.0, start + seconds * quarter / 4 - time.monotonic()))
+            self.signal(sig)
+
+    async def last_snapshot(self) -> bool:
+        """A reading and a snapshot, the last: whether every worker wrote it in time."""
+        self.signal(signal.SIGUSR1)
+        deadline = time.monotonic() + SNAPSHOT_TIMEOUT_S
+        while any(len(tracehook.snapshots(f)) < 2 for f in self.folders.values()):
+            if time.monotonic() > deadline:
+                print(f"no last snapshot within {SNAPSHOT_TIMEOUT_S:.0f} s", file=sys.stderr)
+                return False
+            await asyncio.sleep(0.5)
+        return True
+
+    def report(self) -> dict[str, Any]:
+        """Per worker: its readings, what grew from the first snapshot to the last."""
+        return {
+            name: {"readings": tracehook.readings(folder), "growth": tracehook.growth(folder)}
+            for name, folder in self.folders.items()
+        }
 
 
 async def one_job(
@@ -164,23 +213,47 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
     environ.pop("MALLOC_ARENA_MAX", None)
     if args.malloc_arenas:  # as `run` and the images set it; 0: glibc's own (one per thread)
         environ["MALLOC_ARENA_MAX"] = str(args.malloc_arenas)
+    tracing = Tracing({}, {}) if args.tracemalloc else None
+
+    def traced(n: int) -> tuple[str, dict[str, str]]:  # worker n (from 1) under the hook
+        assert tracing is not None
+        folder = tmp / "tracemalloc" / f"worker{n - 1}"
+        tracing.folders[f"worker{n - 1}"] = folder
+        return "bench.tracehook", {
+            tracehook.DIR_ENV: str(folder),
+            tracehook.FRAMES_ENV: str(args.trace_frames),
+        }
+
     service = start_stack(
-        procs, settings, args.workers, folder=tmp, maxmemory=args.maxmemory, environ=environ
+        procs,
+        settings,
+        args.workers,
+        folder=tmp,
+        maxmemory=args.maxmemory,
+        environ=environ,
+        worker_hook=traced if tracing else None,
     )
     url = service.url
     pids = {"web": service.web.pid}
     pids.update({f"worker{n}": worker.pid for n, worker in enumerate(service.workers)})
+    if tracing:
+        tracing.pids.update({name: pids[name] for name in tracing.folders})
     store = redis.Redis.from_url(service.redis_url)
     keys = Keys(settings.redis.key_prefix, settings.redis.queue)
     load, samples = Load(), list[dict[str, Any]]()
 
     async def run() -> None:
         sampler = asyncio.create_task(sample(store, keys, pids, samples))
+        marks = asyncio.create_task(tracing.quarters(args.minutes * 60)) if tracing else None
         try:
             await drive(url, args.rate, args.minutes * 60, load)
             await asyncio.sleep(5)  # the last jobs end
         finally:
             sampler.cancel()
+            if marks:
+                marks.cancel()
+        if tracing:
+            await tracing.last_snapshot()
 
     try:
         asyncio.run(run())
@@ -200,6 +273,7 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
         **figures(samples, server_limit_mb(args), list(pids)),
         "submit_p50_ms": statistics.median(load.latencies) * 1000 if load.latencies else 0.0,
         "submit_p99_ms": p99(load.latencies) * 1000,
+        **({"tracemalloc": tracing.report(), "trace_frames": args.trace_frames} if tracing else {}),
         "samples": samples,
     }
 
@@ -216,16 +290,62 @@ def figures(samples: list[dict[str, Any]], limit_mb: float, names: list[str]) ->
     hours = max(1e-9, (after[-1]["t"] - after[0]["t"]) / 3600)
     out: dict[str, Any] = {
         "redis_kb_per_finished_job": grown / ended,
-        "redis_mb_by_quarter": [
-            round(samples[min(len(samples) - 1, q * quarter - 1)]["redis_mb"], 1)
-            for q in (1, 2, 3, 4)
-        ],
+        "redis_mb_by_quarter": by_quarter(samples, "redis_mb"),
         "redis_peak_mb": max(s["redis_mb"] for s in samples),
     }
     for name in names:
         growth = after[-1][f"{name}_mb"] - after[0][f"{name}_mb"]
         out[f"{name}_mb_per_hour_after_warmup"] = growth / hours
+        out[f"{name}_mb_by_quarter"] = by_quarter(samples, f"{name}_mb")
     return out
+
+
+def by_quarter(samples: list[dict[str, Any]], name: str) -> list[float]:
+    """A figure at the end of each quarter of the run."""
+    quarter = max(1, len(samples) // 4)
+    return [round(samples[min(len(samples) - 1, q * quarter - 1)][name], 1) for q in (1, 2, 3, 4)]
+
+
+def print_tracing(report: dict[str, Any]) -> None:
+    """Per traced worker: what tracemalloc saw at each quarter's end, what the RSS was, and the
+    lines whose live blocks grew most from the first snapshot (warm-up) to the last."""
+    for name, traced in report["tracemalloc"].items():
+        lines = traced["readings"]
+        if len(lines) < 4:
+            print(f"{name}: {len(lines)} tracemalloc readings, not 4")
+            continue
+        first, last = lines[0], lines[-1]
+        traced_mb = ", ".join(f"{r['traced_mb']:.1f}" for r in lines)
+        rss = ", ".join(f"{r['rss_mb']:.1f}" for r in lines)
+        print(
+            f"\n{name} under tracemalloc ({report['trace_frames']} frames): "
+            f"traced {traced_mb} MB, RSS {rss} MB "
+            f"(the first snapshot, then the ends of the 2nd to 4th quarters); "
+            f"tracemalloc's own {last['tracemalloc_own_mb']:.1f} MB at the end"
+        )
+        print(
+            f"  first snapshot to last: traced {last['traced_mb'] - first['traced_mb']:+.2f} MB "
+            f"(its peak {first['traced_peak_mb']:.1f} to {last['traced_peak_mb']:.1f} MB), "
+            f"RSS {last['rss_mb'] - first['rss_mb']:+.1f} MB (the fork of a snapshot: "
+            f"{first['fork_ms']:.0f} and {last['fork_ms']:.0f} ms)"
+        )
+        if "malloc_in_use_mb" in last:
+            held = (("in_use", "in use"), ("free", "free"), ("mmapped", "mapped"))
+            print(
+                "  C's malloc: "
+                + ", ".join(
+                    f"{label} {first[f'malloc_{k}_mb']:.1f} to {last[f'malloc_{k}_mb']:.1f} MB"
+                    for k, label in held
+                )
+            )
+        print("  grew most between the two snapshots, by line (live blocks):")
+        for site in traced["growth"]:
+            print(
+                f"  {site['grew_kb']:+9.1f} KB {site['blocks_grew']:+7d} blocks "
+                f"(now {site['size_kb']:.0f} KB)  {site['site']}  {site['code'][:60]}"
+            )
+            if "path" in site:
+                print(f"      {site['path_grew_kb']:+.1f} KB via " + " > ".join(site["path"]))
 
 
 def server_limit_mb(args: argparse.Namespace) -> float:
@@ -246,15 +366,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a smoke run: 2 minutes, 4 MB")
     p.add_argument("--output", default=str(REPO_ROOT / "bench" / "results" / "soak.json"))
     p.add_argument("--keep-logs", action="store_true")
+    p.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="trace the workers' Python allocations; print what grew after the first quarter",
+    )
+    p.add_argument("--trace-frames", type=int, default=tracehook.DEFAULT_FRAMES)
     args = p.parse_args(argv)
     if args.quick:
         args.minutes, args.maxmemory = 2.0, "4mb"
     with bench_run("chattts-soak-", args.keep_logs) as (procs, tmp):
         report = measure(args, procs, tmp)
     for name, value in report.items():
-        if name != "samples":
+        if name not in ("samples", "tracemalloc"):
             shown = f"{value:.1f}" if isinstance(value, float) else value
             print(f"{name:40} {shown}")
+    if "tracemalloc" in report:
+        print_tracing(report)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(report, indent=2))
     ok = report["jobs_lost"] == 0 and report["errors"] == 0

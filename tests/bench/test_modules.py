@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench import baseline_env, batching, notice
+from bench import baseline_env, batching, notice, tracehook
 from bench.clients import BenchError
 from bench.keyspace import KeyspaceLog
+from tests.bench.helpers import ROOT
 
 
 def _batch(batch: int, audio_s_per_s: float, first_s: float = 1.0) -> dict[str, Any]:
@@ -94,3 +98,51 @@ def test_the_baseline_ships_with_the_repository() -> None:
     expected = os.environ.get(baseline_env.DIR_ENV) or shipped
     assert Path(expected) == baseline_env.DEFAULT_DIR
     assert baseline_env.located() is not None
+
+
+GROWER = """import os, signal, sys
+kept = []
+os.kill(os.getpid(), signal.SIGUSR2)
+os.kill(os.getpid(), signal.SIGUSR1)
+for n in range(20000):
+    kept.append(bytearray(100))
+os.kill(os.getpid(), signal.SIGUSR1)
+print(sys.argv[1:], __name__)
+"""
+
+
+def test_tracehook_runs_a_module_and_names_the_line_that_grew(tmp_path: Path) -> None:
+    """The soak's --tracemalloc: the module runs as `python -m` would run it, a reading on
+    SIGUSR2, a snapshot on SIGUSR1 (written by a forked copy), and the growth between the
+    snapshots is found by its line."""
+    (tmp_path / "grower.py").write_text(GROWER)
+    folder = tmp_path / "traced"
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}",
+        tracehook.DIR_ENV: str(folder),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.tracehook", "grower", "--flag"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['--flag'] __main__"
+    deadline = time.monotonic() + 30  # the forked copies write the snapshots
+    while len(tracehook.snapshots(folder)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = tracehook.readings(folder)
+    assert [line.get("snapshot") for line in lines] == [
+        None,
+        "snapshot-1.pickle",
+        "snapshot-2.pickle",
+    ]
+    assert lines[2]["traced_mb"] - lines[1]["traced_mb"] > 2.0  # 20,000 blocks of 100+ bytes
+    assert lines[2]["rss_mb"] > 0 and lines[2].get("malloc_in_use_mb", 1) > 0
+    top = tracehook.growth(folder)[0]
+    assert top["site"].endswith("grower.py:6") and top["code"] == "kept.append(bytearray(100))"
+    assert top["blocks_grew"] >= 20000 and top["path"][-1] == top["site"]
