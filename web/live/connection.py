@@ -7,17 +7,20 @@ import asyncio
 import contextlib
 import logging
 import time
+import typing
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from web.appkeys import EGRESS, MEMORY, SETTINGS
+from web.appkeys import CONNECTIONS, EGRESS, MEMORY, METRICS, SETTINGS
 from web.clients.identity import client_id
+from web.clients.limits import check_submit, live_lease, stream_lease
 from web.errors import ApiError
 from web.live.options import LiveOptions
 from web.live.speaker import Listener, Speaker
+from web.middlewares.origin import origin_allowed
 from web.monitors.memory import address
 from web.replies.sending import send_timeout_s
 
@@ -25,6 +28,42 @@ log = logging.getLogger("chattts_online.web.live")
 
 # How often idle contexts and the connection's age are looked at.
 WATCH_S = 1.0
+
+
+class Protocol(typing.Protocol):
+    """A live protocol over one connection (ours, ElevenLabs', vLLM-Omni's)."""
+
+    async def run(self) -> None: ...
+
+
+async def serve(
+    request: web.Request, protocol: Callable[[LiveConnection], Protocol]
+) -> web.StreamResponse:
+    """Check the origin, hold the connection's leases (past a cap: a plain 429 before the
+    upgrade), upgrade, and run `protocol` over the socket until it ends."""
+    if not origin_allowed(request):
+        raise ApiError(
+            403,
+            f"WebSocket connections from origin {request.headers.get('Origin')!r} are not "
+            "allowed; add it to CHATTTS_ALLOWED_ORIGINS",
+            code="origin_not_allowed",
+        )
+    settings = request.app[SETTINGS]
+    await check_submit(request)  # opening a session is a submission; its segments are its own
+    async with stream_lease(request), live_lease(request):
+        ws = web.WebSocketResponse(
+            heartbeat=max(1.0, settings.web.sse_ping_s), max_msg_size=settings.limits.max_body_bytes
+        )
+        await ws.prepare(request)
+        connections, metrics = request.app[CONNECTIONS], request.app[METRICS]
+        connections.ws.add(ws)
+        metrics.ws_open.inc()
+        try:
+            await protocol(LiveConnection(request, ws)).run()
+        finally:
+            connections.ws.discard(ws)
+            metrics.ws_open.dec()
+    return ws
 
 
 class SlowReader(Exception):

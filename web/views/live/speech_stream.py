@@ -21,11 +21,9 @@ from aiohttp import web
 from core.audio.formats import SAMPLE_RATE
 from core.infra.redis_client import REDIS_DOWN
 from web.errors import ApiError, dumps, redis_unavailable
-from web.live.connection import LiveConnection, SlowReader
+from web.live.connection import LiveConnection, SlowReader, serve
 from web.live.options import LiveOptions, live_options
 from web.live.speaker import AudioPiece, Speaker, SpokenSegment
-from web.middlewares.origin import origin_allowed
-from web.views.live.session import serve
 
 log = logging.getLogger("chattts_online.web.live")
 
@@ -34,13 +32,6 @@ TYPES = ("session.config", "input.text", "input.done", "session.close")
 
 
 async def speech_stream(request: web.Request) -> web.StreamResponse:
-    if not origin_allowed(request):
-        raise ApiError(
-            403,
-            f"WebSocket connections from origin {request.headers.get('Origin')!r} are not "
-            "allowed; add it to CHATTTS_ALLOWED_ORIGINS",
-            code="origin_not_allowed",
-        )
     return await serve(request, _Stream)
 
 

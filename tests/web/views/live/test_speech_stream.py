@@ -46,7 +46,8 @@ async def test_sentences_and_utterances(client: Client, worker: WorkerProcess) -
         assert (await ws.receive(timeout=10)).type == aiohttp.WSMsgType.CLOSE
 
     starts = [f for f in first if f["type"] == "audio.start"]
-    assert [s["sentence_text"] for s in starts] == ["The first sentence.", "The second one ends here."]
+    texts = ["The first sentence.", "The second one ends here."]
+    assert [s["sentence_text"] for s in starts] == texts
     assert [s["sentence_index"] for s in starts] == [0, 1]
     assert {s["utterance_index"] for s in starts} == {0}
     # Each sentence's PCM lies between its start and its done, and adds up to what done says.
