@@ -58,10 +58,9 @@ class _Cut:
 class LiveCutter:
     """Feed text in pieces of any size; get back the segments that are safe to speak.
 
-    The first segment is cut at the first clause mark after `first_chars` characters (a
-    Chinese character counts as three, a syllable) (or at a
-    sentence end, whichever comes first); each later one's clause threshold is `grow` times the
-    one before, up to `max_chars`. No segment is longer than `max_chars` (control tokens not
+    The first segment is cut at the first clause mark after `first_chars` characters (a Chinese
+    character counts as three, a syllable), or at a sentence end, whichever comes first; each
+    later one's clause threshold is `grow` times the one before, up to `max_chars`. No segment is longer than `max_chars` (control tokens not
     counted) unless what follows has nothing to say; none is cut inside a number, a control
     token, an abbreviation or a URL; and all of them, with `flush()` at the end, hold every
     character of the text, cleaned, except a text with nothing speakable at all.
