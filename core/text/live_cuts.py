@@ -60,10 +60,11 @@ class LiveCutter:
 
     The first segment is cut at the first clause mark after `first_chars` characters (a Chinese
     character counts as three, a syllable), or at a sentence end, whichever comes first; each
-    later one's clause threshold is `grow` times the one before, up to `max_chars`. No segment is longer than `max_chars` (control tokens not
-    counted) unless what follows has nothing to say; none is cut inside a number, a control
-    token, an abbreviation or a URL; and all of them, with `flush()` at the end, hold every
-    character of the text, cleaned, except a text with nothing speakable at all.
+    later one's clause threshold is `grow` times the one before, up to `max_chars`. No segment
+    is longer than `max_chars` (control tokens not counted) unless what follows has nothing to
+    say; none is cut inside a number, a control token, an abbreviation or a URL; and all of
+    them, with `flush()` at the end, hold every character of the text, cleaned, except a text
+    with nothing speakable at all.
     """
 
     def __init__(self, first_chars: int = 40, max_chars: int = 200, grow: float = 2.0) -> None:

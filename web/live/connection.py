@@ -204,15 +204,20 @@ class LiveConnection:
         except SlowReader:
             await self.close(WSCloseCode.TRY_AGAIN_LATER, "too slow: read your frames")
         finally:
-            for task in (writer, watcher):
-                task.cancel()
-            await asyncio.gather(writer, watcher, return_exceptions=True)
-            for name in list(self.contexts):
-                await self.close_context(name)
-            for frame in self._frames:
-                if frame.held:
-                    self.app[MEMORY].give(self.source, frame.held)
-            self._frames.clear()
+            # Shielded: the server cancels a handler whose client went away, and what the
+            # contexts hold (jobs, memory) must be given back all the same.
+            await asyncio.shield(self._stop(writer, watcher))
+
+    async def _stop(self, *tasks: asyncio.Task[None]) -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for name in list(self.contexts):
+            await self.close_context(name)
+        for frame in self._frames:
+            if frame.held:
+                self.app[MEMORY].give(self.source, frame.held)
+        self._frames.clear()
 
     async def _watch(self, on_idle: Callable[[str], Awaitable[None]]) -> None:
         while True:

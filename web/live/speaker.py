@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aiohttp import web
-from core.text.alignment import char_times, words_of
-from core.text.live_cuts import LiveCutter
 
 from core.audio.formats import SAMPLE_RATE
 from core.audio.sizes import speech_seconds
 from core.infra.redis_client import REDIS_DOWN
 from core.queue.job import SynthesisRequest
+from core.text.alignment import char_times, words_of
+from core.text.live_cuts import LiveCutter
 from core.text.sentences import clean_text, has_speakable
 from web import job_service
-from web.appkeys import QUEUE, SETTINGS
+from web.appkeys import MEMORY, QUEUE, SETTINGS
 from web.errors import ApiError, redis_unavailable
 from web.intake.submissions import synthesis_request
 from web.live.options import LiveOptions
@@ -30,6 +30,9 @@ from web.live.options import LiveOptions
 log = logging.getLogger("chattts_online.web.live")
 
 BYTES_PER_MS = SAMPLE_RATE * 2 / 1000  # 16-bit mono PCM
+# What a character of text waiting costs the process, about (a str of CJK text takes 2-4 bytes
+# a character, and the cutter's copies as much again).
+CHAR_BYTES = 4
 # A piece of audio handed on at once, at most: a cached segment arrives as one file, and a
 # listener's frames stay small (a second of speech).
 PIECE_BYTES = SAMPLE_RATE * 2
@@ -101,6 +104,7 @@ class Speaker:
         self.segments = 0  # segments spoken or speaking
         self.audio_ms = 0.0  # the context's audio so far
         self.ended = False
+        self.charged = 0  # bytes of the text waiting, counted in the memory budget
         self.last_active = time.monotonic()
         self._wake = asyncio.Event()
         self._speaking: asyncio.Task[None] | None = None
@@ -150,12 +154,23 @@ class Speaker:
                 code="text_ahead_of_speech",
                 param="text",
             )
+        # The text waiting counts in the process's memory budget, like a request's body.
+        self.app[MEMORY].take(self.source, len(text) * CHAR_BYTES, "a live session's text")
+        self.charged += len(text) * CHAR_BYTES
         self.received += len(text)
         self.last_active = time.monotonic()
         self.waiting.extend(self.cutter.feed(text))
         if flush:
             self.waiting.extend(self.cutter.flush())
+        self._recharge()
         self._wake.set()
+
+    def _recharge(self) -> None:
+        """Count what waits now (the cutter cleans text: it may hold less than was fed)."""
+        held = self.pending_chars * CHAR_BYTES
+        if held < self.charged:
+            self.app[MEMORY].give(self.source, self.charged - held)
+            self.charged = held
 
     def flush(self) -> None:
         """Speak everything received so far, even mid-sentence."""
@@ -174,6 +189,7 @@ class Speaker:
         context takes new text afterwards."""
         self.cutter.clear()
         self.waiting.clear()
+        self._recharge()
         self.last_active = time.monotonic()
         speaking, job = self._speaking, self._job
         if speaking is not None:
@@ -189,6 +205,9 @@ class Speaker:
         if self._speaking is not None:
             self._speaking.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
+        self.cutter.clear()
+        self.waiting.clear()
+        self._recharge()
         if self._job is not None:
             await self._cancel(self._job)
 
@@ -211,6 +230,7 @@ class Speaker:
                 await self._wake.wait()
                 continue
             text = self.waiting.popleft()
+            self._recharge()
             self._speaking = asyncio.create_task(self._speak(text))
             try:
                 await asyncio.wait([self._speaking])  # a clear cancels this task, not the loop

@@ -130,14 +130,18 @@ class Session:
         except SlowConsumer:
             await self._close_slow()
         finally:
-            tasks = [writer, *self.subs.values()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            while not self.out.empty():  # audio never sent: its bytes leave the budget
-                frame = self.out.get_nowait()
-                if isinstance(frame, tuple):
-                    self.app[MEMORY].give(self.source, len(frame[1]))
+            # Shielded: the server cancels a handler whose client went away, and the audio
+            # queued for it must leave the memory budget all the same.
+            await asyncio.shield(self._stop([writer, *self.subs.values()]))
+
+    async def _stop(self, tasks: list[asyncio.Task[None]]) -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        while not self.out.empty():  # audio never sent: its bytes leave the budget
+            frame = self.out.get_nowait()
+            if isinstance(frame, tuple):
+                self.app[MEMORY].give(self.source, len(frame[1]))
 
     async def put(self, frame: dict[str, Any] | bytes) -> None:
         """Queue a JSON frame (or raw bytes); waits while the queue is full, up to stall_s."""

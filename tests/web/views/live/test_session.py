@@ -10,9 +10,12 @@ from typing import Any
 
 import aiohttp
 from aiohttp.test_utils import TestClient
+from redis.asyncio import Redis
 
+from core.infra.settings import Settings
 from tests.conftest import ClientFactory, WorkerProcess
-from web.appkeys import QUEUE
+from tests.web.views.jobs.test_restarts import CHUNK, FIRST, SECOND, HandWorker
+from web.appkeys import MEMORY, QUEUE
 
 Client = TestClient[Any, Any]
 WS = aiohttp.ClientWebSocketResponse
@@ -141,6 +144,7 @@ async def test_barge_in_stops_the_audio_and_goes_on(client: Client, worker: Work
     spoken = [f["text"] for f in after if f["type"] == "segment"]
     assert spoken == ["A new turn."], spoken  # nothing of the old text after the clear
     assert before < 40
+    await nothing_held(client)
 
 
 async def test_contexts_are_independent(client: Client, worker: WorkerProcess) -> None:
@@ -202,6 +206,15 @@ async def test_limits_and_bad_frames(make_client: ClientFactory) -> None:
         assert second.status == 429
         await ws.send_json({"op": "ping", "ref": 1})
         assert (await receive(ws, heard, "pong", ""))["ref"] == 1  # the socket still works
+        assert client.app[MEMORY].held > 0  # the text waiting counts in the memory budget
+    await nothing_held(client)
+
+
+async def nothing_held(client: Client) -> None:
+    """Once a connection is gone, nothing of it is counted in the memory budget."""
+    async with asyncio.timeout(5):
+        while client.app[MEMORY].held:
+            await asyncio.sleep(0.02)
 
 
 async def test_a_worker_killed_mid_session(client: Client, start_worker: Any) -> None:
@@ -220,3 +233,29 @@ async def test_a_worker_killed_mid_session(client: Client, start_worker: Any) ->
         await receive(ws, heard, "done", timeout=60)
     texts = [s["text"] for s in heard["main"].segments]
     assert squeezed("".join(texts)) == squeezed(" ".join(sentences)), texts
+
+
+async def test_a_segment_restarted_goes_on_where_it_stopped(
+    client: Client, aredis: Redis, settings: Settings
+) -> None:
+    """A segment whose worker died after two chunks is made again by the next one: the
+    listener hears the first run's two chunks, then the new run's from its third on."""
+    hand = HandWorker(aredis, settings)
+    heard: dict[str, Heard] = {}
+    async with client.ws_connect("/v1/live") as ws:
+        await ws.send_json({"op": "text", "text": "Said in two attempts.", "flush": True})
+        await ws.send_json({"op": "close"})
+        async with asyncio.timeout(10):
+            while not (listed := (await (await client.get("/v1/tts/jobs")).json())["jobs"]):
+                await asyncio.sleep(0.05)
+        job_id = listed[0]["id"]
+        started = await hand.take(job_id)
+        await hand.chunks(job_id, started, FIRST, 2)
+        async with asyncio.timeout(10):
+            while len(heard.get("main", Heard()).pcm) < 2 * CHUNK:
+                await receive(ws, heard, "audio")
+        again = await hand.restart(job_id, started)
+        await hand.chunks(job_id, again, SECOND, 4)
+        await hand.finish(job_id, again, 4)
+        await receive(ws, heard, "done")
+    assert bytes(heard["main"].pcm) == FIRST * 2 + SECOND * 2  # nothing twice, nothing lost
