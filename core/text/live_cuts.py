@@ -58,9 +58,9 @@ class _Cut:
 class LiveCutter:
     """Feed text in pieces of any size; get back the segments that are safe to speak.
 
-    The first segment is cut at the first clause mark after `first_chars` characters (or at a
-    sentence end, whichever comes first); each later one's clause threshold is `grow` times the
-    one before, up to `max_chars`. No segment is longer than `max_chars` (control tokens not
+    The first segment is cut at the first clause mark after `first_chars` characters (a Chinese
+    character counts as three, a syllable), or at a sentence end, whichever comes first; each
+    later one's clause threshold is `grow` times the one before, up to `max_chars`. No segment is longer than `max_chars` (control tokens not
     counted) unless what follows has nothing to say; none is cut inside a number, a control
     token, an abbreviation or a URL; and all of them, with `flush()` at the end, hold every
     character of the text, cleaned, except a text with nothing speakable at all.
@@ -164,10 +164,11 @@ class LiveCutter:
             cuts = [
                 cut
                 for cut in marks
-                if first < cut.at <= last and (cut.sentence or _size(text[: cut.at]) >= threshold)
+                if first < cut.at <= last
+                and (cut.sentence or _spoken_size(text[: cut.at]) >= threshold)
             ]
             if cuts:
-                short = cuts[0].sentence and _size(text[: cuts[0].at]) < SHORT_CHARS
+                short = cuts[0].sentence and _spoken_size(text[: cuts[0].at]) < SHORT_CHARS
                 # A short sentence joins the next one when that one is here, never waits for it.
                 return cuts[1].at if short and len(cuts) > 1 else cuts[0].at
         if size <= self.max_chars:
@@ -244,6 +245,12 @@ class LiveCutter:
 def _size(text: str) -> int:
     """Characters a segment of this text holds, control tokens not counted."""
     return len(TOKEN_SHAPE.sub("", text).strip())
+
+
+def _spoken_size(text: str) -> int:
+    """How long the text takes to say, in Latin letters: a Chinese character is a syllable,
+    about three letters (so that a first segment is cut as early in Mandarin as in English)."""
+    return _size(text) + 2 * sum(1 for ch in text if is_cjk(ch))
 
 
 def _limit(text: str, max_chars: int) -> int:

@@ -78,15 +78,14 @@ def test_the_first_segment_starts_early_and_later_ones_grow() -> None:
 def test_chinese_is_cut_at_its_own_marks() -> None:
     segments = cut(CHINESE)
     assert segments == [
-        # 37 characters at the last clause mark: under 40, so the first sentence is whole.
-        "今天的天气非常好，早上阳光明媚，中午会有一点微风，温度大约在二十三度左右，非常适合出门散步。",
+        # A character is a syllable, about three letters: the first clause mark past 40
+        # letters' worth (15 characters) cuts the first segment, the next one is longer.
+        "今天的天气非常好，早上阳光明媚，",
+        "中午会有一点微风，温度大约在二十三度左右，非常适合出门散步。",
         "晚上可能会下小雨，记得带伞。",
         "祝你有美好的一天！",
     ]
-    assert (
-        cut("你好，" + CHINESE)[0]
-        == "你好，今天的天气非常好，早上阳光明媚，中午会有一点微风，温度大约在二十三度左右，"
-    )
+    assert cut("你好，" + CHINESE)[0] == "你好，今天的天气非常好，早上阳光明媚，"
     assert set(map(tuple, by_piece_sizes(CHINESE).values())) == {tuple(segments)}
 
 
