@@ -327,10 +327,15 @@ class JobTracker:
                 )
 
 
+def connection(args: Any) -> tuple[str, str | None]:
+    """The service's URL and the API key: the flags, else the environment."""
+    url = args.url or os.environ.get("CHATTTS_URL") or DEFAULT_URL
+    return url, args.api_key or os.environ.get("CHATTTS_API_KEY") or None
+
+
 def run(command: str, args: Any) -> int:
     """Entry point of both commands: parse what argparse cannot, run, map failures to codes."""
-    url = args.url or os.environ.get("CHATTTS_URL") or DEFAULT_URL
-    key = args.api_key or os.environ.get("CHATTTS_API_KEY") or None
+    url, key = connection(args)
     tracker = JobTracker()
 
     async def main(text: str, output: str, fmt: str) -> int:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from cli import admin, client
+from cli import admin, client, live
 from cli.client import DEFAULT_URL, MAX_CHARS, SAY_FORMATS
 from core.audio.catalog import FORMATS
 from core.infra import logs
@@ -101,6 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
     _client_options(
         say, "output file (default: stdout when piped, else speech.<format>)", SAY_FORMATS
     )
+    say.add_argument(
+        "--live",
+        action="store_true",
+        help="speak stdin as it is written (a live session, GET /v1/live): audio from the first "
+        "sentence on, raw PCM to a pipe (s16le, 24 kHz, mono) or a WAV; each sentence's text "
+        "on stderr as it is spoken",
+    )
     submit = sub.add_parser(
         "submit",
         help="speak a long text (a book) as one job, with progress and the time left",
@@ -190,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return bench(given[1:])
     args = build_parser().parse_args(argv)
     if args.command in ("say", "submit"):  # clients: no server settings involved
+        if getattr(args, "live", False):
+            return live.run(args, *client.connection(args))
         return client.run(args.command, args)
     if args.command == "admin":
         return admin.run(args, DEFAULT_URL)

@@ -1,15 +1,17 @@
 // Entry point of the demo page: restores what this browser kept, wires the modules (composer,
-// jobs, job-card, live, store) together and starts the live updates.
+// jobs, job-card, live, live mode, store) together and starts the live updates.
 
 import { focusText, initComposer, livePlayOn, loadVoices } from "./composer.js";
 import { initJobList, renderJob, renderList } from "./job-card.js";
 import { initJobActions } from "./jobs.js";
+import { initLiveMode } from "./live-mode.js";
 import { mergeFromServer, mergeFromStorage, player, startFeed, startPolling } from "./live.js";
 import { records, saveNow, STORE_JOBS, storedRecords } from "./store.js";
 
 const HISTORY_FROM_SERVER = 50; // newest jobs asked of GET /v1/tts/jobs on load
 
 initComposer();
+initLiveMode();
 for (const rec of storedRecords()) records.set(rec.id, rec);
 renderList();
 mergeFromServer(HISTORY_FROM_SERVER); // what this browser did not keep of this client's jobs

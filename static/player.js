@@ -1,6 +1,7 @@
 // Gapless playback as the audio is made (Web Audio, one AudioContext timeline: Chromium, Firefox,
 // Safari): a streaming job's PCM chunks read from one fetch body, or, where fetch bodies cannot be
-// read as streams, its finished segments. And the helpers that make raw PCM playable in <audio>.
+// read as streams, its finished segments; or the PCM a live session pushes. And the helpers that
+// make raw PCM playable in <audio>.
 
 const GAP_S = 0.12; // the pause the worker puts between segments in the final file
 const LEAD_S = 0.1; // head room for the first buffer: absorbs the jitter of the next chunks
@@ -142,6 +143,27 @@ export class LivePlayer {
     this.readStream(jobId, s, 0);
   }
 
+  /** Play PCM the caller pushes (a live session's binary frames): `push` schedules a piece right
+   * after the previous one and returns where it starts on the context's clock (null: stopped). */
+  startPush(jobId, { sampleRate = RATE } = {}) {
+    if (!this.ctx) return false;
+    this.jobs.set(jobId, { ...this.fresh(), mode: "chunks", format: "pcm", sampleRate, received: 0 });
+    return true;
+  }
+
+  push(jobId, bytes) {
+    const s = this.jobs.get(jobId);
+    if (!s || s.stopped || bytes.length < 2) return null;
+    return this.schedulePcm(jobId, s, bytes.subarray(0, bytes.length - (bytes.length % 2)));
+  }
+
+  endPush(jobId) {
+    const s = this.jobs.get(jobId);
+    if (!s || s.stopped) return;
+    s.streamDone = true;
+    if (!s.sources.size) this.setStatus(jobId, s, "ended");
+  }
+
   fresh() {
     return {
       chain: Promise.resolve(), next: 1, nextTime: 0, firstStart: null, log: [],
@@ -202,7 +224,7 @@ export class LivePlayer {
     const buffer = this.ctx.createBuffer(1, ints.length, s.sampleRate);
     const channel = buffer.getChannelData(0);
     for (let i = 0; i < ints.length; i += 1) channel[i] = ints[i] / 32768;
-    this.schedule(jobId, s, buffer, 0);
+    return this.schedule(jobId, s, buffer, 0);
   }
 
   markBroken(jobId, s) {
@@ -257,6 +279,7 @@ export class LivePlayer {
   /**
    * Start `buffer` where the previous one ends (then `gapS` of silence), or, when it came too
    * late for that, as soon as possible: a late buffer leaves a silence, never an overlap or a cut.
+   * Returns when it starts.
    */
   schedule(jobId, s, buffer, gapS) {
     const ctx = this.ctx;
@@ -278,6 +301,7 @@ export class LivePlayer {
       if (!s.sources.size && !s.stopped && !s.broken) this.setStatus(jobId, s, this.drained(s));
     };
     this.setStatus(jobId, s, this.blocked() ? "blocked" : "playing");
+    return at;
   }
 
   /** The status once everything scheduled has played: over, or waiting for more. */
