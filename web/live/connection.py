@@ -10,11 +10,13 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from web.appkeys import EGRESS, MEMORY, SETTINGS
+from web.appkeys import CONNECTIONS, EGRESS, MEMORY, METRICS, SETTINGS
 from web.clients.identity import client_id
+from web.clients.limits import check_submit, live_lease, stream_lease
 from web.errors import ApiError
 from web.live.options import LiveOptions
 from web.live.speaker import Listener, Speaker
@@ -37,6 +39,7 @@ class _Frame:
     text: str | None
     data: bytes | None
     held: int  # bytes counted in the web tier's memory budget until sent or dropped
+    close: int | None = None  # close the socket with this code once the frames before it left
 
 
 class LiveConnection:
@@ -54,6 +57,8 @@ class LiveConnection:
         self._capacity = self.app[SETTINGS].web.connection_queue_size
         self.stall_s = send_timeout_s(self.app[SETTINGS].web.sse_ping_s)
         self.opened = time.monotonic()
+        # How long a context may idle (a protocol may take its client's wish, within reason).
+        self.idle_s = self.limits.live_idle_s
 
     # -- contexts -------------------------------------------------------------------------------
 
@@ -118,6 +123,12 @@ class LiveConnection:
                 raise SlowReader from None
             raise
 
+    async def close_after_sent(self, code: int = WSCloseCode.OK) -> None:
+        """Close the socket once the frames queued so far have left."""
+        async with self._room:
+            self._frames.append(_Frame(None, None, None, 0, code))
+            self._room.notify_all()
+
     def drop(self, context: str) -> None:
         """Take every queued frame of `context` out."""
         kept: deque[_Frame] = deque()
@@ -134,6 +145,9 @@ class LiveConnection:
                 await self._room.wait_for(lambda: bool(self._frames))
                 frame = self._frames.popleft()
                 self._room.notify_all()
+            if frame.close is not None:
+                await self._close(frame.close, "")
+                return
             try:
                 if frame.text is not None:
                     await self.ws.send_str(frame.text)
@@ -185,7 +199,7 @@ class LiveConnection:
                 )
                 return
             for name, speaker in list(self.contexts.items()):
-                if speaker.idle_s() > self.limits.live_idle_s:
+                if speaker.idle_s() > self.idle_s:
                     await self.close_context(name)
                     with contextlib.suppress(SlowReader):
                         await on_idle(name)
@@ -193,3 +207,31 @@ class LiveConnection:
     async def _close(self, code: int, message: str) -> None:
         with contextlib.suppress(Exception):
             await self.ws.close(code=code, message=message.encode())
+
+
+class LiveProtocol(Protocol):
+    """A protocol spoken over a LiveConnection (web/views/live/)."""
+
+    async def run(self) -> None: ...
+
+
+async def serve(
+    request: web.Request, protocol: Callable[[LiveConnection], LiveProtocol]
+) -> web.WebSocketResponse:
+    """Upgrade, hold the connection's leases, and run `protocol(connection)` over it."""
+    settings = request.app[SETTINGS]
+    await check_submit(request)  # opening a session is a submission; its segments are its own
+    async with stream_lease(request), live_lease(request):  # past a cap: a plain 429
+        ws = web.WebSocketResponse(
+            heartbeat=max(1.0, settings.web.sse_ping_s), max_msg_size=settings.limits.max_body_bytes
+        )
+        await ws.prepare(request)
+        connections, metrics = request.app[CONNECTIONS], request.app[METRICS]
+        connections.ws.add(ws)
+        metrics.ws_open.inc()
+        try:
+            await protocol(LiveConnection(request, ws)).run()
+        finally:
+            connections.ws.discard(ws)
+            metrics.ws_open.dec()
+    return ws

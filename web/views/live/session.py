@@ -26,10 +26,8 @@ from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE
 from core.infra.redis_client import REDIS_DOWN
-from web.appkeys import CONNECTIONS, METRICS, SETTINGS
-from web.clients.limits import check_submit, live_lease, stream_lease
 from web.errors import ApiError, dumps, redis_unavailable
-from web.live.connection import LiveConnection, SlowReader
+from web.live.connection import LiveConnection, SlowReader, serve
 from web.live.options import live_options
 from web.live.speaker import AudioPiece, Speaker, SpokenSegment
 from web.middlewares.origin import origin_allowed
@@ -49,26 +47,6 @@ async def live(request: web.Request) -> web.StreamResponse:
             code="origin_not_allowed",
         )
     return await serve(request, _Session)
-
-
-async def serve(request: web.Request, protocol: Any) -> web.WebSocketResponse:
-    """Upgrade, hold the connection's leases, and run `protocol(connection)` over it."""
-    settings = request.app[SETTINGS]
-    await check_submit(request)  # opening a session is a submission; its segments are its own
-    async with stream_lease(request), live_lease(request):  # past a cap: a plain 429
-        ws = web.WebSocketResponse(
-            heartbeat=max(1.0, settings.web.sse_ping_s), max_msg_size=settings.limits.max_body_bytes
-        )
-        await ws.prepare(request)
-        connections, metrics = request.app[CONNECTIONS], request.app[METRICS]
-        connections.ws.add(ws)
-        metrics.ws_open.inc()
-        try:
-            await protocol(LiveConnection(request, ws)).run()
-        finally:
-            connections.ws.discard(ws)
-            metrics.ws_open.dec()
-    return ws
 
 
 class _Context:
