@@ -7,10 +7,10 @@ import asyncio
 import contextlib
 import logging
 import time
+import typing
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
@@ -20,6 +20,7 @@ from web.clients.limits import check_submit, live_lease, stream_lease
 from web.errors import ApiError
 from web.live.options import LiveOptions
 from web.live.speaker import Listener, Speaker
+from web.middlewares.origin import origin_allowed
 from web.monitors.memory import address
 from web.replies.sending import send_timeout_s
 
@@ -27,6 +28,42 @@ log = logging.getLogger("chattts_online.web.live")
 
 # How often idle contexts and the connection's age are looked at.
 WATCH_S = 1.0
+
+
+class Protocol(typing.Protocol):
+    """A live protocol over one connection (ours, ElevenLabs', vLLM-Omni's)."""
+
+    async def run(self) -> None: ...
+
+
+async def serve(
+    request: web.Request, protocol: Callable[[LiveConnection], Protocol]
+) -> web.StreamResponse:
+    """Check the origin, hold the connection's leases (past a cap: a plain 429 before the
+    upgrade), upgrade, and run `protocol` over the socket until it ends."""
+    if not origin_allowed(request):
+        raise ApiError(
+            403,
+            f"WebSocket connections from origin {request.headers.get('Origin')!r} are not "
+            "allowed; add it to CHATTTS_ALLOWED_ORIGINS",
+            code="origin_not_allowed",
+        )
+    settings = request.app[SETTINGS]
+    await check_submit(request)  # opening a session is a submission; its segments are its own
+    async with stream_lease(request), live_lease(request):
+        ws = web.WebSocketResponse(
+            heartbeat=max(1.0, settings.web.sse_ping_s), max_msg_size=settings.limits.max_body_bytes
+        )
+        await ws.prepare(request)
+        connections, metrics = request.app[CONNECTIONS], request.app[METRICS]
+        connections.ws.add(ws)
+        metrics.ws_open.inc()
+        try:
+            await protocol(LiveConnection(request, ws)).run()
+        finally:
+            connections.ws.discard(ws)
+            metrics.ws_open.dec()
+    return ws
 
 
 class SlowReader(Exception):
@@ -146,7 +183,7 @@ class LiveConnection:
                 frame = self._frames.popleft()
                 self._room.notify_all()
             if frame.close is not None:
-                await self._close(frame.close, "")
+                await self.close(frame.close, "")
                 return
             try:
                 if frame.text is not None:
@@ -177,7 +214,7 @@ class LiveConnection:
                 elif msg.type == WSMsgType.BINARY:
                     await on_binary()
         except SlowReader:
-            await self._close(WSCloseCode.TRY_AGAIN_LATER, "too slow: read your frames")
+            await self.close(WSCloseCode.TRY_AGAIN_LATER, "too slow: read your frames")
         finally:
             for task in (writer, watcher):
                 task.cancel()
@@ -193,7 +230,7 @@ class LiveConnection:
         while True:
             await asyncio.sleep(WATCH_S)
             if time.monotonic() - self.opened > self.limits.live_max_s:
-                await self._close(
+                await self.close(
                     WSCloseCode.POLICY_VIOLATION,
                     f"a live connection lasts at most {self.limits.live_max_s:.0f} s: reconnect",
                 )
@@ -204,34 +241,6 @@ class LiveConnection:
                     with contextlib.suppress(SlowReader):
                         await on_idle(name)
 
-    async def _close(self, code: int, message: str) -> None:
+    async def close(self, code: int, message: str) -> None:
         with contextlib.suppress(Exception):
             await self.ws.close(code=code, message=message.encode())
-
-
-class LiveProtocol(Protocol):
-    """A protocol spoken over a LiveConnection (web/views/live/)."""
-
-    async def run(self) -> None: ...
-
-
-async def serve(
-    request: web.Request, protocol: Callable[[LiveConnection], LiveProtocol]
-) -> web.WebSocketResponse:
-    """Upgrade, hold the connection's leases, and run `protocol(connection)` over it."""
-    settings = request.app[SETTINGS]
-    await check_submit(request)  # opening a session is a submission; its segments are its own
-    async with stream_lease(request), live_lease(request):  # past a cap: a plain 429
-        ws = web.WebSocketResponse(
-            heartbeat=max(1.0, settings.web.sse_ping_s), max_msg_size=settings.limits.max_body_bytes
-        )
-        await ws.prepare(request)
-        connections, metrics = request.app[CONNECTIONS], request.app[METRICS]
-        connections.ws.add(ws)
-        metrics.ws_open.inc()
-        try:
-            await protocol(LiveConnection(request, ws)).run()
-        finally:
-            connections.ws.discard(ws)
-            metrics.ws_open.dec()
-    return ws

@@ -35,7 +35,6 @@ from web.live.connection import LiveConnection, SlowReader, serve
 from web.live.elevenlabs_audio import AudioOut, OutputFormat, output_format
 from web.live.options import SEED_BOUND, live_options
 from web.live.speaker import AudioPiece, Speaker, SpokenSegment
-from web.middlewares.origin import origin_allowed
 from web.schemas.openai import OUR_SPEED
 
 log = logging.getLogger("chattts_online.web.live")
@@ -70,13 +69,6 @@ async def stream_input(request: web.Request) -> web.StreamResponse:
 
 
 async def _serve(request: web.Request, single: bool) -> web.StreamResponse:
-    if not origin_allowed(request):
-        raise ApiError(
-            403,
-            f"WebSocket connections from origin {request.headers.get('Origin')!r} are not "
-            "allowed; add it to CHATTTS_ALLOWED_ORIGINS",
-            code="origin_not_allowed",
-        )
     config: _Config | ApiError
     try:
         config = _config(request, single)
@@ -222,9 +214,8 @@ class _ElevenLabs:
 
     async def run(self) -> None:
         if isinstance(self.config, ApiError):  # before any audio: said, then closed
-            ws = self.connection.ws
-            await ws.send_str(dumps(_error_frame(self.config, None)))
-            await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=self.config.code.encode())
+            await self.connection.ws.send_str(dumps(_error_frame(self.config, None)))
+            await self.connection.close(WSCloseCode.POLICY_VIOLATION, self.config.code)
             return
         if self.config.idle_s is not None:
             self.connection.idle_s = self.config.idle_s

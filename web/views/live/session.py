@@ -30,7 +30,6 @@ from web.errors import ApiError, dumps, redis_unavailable
 from web.live.connection import LiveConnection, SlowReader, serve
 from web.live.options import live_options
 from web.live.speaker import AudioPiece, Speaker, SpokenSegment
-from web.middlewares.origin import origin_allowed
 
 log = logging.getLogger("chattts_online.web.live")
 
@@ -39,13 +38,6 @@ MAX_CONTEXT_NAME = 64
 
 
 async def live(request: web.Request) -> web.StreamResponse:
-    if not origin_allowed(request):
-        raise ApiError(
-            403,
-            f"WebSocket connections from origin {request.headers.get('Origin')!r} are not "
-            "allowed; add it to CHATTTS_ALLOWED_ORIGINS",
-            code="origin_not_allowed",
-        )
     return await serve(request, _Session)
 
 
@@ -168,11 +160,12 @@ class _Session:
             flush = msg.get("flush", False)
             if not isinstance(flush, bool):
                 raise ApiError(422, "'flush' must be true or false", code="invalid_flush")
-            speaker = connection.contexts.get(context) or await self._open(context, {})
+            found = connection.contexts.get(context)
+            speaker = found if found is not None else await self._open(context, {})
             speaker.feed(text, flush)
         elif op in ("flush", "clear", "close"):
-            speaker = connection.contexts.get(context)
-            if speaker is None:
+            open_one = connection.contexts.get(context)
+            if open_one is None:
                 raise ApiError(
                     404,
                     f"no open context {context!r}: send text to open it",
@@ -180,11 +173,11 @@ class _Session:
                     param="context",
                 )
             if op == "flush":
-                speaker.flush()
+                open_one.flush()
             elif op == "clear":
-                await speaker.clear()
+                await open_one.clear()
             else:
-                speaker.end()
+                open_one.end()
         else:
             raise ApiError(
                 400,

@@ -222,6 +222,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "live",
         ok=(101, JSON, ""),
     ),
+    ("GET", "speech_stream"): Operation(
+        "vLLM-Omni's text-in speech WebSocket", "live", ok=(101, JSON, "")
+    ),
     ("GET", "elevenlabs_multi_stream_input"): Operation(
         "ElevenLabs' multi-context text-in WebSocket (voice-agent plugins)",
         "live",

@@ -93,7 +93,7 @@ async def test_tokens_in_audio_out_in_order(client: Client, worker: WorkerProces
     for frame in main.audio:
         assert abs(frame["start_ms"] - at) < 1.0
         at += frame["duration_ms"]
-    assert abs(done["audio_ms"] - at) < 1.0 and len(main.pcm) == round(at * 48)
+    assert abs(done["audio_ms"] - at) < 1.0 and abs(len(main.pcm) / 48 - at) < 1.0
     # Every character of each segment is aligned once, in order, inside its segment's audio.
     for segment in main.segments:
         pieces = [f for f in main.audio if f["segment"] == segment["segment"]]
@@ -187,7 +187,7 @@ async def test_limits_and_bad_frames(make_client: ClientFactory) -> None:
         assert (await receive(ws, heard, "error", "a"))["error"]["code"] == "message_too_long"
         for _ in range(3):  # no worker: the text waits, up to what a context may hold
             await ws.send_json({"op": "text", "context": "a", "text": "no worker hears "})
-        await ws.send_json({"op": "text", "context": "a", "text": "this at all "})
+        await ws.send_json({"op": "text", "context": "a", "text": "this at all, no"})
         error = await receive(ws, heard, "error", "a")
         assert error["error"]["code"] == "text_ahead_of_speech"
         await ws.send_json({"op": "open", "context": "b"})
