@@ -13,8 +13,8 @@ from web.views.console import fleet
 from web.views.console import jobs as console_jobs
 from web.views.console import page as console_page
 from web.views.jobs import audio, callbacks, chunks, events, jobs, subtitles, ws
+from web.views.live import elevenlabs, speech_stream
 from web.views.live import session as live_session
-from web.views.live import speech_stream
 from web.views.service import api_docs, health, metrics, page
 from web.views.voices import listing, registry
 
@@ -68,6 +68,21 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
     )
     r.add_get("/v1/ws", ws.websocket, name="ws", allow_head=False, expect_handler=e)
     r.add_get("/v1/live", live_session.live, name="live", allow_head=False, expect_handler=e)
+    # ElevenLabs' text-in WebSockets (its voice-agent plugins connect here).
+    r.add_get(
+        "/v1/text-to-speech/{voice_id}/multi-stream-input",
+        elevenlabs.multi_stream_input,
+        name="elevenlabs_multi_stream_input",
+        allow_head=False,
+        expect_handler=e,
+    )
+    r.add_get(
+        "/v1/text-to-speech/{voice_id}/stream-input",
+        elevenlabs.stream_input,
+        name="elevenlabs_stream_input",
+        allow_head=False,
+        expect_handler=e,
+    )
     r.add_get("/v1/voices", listing.list_voices, name="voices", expect_handler=e)
     r.add_post("/v1/voices", registry.register_voice, name="voices_register", expect_handler=e)
     voice = r.add_resource("/v1/voices/{name}", name="voice")
@@ -102,9 +117,9 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
 
     # The operators' console (CHATTTS_ADMIN_KEYS): its page, its session, its API.
     r.add_get("/admin", console_page.page, name="admin", expect_handler=e)
-    session = r.add_resource("/admin/session", name="admin_session")
-    session.add_route("POST", console_page.sign_in, expect_handler=e)
-    session.add_route("DELETE", console_page.sign_out, expect_handler=e)
+    admin_session = r.add_resource("/admin/session", name="admin_session")
+    admin_session.add_route("POST", console_page.sign_in, expect_handler=e)
+    admin_session.add_route("DELETE", console_page.sign_out, expect_handler=e)
     r.add_get(
         "/admin/v1/live", console_page.live, name="admin_live", allow_head=False, expect_handler=e
     )

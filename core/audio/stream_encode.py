@@ -98,11 +98,13 @@ class StreamEncoder:
     """Encodes PCM pieces into one continuous stream of `fmt`. Not thread-safe: one user at a time
     (calls may come from different threads one after the other, e.g. via asyncio.to_thread)."""
 
-    def __init__(self, fmt: str, sample_rate: int) -> None:
+    def __init__(self, fmt: str, sample_rate: int, bit_rate: int | None = None) -> None:
+        """`bit_rate` (bits/s): the format's own (core/audio/catalog.py) unless given."""
         if fmt not in STREAMABLE:
             raise ValueError(f"format {fmt!r} cannot be streamed")
         self.fmt = fmt
         self.sample_rate = sample_rate
+        self.bit_rate = bit_rate
         self._started = False
         self._closed = False
         self._av: ModuleType | None = None
@@ -115,6 +117,7 @@ class StreamEncoder:
     def _open(self) -> None:
         av = self._av = load_av()
         container_name, codec, bit_rate = AV_FORMATS[self.fmt]
+        bit_rate = self.bit_rate or bit_rate
         options = {"page_duration": str(_OGG_PAGE_DURATION_US)} if container_name == "ogg" else {}
         self._container = av.open(self._sink, "w", format=container_name, options=options)
         stream = self._container.add_stream(codec, rate=self.sample_rate, layout="mono")

@@ -44,6 +44,9 @@ _TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}\.[A-Za-z0-9_-]{22}")
 _PROTECTED = ("/v1/", "/tts/", "/dev/")
 # What operators read, closed too with `private_metrics` (/healthz stays open: it says nothing).
 _OPERATIONS = ("/metrics", "/readyz")
+# ElevenLabs' API-key header, taken as a Bearer key on its endpoints (web/views/live/elevenlabs.py).
+ELEVENLABS_KEY_HEADER = "xi-api-key"
+ELEVENLABS_PATHS = ("/v1/text-to-speech/",)
 _COOKIE_ATTRIBUTES = f"{COOKIE}=%s; HttpOnly; Max-Age={COOKIE_MAX_AGE_S}; Path=/; SameSite=Lax"
 
 
@@ -51,6 +54,15 @@ def bearer_key(request: web.Request) -> str | None:
     scheme, _, value = request.headers.get("Authorization", "").partition(" ")
     value = value.strip()
     return value if scheme.lower() == "bearer" and value else None
+
+
+def api_key(request: web.Request) -> str | None:
+    """The API key a request carries: 'Authorization: Bearer', or ElevenLabs' `xi-api-key`
+    header on the ElevenLabs-compatible endpoints (what its clients send)."""
+    key = bearer_key(request)
+    if key is None and request.path.startswith(ELEVENLABS_PATHS):
+        key = request.headers.get(ELEVENLABS_KEY_HEADER, "").strip() or None
+    return key
 
 
 def _raw(value: str) -> bytes:
@@ -146,7 +158,7 @@ def client_id(request: web.Request) -> str:
         return cached
     secret = request.app[COOKIE_SECRET]
     settings = request.app[SETTINGS]
-    key = bearer_key(request) if settings.web.api_key_set else None
+    key = api_key(request) if settings.web.api_key_set else None
     if (
         key is not None
         and not settings.web.user_key_set
@@ -203,10 +215,11 @@ async def identity_middleware(request: web.Request, handler: Handler) -> web.Str
     api = request.path == "/v1" or request.path.startswith(_PROTECTED)
     operations = settings.web.private_metrics and request.path in _OPERATIONS
     required = (api and settings.web.user_key_set) or (operations and accepted)
-    if required and not key_accepted(bearer_key(request), accepted):
+    if required and not key_accepted(api_key(request), accepted):
         raise ApiError(
             401,
-            "this server requires an API key: send 'Authorization: Bearer <key>'",
+            "this server requires an API key: send 'Authorization: Bearer <key>'"
+            + (" (or 'xi-api-key: <key>')" if request.path.startswith(ELEVENLABS_PATHS) else ""),
             code="invalid_api_key",
             headers={"WWW-Authenticate": 'Bearer realm="chattts-online"'},
         )

@@ -11,7 +11,7 @@ from aiohttp.typedefs import Handler
 
 from core.queue.limits import Bucket
 from web.appkeys import QUEUE, SESSION_REVOKED, SUSPECTS
-from web.clients.identity import bearer_key
+from web.clients.identity import api_key
 from web.clients.limits import RateLimited
 from web.clients.operators import SESSION_COOKIE, session_of
 from web.errors import ApiError
@@ -29,7 +29,7 @@ SUSPECTS_KEPT = 65_536
 
 @web.middleware
 async def key_guesses_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    keyed = bearer_key(request) is not None or request.path == "/admin/session"
+    keyed = api_key(request) is not None or request.path == "/admin/session"
     if SESSION_COOKIE in request.cookies and request.path.startswith("/admin"):
         session = session_of(request)
         if session is not None and await request.app[QUEUE].console.session_revoked(session[2]):

@@ -76,6 +76,7 @@ class _Frame:
     text: str | None
     data: bytes | None
     held: int  # bytes counted in the web tier's memory budget until sent or dropped
+    close: int | None = None  # close the socket with this code once the frames before it left
 
 
 class LiveConnection:
@@ -93,6 +94,8 @@ class LiveConnection:
         self._capacity = self.app[SETTINGS].web.connection_queue_size
         self.stall_s = send_timeout_s(self.app[SETTINGS].web.sse_ping_s)
         self.opened = time.monotonic()
+        # How long a context may idle (a protocol may take its client's wish, within reason).
+        self.idle_s = self.limits.live_idle_s
 
     # -- contexts -------------------------------------------------------------------------------
 
@@ -157,6 +160,12 @@ class LiveConnection:
                 raise SlowReader from None
             raise
 
+    async def close_after_sent(self, code: int = WSCloseCode.OK) -> None:
+        """Close the socket once the frames queued so far have left."""
+        async with self._room:
+            self._frames.append(_Frame(None, None, None, 0, code))
+            self._room.notify_all()
+
     def drop(self, context: str) -> None:
         """Take every queued frame of `context` out."""
         kept: deque[_Frame] = deque()
@@ -173,6 +182,9 @@ class LiveConnection:
                 await self._room.wait_for(lambda: bool(self._frames))
                 frame = self._frames.popleft()
                 self._room.notify_all()
+            if frame.close is not None:
+                await self.close(frame.close, "")
+                return
             try:
                 if frame.text is not None:
                     await self.ws.send_str(frame.text)
@@ -229,7 +241,7 @@ class LiveConnection:
                 )
                 return
             for name, speaker in list(self.contexts.items()):
-                if speaker.idle_s() > self.limits.live_idle_s:
+                if speaker.idle_s() > self.idle_s:
                     await self.close_context(name)
                     with contextlib.suppress(SlowReader):
                         await on_idle(name)

@@ -23,6 +23,7 @@ from core.infra.settings import Settings
 from core.queue.job import JobState, SynthesisRequest
 from core.queue.voices import DEFAULT_VOICES, OPENAI_VOICES
 from web.appkeys import DERIVED, SETTINGS
+from web.live.elevenlabs_audio import supported_formats
 from web.monitors.memory import address
 from web.replies.timings import SUBTITLE_FORMATS
 from web.schemas import openai as speech
@@ -164,6 +165,15 @@ CURSOR = ("last_event_id", {"type": "string"}, "resume after this event id (the 
 DOWNLOAD = ("download", {"type": "string"}, "1: as an attachment")
 STATES = [state.value for state in JobState]
 
+# ElevenLabs' query parameters this service reads (web/views/live/elevenlabs.py).
+ELEVENLABS_QUERY = (
+    ("output_format", {"enum": supported_formats()}, "mp3_44100_128 by default"),
+    ("model_id", {"type": "string"}, "ignored, except eleven_v3*/eleven_v4*: refused"),
+    ("inactivity_timeout", {"type": "number", "minimum": 1, "maximum": 180}, "a context's idle s"),
+    ("auto_mode", {"enum": ["true", "false"]}, "true: each text frame is spoken at once"),
+    ("sync_alignment", {"enum": ["true", "false"]}, "true: times from the context's start"),
+)
+
 OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "index"): Operation("The demo page", "page", ok=(200, "text/html", "")),
     ("GET", "api_docs"): Operation("This page", "page", ok=(200, "text/html", "")),
@@ -207,6 +217,26 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "All my jobs' events (SSE)", "events", query=(CURSOR,), ok=(200, "text/event-stream", "")
     ),
     ("GET", "ws"): Operation("Submit and follow over a WebSocket", "events", ok=(101, JSON, "")),
+    ("GET", "live"): Operation(
+        "A live session: text in as it is written, audio out (WebSocket)",
+        "live",
+        ok=(101, JSON, ""),
+    ),
+    ("GET", "speech_stream"): Operation(
+        "vLLM-Omni's text-in speech WebSocket", "live", ok=(101, JSON, "")
+    ),
+    ("GET", "elevenlabs_multi_stream_input"): Operation(
+        "ElevenLabs' multi-context text-in WebSocket (voice-agent plugins)",
+        "live",
+        query=ELEVENLABS_QUERY,
+        ok=(101, JSON, ""),
+    ),
+    ("GET", "elevenlabs_stream_input"): Operation(
+        "ElevenLabs' single-context text-in WebSocket",
+        "live",
+        query=ELEVENLABS_QUERY,
+        ok=(101, JSON, ""),
+    ),
     ("GET", "voices"): Operation("The voices", "voices"),
     ("POST", "voices_register"): Operation(
         "Register a voice", "voices", body=voice_json, form=voice_form, ok=(201, JSON, "")
