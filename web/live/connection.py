@@ -19,7 +19,7 @@ from web.clients.identity import client_id
 from web.clients.limits import check_submit, live_lease, stream_lease
 from web.errors import ApiError
 from web.live.options import LiveOptions
-from web.live.speaker import Listener, Speaker
+from web.live.speaker import Listener, ListenerGone, Speaker
 from web.middlewares.origin import origin_allowed
 from web.monitors.memory import address
 from web.replies.sending import send_timeout_s
@@ -66,7 +66,7 @@ async def serve(
     return ws
 
 
-class SlowReader(Exception):
+class SlowReader(ListenerGone):
     """The client stopped reading its frames."""
 
 
@@ -94,6 +94,7 @@ class LiveConnection:
         self._capacity = self.app[SETTINGS].web.connection_queue_size
         self.stall_s = send_timeout_s(self.app[SETTINGS].web.sse_ping_s)
         self.opened = time.monotonic()
+        self._closing: asyncio.Task[None] | None = None
         # How long a context may idle (a protocol may take its client's wish, within reason).
         self.idle_s = self.limits.live_idle_s
 
@@ -147,7 +148,7 @@ class LiveConnection:
                     self.source, size, "audio for this WebSocket", self.stall_s
                 )
             except ApiError:
-                raise SlowReader from None
+                raise self._slow() from None
         try:
             async with asyncio.timeout(self.stall_s), self._room:
                 await self._room.wait_for(lambda: len(self._frames) < self._capacity)
@@ -157,8 +158,17 @@ class LiveConnection:
             if size:
                 self.app[MEMORY].give(self.source, size)
             if isinstance(exc, TimeoutError):
-                raise SlowReader from None
+                raise self._slow() from None
             raise
+
+    def _slow(self) -> SlowReader:
+        """The client stopped reading: its socket is closed (1013), whichever task found out
+        (the reader's, or a context's that had audio to send)."""
+        if self._closing is None:
+            self._closing = asyncio.create_task(
+                self.close(WSCloseCode.TRY_AGAIN_LATER, "too slow: read your frames")
+            )
+        return SlowReader()
 
     async def close_after_sent(self, code: int = WSCloseCode.OK) -> None:
         """Close the socket once the frames queued so far have left."""

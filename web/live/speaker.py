@@ -20,7 +20,7 @@ from core.infra.redis_client import REDIS_DOWN
 from core.queue.job import SynthesisRequest
 from core.text.alignment import char_times, words_of
 from core.text.live_cuts import LiveCutter
-from core.text.sentences import clean_text, has_speakable
+from core.text.sentences import CLOSING_QUOTES, TERMINAL_MARKS, clean_text, has_speakable
 from web import job_service
 from web.appkeys import MEMORY, QUEUE, SETTINGS
 from web.errors import ApiError, redis_unavailable
@@ -30,6 +30,10 @@ from web.live.options import LiveOptions
 log = logging.getLogger("chattts_online.web.live")
 
 BYTES_PER_MS = SAMPLE_RATE * 2 / 1000  # 16-bit mono PCM
+# A pause in the text this long after a sentence's end speaks it (an LLM that stops for a tool
+# call, or at the end of its answer without a flush).
+PAUSE_S = 0.3
+SENTENCE_ENDS = TERMINAL_MARKS + "."
 # What a character of text waiting costs the process, about (a str of CJK text takes 2-4 bytes
 # a character, and the cutter's copies as much again).
 CHAR_BYTES = 4
@@ -68,6 +72,10 @@ class SpokenSegment:
     words: list[tuple[str, float, float]]
 
 
+class ListenerGone(Exception):
+    """The listener takes nothing more (its client stopped reading): the context stops."""
+
+
 class Listener(Protocol):
     """Where a context's audio and news go (a protocol's connection)."""
 
@@ -104,6 +112,7 @@ class Speaker:
         self.segments = 0  # segments spoken or speaking
         self.audio_ms = 0.0  # the context's audio so far
         self.ended = False
+        self._fed = 0  # text messages so far
         self.charged = 0  # bytes of the text waiting, counted in the memory budget
         self.last_active = time.monotonic()
         self._wake = asyncio.Event()
@@ -164,6 +173,16 @@ class Speaker:
             self.waiting.extend(self.cutter.flush())
         self._recharge()
         self._wake.set()
+        self._fed += 1
+        if self.cutter.pending:
+            asyncio.get_running_loop().call_later(PAUSE_S, self._after_pause, self._fed)
+
+    def _after_pause(self, fed: int) -> None:
+        """No text came for PAUSE_S since message `fed`: a sentence the text ends with is
+        spoken now (the cutter waits for what follows a full stop: "Dr. Smith", "3.14"), so an
+        answer that stops after a sentence is heard without a flush."""
+        if fed == self._fed and not self.ended and _ends_a_sentence(self.cutter.pending):
+            self.flush()
 
     def _recharge(self) -> None:
         """Count what waits now (the cutter cleans text: it may hold less than was fed)."""
@@ -221,6 +240,10 @@ class Speaker:
     # -- speaking -----------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        with contextlib.suppress(ListenerGone):
+            await self._speak_all()
+
+    async def _speak_all(self) -> None:
         while True:
             if not self.waiting:
                 if self.ended:
@@ -237,8 +260,10 @@ class Speaker:
             finally:
                 speaking, self._speaking = self._speaking, None
                 self.last_active = time.monotonic()
-            if not speaking.cancelled() and speaking.exception() is not None:
-                error = speaking.exception()
+            error = None if speaking.cancelled() else speaking.exception()
+            if isinstance(error, ListenerGone):
+                raise error
+            if error is not None:
                 log.error("live segment failed", exc_info=error)
                 await self.listener.failed(_unexpected(error))
 
@@ -315,6 +340,11 @@ class Speaker:
     async def _cancel(self, job_id: str) -> None:
         with contextlib.suppress(ApiError, Exception):
             await job_service.cancel(self.app, job_id, self.client)
+
+
+def _ends_a_sentence(text: str) -> bool:
+    marks = text.rstrip().rstrip(CLOSING_QUOTES)
+    return bool(marks) and marks[-1] in SENTENCE_ENDS
 
 
 def _unexpected(error: BaseException | None) -> ApiError:

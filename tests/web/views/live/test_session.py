@@ -259,3 +259,22 @@ async def test_a_segment_restarted_goes_on_where_it_stopped(
         await hand.finish(job_id, again, 4)
         await receive(ws, heard, "done")
     assert bytes(heard["main"].pcm) == FIRST * 2 + SECOND * 2  # nothing twice, nothing lost
+
+
+async def test_a_client_that_stops_reading_is_closed(
+    make_client: ClientFactory, worker: WorkerProcess
+) -> None:
+    client = await make_client(connection_queue_size=4)
+    long_answer = " ".join(f"This is sentence number {n} of a long answer." for n in range(60))
+    async with client.ws_connect("/v1/live") as ws:
+        await ws.send_json({"op": "text", "text": long_answer, "flush": True})
+        await asyncio.sleep(6)  # reads nothing: the frames pile up, then the server gives up
+        async with asyncio.timeout(20):
+            while (await ws.receive()).type not in (
+                aiohttp.WSMsgType.CLOSE,
+                aiohttp.WSMsgType.CLOSED,
+            ):
+                pass
+        # 1013 when the close frame gets through the full pipe, else the connection is cut.
+        assert ws.close_code in (1013, 1006)
+    await nothing_held(client)
