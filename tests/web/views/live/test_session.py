@@ -278,3 +278,21 @@ async def test_a_client_that_stops_reading_is_closed(
         # 1013 when the close frame gets through the full pipe, else the connection is cut.
         assert ws.close_code in (1013, 1006)
     await nothing_held(client)
+
+
+async def test_a_sentence_is_spoken_when_the_text_pauses_after_it(
+    client: Client, worker: WorkerProcess
+) -> None:
+    """"It costs 3." may go on ("3.5"), so it waits for what follows; when nothing follows for
+    a moment, it is spoken. A sentence not finished is not."""
+    heard: dict[str, Heard] = {}
+    async with client.ws_connect("/v1/live") as ws:
+        await ws.send_json({"op": "text", "text": "It costs 3. "})
+        segment = await receive(ws, heard, "segment", timeout=5)
+        assert segment["text"] == "It costs 3."
+        await ws.send_json({"op": "text", "text": "And then we wait"})
+        await asyncio.sleep(1.0)
+        assert len(heard["main"].segments) == 1
+        await ws.send_json({"op": "close"})
+        await receive(ws, heard, "done")
+    assert [s["text"] for s in heard["main"].segments] == ["It costs 3.", "And then we wait"]
