@@ -315,3 +315,28 @@ def _abbreviation(text: str, match: re.Match[str]) -> bool:
     return word.isdigit() and (
         not opening or opening[-1] in _SENTENCE_MARKS + CLOSING_QUOTES + "\n"
     )
+
+
+# Marks that end a sentence whatever follows them.
+_FINAL_MARKS = frozenset("!?。！？\n")
+_LAST_WORD = re.compile(r"(\S+)\.$")
+
+
+def ends_for_sure(text: str) -> bool:
+    """True when `text` ends a sentence whatever comes next: a final mark ("?", "。", a line
+    break), or a full stop after a word that is no number, initial or abbreviation ("world."
+    ends; "3." may be "3.14", "Dr." goes on). What an LLM's answer is cut at the moment its
+    full stop arrives, not one token later."""
+    stripped = text.rstrip(" ")
+    if stripped.endswith("\n"):
+        return True
+    core = stripped.rstrip(CLOSING_QUOTES)
+    if not core:
+        return False
+    if core[-1] in _FINAL_MARKS:
+        return True
+    if core[-1] != "." or core.endswith(".."):
+        return False
+    found = _LAST_WORD.search(core)
+    word = found.group(1).lstrip(_LEADING_PUNCTUATION) if found else ""
+    return len(word) >= 2 and word.isalpha() and word.lower() not in ABBREVIATIONS

@@ -19,7 +19,7 @@ from core.audio.sizes import speech_seconds
 from core.infra.redis_client import REDIS_DOWN
 from core.queue.job import SynthesisRequest
 from core.text.alignment import char_times, words_of
-from core.text.live_cuts import LiveCutter
+from core.text.live_cuts import LiveCutter, ends_for_sure
 from core.text.sentences import CLOSING_QUOTES, TERMINAL_MARKS, clean_text, has_speakable
 from web import job_service
 from web.appkeys import MEMORY, QUEUE, SETTINGS
@@ -169,7 +169,7 @@ class Speaker:
         self.received += len(text)
         self.last_active = time.monotonic()
         self.waiting.extend(self.cutter.feed(text))
-        if flush:
+        if flush or ends_for_sure(self.cutter.pending):
             self.waiting.extend(self.cutter.flush())
         self._recharge()
         self._wake.set()
@@ -178,9 +178,9 @@ class Speaker:
             asyncio.get_running_loop().call_later(PAUSE_S, self._after_pause, self._fed)
 
     def _after_pause(self, fed: int) -> None:
-        """No text came for PAUSE_S since message `fed`: a sentence the text ends with is
-        spoken now (the cutter waits for what follows a full stop: "Dr. Smith", "3.14"), so an
-        answer that stops after a sentence is heard without a flush."""
+        """No text came for PAUSE_S since message `fed`: a sentence the text may end with is
+        spoken now ("It costs 3." waits for what follows: "3.14"?), so an answer that stops
+        after such a sentence is heard without a flush."""
         if fed == self._fed and not self.ended and _ends_a_sentence(self.cutter.pending):
             self.flush()
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.text.control_tokens import TOKEN_SHAPE
-from core.text.live_cuts import LiveCutter
+from core.text.live_cuts import LiveCutter, ends_for_sure
 from core.text.sentences import clean_text, has_speakable
 
 NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
@@ -221,3 +221,25 @@ def test_any_piecing_keeps_every_speakable_character_in_order(
     # No number and no control token is cut in two.
     for pattern in (NUMBER, TOKEN_SHAPE):
         assert sum(len(pattern.findall(s)) for s in segments) == len(pattern.findall(cleaned))
+
+
+@pytest.mark.parametrize(
+    ("text", "ends"),
+    [
+        ("Hello world.", True),
+        ("Hello world. ", True),
+        ('He said "no."', True),
+        ("Why?", True),
+        ("你好。", True),
+        ("A line\n", True),
+        ("It costs 3.", False),  # "3.14"?
+        ("See Dr.", False),
+        ("In the U.S.", False),
+        ("Said J.", False),
+        ("wait...", False),
+        ("Hello", False),
+        ("", False),
+    ],
+)
+def test_what_ends_a_sentence_whatever_follows(text: str, ends: bool) -> None:
+    assert ends_for_sure(text) is ends

@@ -283,7 +283,7 @@ async def test_a_client_that_stops_reading_is_closed(
 async def test_a_sentence_is_spoken_when_the_text_pauses_after_it(
     client: Client, worker: WorkerProcess
 ) -> None:
-    """"It costs 3." may go on ("3.5"), so it waits for what follows; when nothing follows for
+    """ "It costs 3." may go on ("3.5"), so it waits for what follows; when nothing follows for
     a moment, it is spoken. A sentence not finished is not."""
     heard: dict[str, Heard] = {}
     async with client.ws_connect("/v1/live") as ws:
