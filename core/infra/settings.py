@@ -145,6 +145,19 @@ class LimitSettings:
     streams_per_client: int = 16  # SSE streams and WebSockets open at once (tabs, scripts)
     streams_per_address: int = 128
     ws_subscriptions: int = 32  # job subscriptions per WebSocket (each one follows a stream)
+    # Live sessions (text in as it is written, audio out from the first sentence): characters
+    # per text message and per context over its life, text received but not yet spoken per
+    # context (an LLM writes faster than speech: past it, wait for audio), contexts per
+    # connection, live connections per client and per source address, and seconds a context
+    # may stay silent (no text, no audio) or a connection stay open at all.
+    live_message_chars: int = 5_000
+    live_context_chars: int = 200_000
+    live_pending_chars: int = 20_000
+    live_contexts: int = 8
+    live_sessions_per_client: int = 4
+    live_sessions_per_address: int = 32
+    live_idle_s: float = 20.0
+    live_max_s: float = 3_600.0
     # "client": a result answers only the client that asked for it first (an instant answer
     # would tell another client what someone submitted); "global": any client (clients that
     # trust each other, e.g. one application behind one key, share more hits).

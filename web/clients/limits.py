@@ -163,3 +163,20 @@ async def _renew(limits: Limits, keys: list[str], member: str) -> None:
         with contextlib.suppress(Exception):  # a Redis outage: the lease may lapse, no harm
             for key in keys:
                 await limits.lease(key, member, 1 << 30, LEASE_S)
+
+
+def live_lease(request: web.Request, client: str | None = None) -> Any:
+    """The lease a live connection holds while it is open (besides its stream lease): live
+    sessions keep workers busy for as long as text comes, so they have caps of their own."""
+    settings, queue = request.app[SETTINGS], request.app[QUEUE]
+    caps = {
+        queue.limits.lease_key("live-client", client or client_id(request)): (
+            "live sessions open at once for this client",
+            settings.limits.live_sessions_per_client,
+        ),
+        queue.limits.lease_key("live-address", address(request)): (
+            "live sessions open at once from this address",
+            settings.limits.live_sessions_per_address,
+        ),
+    }
+    return connection_lease(queue.limits, caps)

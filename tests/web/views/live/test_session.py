@@ -1,0 +1,222 @@
+"""`/v1/live`: text in pieces, audio out in order with its alignment; flush, barge-in, several
+contexts, idle contexts, limits and bad frames; a worker that dies mid-session."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp.test_utils import TestClient
+
+from tests.conftest import ClientFactory, WorkerProcess
+from web.appkeys import QUEUE
+
+Client = TestClient[Any, Any]
+WS = aiohttp.ClientWebSocketResponse
+ANSWER = (
+    "Sure, here is the plan. First we meet at 10:30 at the station, then Dr. Smith shows us "
+    "the lab. The budget is 1,000.50 dollars in all! Does that work for you?"
+)
+
+
+@dataclass
+class Heard:
+    """What a context sent back: its audio, segments and last frames."""
+
+    audio: list[dict[str, Any]] = field(default_factory=list)
+    pcm: bytearray = field(default_factory=bytearray)
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    frames: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def receive(
+    ws: WS, heard: dict[str, Heard], until: str, context: str = "main", timeout: float = 30
+) -> dict[str, Any]:
+    """Frames until `until` arrives for `context`; an audio header's binary frame is read with
+    it (it must come next, of exactly the bytes it says)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            frame = await ws.receive_json()
+            mine = heard.setdefault(frame.get("context") or "", Heard())
+            mine.frames.append(frame)
+            if frame["type"] == "audio":
+                data = await ws.receive_bytes()
+                assert len(data) == frame["bytes"]
+                mine.audio.append(frame)
+                mine.pcm += data
+            elif frame["type"] == "segment":
+                mine.segments.append(frame)
+            elif frame["type"] == "error":
+                mine.errors.append(frame)
+            if frame["type"] == until and frame.get("context") in (context, None):
+                return frame
+
+
+def tokens(text: str, rng: random.Random) -> list[str]:
+    """The text as an LLM streams it: pieces of 1 to 6 characters."""
+    out, at = [], 0
+    while at < len(text):
+        size = rng.randint(1, 6)
+        out.append(text[at : at + size])
+        at += size
+    return out
+
+
+def squeezed(text: str) -> str:
+    return "".join(text.split())
+
+
+async def test_tokens_in_audio_out_in_order(client: Client, worker: WorkerProcess) -> None:
+    heard: dict[str, Heard] = {}
+    async with client.ws_connect("/v1/live") as ws:
+        await ws.send_json({"op": "open", "voice": "en_male", "seed": 7})
+        opened = await receive(ws, heard, "opened")
+        assert opened["voice"] == "en_male" and opened["sample_rate"] == 24000
+        for piece in tokens(ANSWER, random.Random(1)):
+            await ws.send_json({"op": "text", "text": piece})
+        await ws.send_json({"op": "close"})
+        done = await receive(ws, heard, "done")
+    main = heard["main"]
+    texts = [s["text"] for s in main.segments]
+    assert len(texts) >= 3, texts
+    assert squeezed("".join(texts)) == squeezed(ANSWER)  # every word once, in order
+    assert any("1,000.50" in t for t in texts) and any("10:30" in t for t in texts)
+    assert not any(t.rstrip().endswith("Dr.") for t in texts)
+    assert [s["segment"] for s in main.segments] == list(range(1, len(texts) + 1))
+    assert done["segments"] == len(texts)
+    # The audio is continuous: each piece starts where the one before ended.
+    at = 0.0
+    for frame in main.audio:
+        assert abs(frame["start_ms"] - at) < 1.0
+        at += frame["duration_ms"]
+    assert abs(done["audio_ms"] - at) < 1.0 and len(main.pcm) == round(at * 48)
+    # Every character of each segment is aligned once, in order, inside its segment's audio.
+    for segment in main.segments:
+        pieces = [f for f in main.audio if f["segment"] == segment["segment"]]
+        chars = "".join(c for f in pieces for c in f["alignment"]["chars"])
+        assert chars == segment["text"]
+        starts = [s for f in pieces for s in f["alignment"]["char_start_ms"]]
+        assert starts == sorted(starts)
+        assert segment["start_ms"] - 1 <= starts[0] and starts[-1] <= segment["end_ms"] + 1
+        assert [w["word"] for w in segment["words"]][:2] == segment["text"].split()[:2]
+    # Each segment was a streamed job of the context's voice and seed.
+    listed = await (await client.get("/v1/tts/jobs", params={"limit": "50"})).json()
+    jobs = [await client.app[QUEUE].get(job["id"]) for job in listed["jobs"]]
+    assert len(jobs) == len(texts)
+    assert {(j.request.voice, j.request.seed, j.request.stream) for j in jobs if j} == {
+        ("en_male", 7, True)
+    }
+
+
+async def test_flush_speaks_a_sentence_not_finished(client: Client, worker: WorkerProcess) -> None:
+    heard: dict[str, Heard] = {}
+    async with client.ws_connect("/v1/live") as ws:
+        await ws.send_json({"op": "text", "text": "Hello there my friend"})
+        await ws.send_json({"op": "flush"})
+        segment = await receive(ws, heard, "segment")
+        assert segment["text"] == "Hello there my friend"
+        await ws.send_json({"op": "text", "text": " and goodbye", "flush": True})
+        segment = await receive(ws, heard, "segment")
+        assert segment["text"] == "and goodbye" and segment["segment"] == 2
+
+
+async def test_barge_in_stops_the_audio_and_goes_on(client: Client, worker: WorkerProcess) -> None:
+    heard: dict[str, Heard] = {}
+    long_answer = " ".join(f"This is sentence number {n} of a long answer." for n in range(40))
+    async with client.ws_connect("/v1/live") as ws:
+        await ws.send_json({"op": "text", "text": long_answer})
+        await receive(ws, heard, "audio")
+        await ws.send_json({"op": "clear"})
+        await receive(ws, heard, "cleared")
+        before = len(heard["main"].segments)
+        await ws.send_json({"op": "text", "text": "A new turn.", "flush": True})
+        await ws.send_json({"op": "close"})
+        await receive(ws, heard, "done")
+    main = heard["main"]
+    after = main.frames[[f["type"] for f in main.frames].index("cleared") + 1 :]
+    spoken = [f["text"] for f in after if f["type"] == "segment"]
+    assert spoken == ["A new turn."], spoken  # nothing of the old text after the clear
+    assert before < 40
+
+
+async def test_contexts_are_independent(client: Client, worker: WorkerProcess) -> None:
+    heard: dict[str, Heard] = {}
+    async with client.ws_connect("/v1/live") as ws:
+        await ws.send_json({"op": "open", "context": "a", "voice": "en_female"})
+        await ws.send_json({"op": "open", "context": "b", "voice": "zh_male"})
+        for piece in tokens("One. Two. Three.", random.Random(2)):
+            await ws.send_json({"op": "text", "context": "a", "text": piece})
+            await ws.send_json({"op": "text", "context": "b", "text": piece})
+        await ws.send_json({"op": "text", "context": "nope", "text": 5})  # a bad frame
+        await ws.send_json({"op": "close", "context": "a"})
+        await ws.send_json({"op": "close", "context": "b"})
+        await receive(ws, heard, "done", "a")
+        if not any(f["type"] == "done" for f in heard.get("b", Heard()).frames):
+            await receive(ws, heard, "done", "b")
+    for name in ("a", "b"):
+        texts = [s["text"] for s in heard[name].segments]
+        assert squeezed("".join(texts)).startswith("One.Two.Three."), (name, texts)
+    assert heard["nope"].errors[0]["error"]["code"] == "invalid_text"
+
+
+async def test_idle_context_is_closed(make_client: ClientFactory, worker: WorkerProcess) -> None:
+    client = await make_client(live_idle_s=1.0)
+    heard: dict[str, Heard] = {}
+    async with client.ws_connect("/v1/live") as ws:
+        await ws.send_json({"op": "text", "context": "x", "text": "Hi.", "flush": True})
+        error = await receive(ws, heard, "error", "x", timeout=10)
+        assert error["error"]["code"] == "context_idle"
+        await ws.send_json({"op": "flush", "context": "x"})
+        error = await receive(ws, heard, "error", "x")
+        assert error["error"]["code"] == "no_such_context"
+
+
+async def test_limits_and_bad_frames(make_client: ClientFactory) -> None:
+    client = await make_client(
+        live_message_chars=20, live_contexts=2, live_pending_chars=60, live_sessions_per_client=1
+    )
+    heard: dict[str, Heard] = {}
+    async with client.ws_connect("/v1/live") as ws:
+        await ws.send_str("{not json")
+        assert (await receive(ws, heard, "error", ""))["error"]["code"] == "invalid_json"
+        await ws.send_json({"op": "text", "context": "a", "text": "x" * 21})
+        assert (await receive(ws, heard, "error", "a"))["error"]["code"] == "message_too_long"
+        for _ in range(3):  # no worker: the text waits, up to what a context may hold
+            await ws.send_json({"op": "text", "context": "a", "text": "no worker hears "})
+        await ws.send_json({"op": "text", "context": "a", "text": "this at all "})
+        error = await receive(ws, heard, "error", "a")
+        assert error["error"]["code"] == "text_ahead_of_speech"
+        await ws.send_json({"op": "open", "context": "b"})
+        await ws.send_json({"op": "open", "context": "c"})
+        assert (await receive(ws, heard, "error", "c"))["error"]["code"] == "too_many_contexts"
+        await ws.send_json({"op": "open", "context": "d", "voice": "nobody"})
+        assert (await receive(ws, heard, "error", "d"))["error"]["code"] == "unknown_voice"
+        await ws.send_json({"op": "dance"})
+        assert (await receive(ws, heard, "error", "main"))["error"]["code"] == "unknown_op"
+        # A second live connection of the same client is refused before the upgrade.
+        second = await client.get("/v1/live", headers={"Upgrade": "websocket"})
+        assert second.status == 429
+        await ws.send_json({"op": "ping", "ref": 1})
+        assert (await receive(ws, heard, "pong", ""))["ref"] == 1  # the socket still works
+
+
+async def test_a_worker_killed_mid_session(client: Client, start_worker: Any) -> None:
+    first = start_worker("w1")
+    heard: dict[str, Heard] = {}
+    sentences = [f"Sentence {word} is here." for word in ("one", "two", "three", "four")]
+    async with client.ws_connect("/v1/live") as ws:
+        await ws.send_json({"op": "text", "text": sentences[0] + " "})
+        await ws.send_json({"op": "text", "text": sentences[1] + " ", "flush": True})
+        await receive(ws, heard, "segment")
+        first.kill()  # SIGKILL: whatever it held is reclaimed by the next worker
+        for sentence in sentences[2:]:
+            await ws.send_json({"op": "text", "text": sentence + " "})
+        await ws.send_json({"op": "close"})
+        start_worker("w2")
+        await receive(ws, heard, "done", timeout=60)
+    texts = [s["text"] for s in heard["main"].segments]
+    assert squeezed("".join(texts)) == squeezed(" ".join(sentences)), texts

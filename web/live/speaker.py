@@ -1,0 +1,353 @@
+"""One live context: text in as it is written, cut into segments as soon as each is safe to
+speak, each segment a streamed job of the context's voice and seed, their audio out in order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from aiohttp import web
+from core.text.alignment import char_times, words_of
+from core.text.live_cuts import LiveCutter
+
+from core.audio.formats import SAMPLE_RATE
+from core.audio.sizes import speech_seconds
+from core.infra.redis_client import REDIS_DOWN
+from core.queue.job import SynthesisRequest
+from core.text.sentences import clean_text, has_speakable
+from web import job_service
+from web.appkeys import QUEUE, SETTINGS
+from web.errors import ApiError, redis_unavailable
+from web.intake.submissions import synthesis_request
+from web.live.options import LiveOptions
+
+log = logging.getLogger("chattts_online.web.live")
+
+BYTES_PER_MS = SAMPLE_RATE * 2 / 1000  # 16-bit mono PCM
+# A piece of audio handed on at once, at most: a cached segment arrives as one file, and a
+# listener's frames stay small (a second of speech).
+PIECE_BYTES = SAMPLE_RATE * 2
+# How much faster than `core/audio/sizes.speech_seconds` (a slow speaking rate, so that storage
+# estimates err large) speech usually is: the alignment's first guess of a segment's length.
+TYPICAL_PACE = 1.3
+
+
+@dataclass(frozen=True)
+class AudioPiece:
+    """PCM of one segment (16-bit little-endian mono at 24 kHz) and the characters it covers,
+    times in the context's audio (ms)."""
+
+    segment: int
+    pcm: bytes
+    start_ms: float
+    duration_ms: float
+    chars: list[str]
+    char_start_ms: list[float]
+    char_duration_ms: list[float]
+
+
+@dataclass(frozen=True)
+class SpokenSegment:
+    """A segment whose audio is all out: its text, where it lies in the context's audio, and
+    its words' times (an estimate spread over the segment's real length)."""
+
+    index: int
+    text: str
+    start_ms: float
+    end_ms: float
+    words: list[tuple[str, float, float]]
+
+
+class Listener(Protocol):
+    """Where a context's audio and news go (a protocol's connection)."""
+
+    async def audio(self, piece: AudioPiece) -> None: ...
+
+    async def segment_end(self, segment: SpokenSegment) -> None: ...
+
+    async def cleared(self) -> None: ...
+
+    async def finished(self, segments: int, audio_ms: float) -> None: ...
+
+    async def failed(self, error: ApiError) -> None: ...
+
+
+class Speaker:
+    """A context's text, segments and audio. `feed`, `flush`, `end` return at once; the audio
+    goes to the listener from a task of its own, one segment job synthesizing at a time (the next
+    is submitted when the current one's synthesis ends, and made while the listener plays it)."""
+
+    def __init__(
+        self,
+        app: web.Application,
+        client: str,
+        source: str,
+        options: LiveOptions,
+        listener: Listener,
+    ) -> None:
+        self.app, self.client, self.source = app, client, source
+        self.options, self.listener = options, listener
+        self.limits = app[SETTINGS].limits
+        self.cutter = LiveCutter()
+        self.waiting: deque[str] = deque()  # cut, not yet submitted
+        self.received = 0  # characters over the context's life
+        self.segments = 0  # segments spoken or speaking
+        self.audio_ms = 0.0  # the context's audio so far
+        self.ended = False
+        self.last_active = time.monotonic()
+        self._wake = asyncio.Event()
+        self._speaking: asyncio.Task[None] | None = None
+        self._job: str | None = None
+        self._task = asyncio.create_task(self._run())
+
+    # -- the client's side ------------------------------------------------------------------
+
+    @property
+    def pending_chars(self) -> int:
+        """Text received and not yet submitted (what the client is ahead of speech by)."""
+        return len(self.cutter.pending) + sum(len(s) for s in self.waiting)
+
+    @property
+    def done(self) -> bool:
+        return self._task.done()
+
+    def feed(self, text: str, flush: bool = False) -> None:
+        """Take the next piece of text (any size); speak what it completes."""
+        if self.ended:
+            raise ApiError(
+                409,
+                "this context was closed: open a new one for more text",
+                code="context_closed",
+            )
+        if len(text) > self.limits.live_message_chars:
+            raise ApiError(
+                413,
+                f"at most {self.limits.live_message_chars} characters per text message; send "
+                "the text in smaller pieces",
+                code="message_too_long",
+                param="text",
+            )
+        if self.received + len(text) > self.limits.live_context_chars:
+            raise ApiError(
+                413,
+                f"a context takes at most {self.limits.live_context_chars} characters over its "
+                "life: close it and open a new one",
+                code="context_too_long",
+                param="text",
+            )
+        if self.pending_chars + len(text) > self.limits.live_pending_chars:
+            raise ApiError(
+                429,
+                f"this context holds {self.pending_chars} characters not yet spoken (at most "
+                f"{self.limits.live_pending_chars}): wait for its audio before sending more",
+                code="text_ahead_of_speech",
+                param="text",
+            )
+        self.received += len(text)
+        self.last_active = time.monotonic()
+        self.waiting.extend(self.cutter.feed(text))
+        if flush:
+            self.waiting.extend(self.cutter.flush())
+        self._wake.set()
+
+    def flush(self) -> None:
+        """Speak everything received so far, even mid-sentence."""
+        self.last_active = time.monotonic()
+        self.waiting.extend(self.cutter.flush())
+        self._wake.set()
+
+    def end(self) -> None:
+        """No more text: the rest is spoken, then the listener is told `finished`."""
+        self.flush()
+        self.ended = True
+        self._wake.set()
+
+    async def clear(self) -> None:
+        """Barge-in: drop the text not yet spoken and stop the segment speaking now; the
+        context takes new text afterwards."""
+        self.cutter.clear()
+        self.waiting.clear()
+        self.last_active = time.monotonic()
+        speaking, job = self._speaking, self._job
+        if speaking is not None:
+            speaking.cancel()
+            await asyncio.wait([speaking])
+        if job is not None:
+            await self._cancel(job)
+        await self.listener.cleared()
+
+    async def aclose(self) -> None:
+        """Stop at once (the connection is gone): nothing more goes to the listener."""
+        self._task.cancel()
+        if self._speaking is not None:
+            self._speaking.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        if self._job is not None:
+            await self._cancel(self._job)
+
+    def idle_s(self) -> float:
+        """Seconds since the client last sent text and nothing was left to speak (0 while
+        something is spoken)."""
+        if self._speaking is not None or self.waiting:
+            return 0.0
+        return time.monotonic() - self.last_active
+
+    # -- speaking -----------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            if not self.waiting:
+                if self.ended:
+                    await self.listener.finished(self.segments, self.audio_ms)
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            text = self.waiting.popleft()
+            self._speaking = asyncio.create_task(self._speak(text))
+            try:
+                await asyncio.wait([self._speaking])  # a clear cancels this task, not the loop
+            finally:
+                speaking, self._speaking = self._speaking, None
+                self.last_active = time.monotonic()
+            if not speaking.cancelled() and speaking.exception() is not None:
+                error = speaking.exception()
+                log.error("live segment failed", exc_info=error)
+                await self.listener.failed(_unexpected(error))
+
+    async def _speak(self, text: str) -> None:
+        try:
+            request = await self._request(text)
+        except ApiError as exc:  # nothing to say in it (symbols only, say): the rest goes on
+            await self.listener.failed(exc)
+            return
+        if request is None:
+            return
+        self.segments += 1
+        index, start_ms = self.segments, self.audio_ms
+        try:
+            submitted = await job_service.enqueue(
+                self.app, request, self.client, source=self.source
+            )
+            self._job = submitted.job_id
+            pieces = _Aligned(index, request.text, start_ms, request.speed)
+            async for pcm in self._pcm(submitted.job_id, submitted.event_id):
+                for at in range(0, len(pcm), PIECE_BYTES):
+                    piece = pieces.next(pcm[at : at + PIECE_BYTES])
+                    self.audio_ms += piece.duration_ms
+                    await self.listener.audio(piece)
+            rest = pieces.rest()
+            if rest is not None:
+                await self.listener.audio(rest)
+            await self.listener.segment_end(pieces.spoken())
+        except ApiError as exc:
+            await self.listener.failed(exc)
+        finally:
+            self._job = None
+
+    async def _request(self, text: str) -> SynthesisRequest | None:
+        text = clean_text(text)
+        if not has_speakable(text):
+            return None
+        payload: dict[str, Any] = {**self.options.fields, "text": text}
+        return await synthesis_request(
+            self.app[QUEUE],
+            payload,
+            self.limits.max_text_chars,
+            client=self.client,
+            format="pcm",
+            stream=True,
+        )
+
+    async def _pcm(self, job_id: str, cursor: str | None) -> AsyncIterator[bytes]:
+        """The segment's PCM as it is made. A job that starts again after its audio began (its
+        worker died) is followed on: its new run's audio from the sample where the last one
+        stopped (the same text, voice and seed: the rest of the same segment)."""
+        sent = 0
+        while True:
+            try:
+                pieces = job_service.pcm_pieces(self.app, job_id, cursor, whole_file=True)
+                async with contextlib.aclosing(pieces) as it:
+                    skip = sent
+                    async for pcm in it:
+                        if skip >= len(pcm):
+                            skip -= len(pcm)
+                            continue
+                        pcm, skip = pcm[skip:], 0
+                        sent += len(pcm)
+                        yield pcm
+                return
+            except job_service.Restarted:
+                log.info("live segment job %s started again: resuming at byte %d", job_id, sent)
+                cursor = None  # the new run's chunks, from its first event on
+
+    async def _cancel(self, job_id: str) -> None:
+        with contextlib.suppress(ApiError, Exception):
+            await job_service.cancel(self.app, job_id, self.client)
+
+
+def _unexpected(error: BaseException | None) -> ApiError:
+    if isinstance(error, REDIS_DOWN):
+        return redis_unavailable()
+    return ApiError(500, "internal error; it was logged", code="internal_error")
+
+
+class _Aligned:
+    """A segment's audio pieces with the characters each covers: first by an estimate of the
+    segment's length, and what is left when its audio ends goes with a last, empty piece."""
+
+    def __init__(self, index: int, text: str, start_ms: float, speed: float) -> None:
+        self.index, self.text, self.start_ms = index, text, start_ms
+        estimate_ms = speech_seconds(text) * 1000 / TYPICAL_PACE / max(speed, 0.1)
+        self.chars, self.starts, self.durations = char_times(text, estimate_ms)
+        self.given = 0  # characters handed out
+        self.made_ms = 0.0  # the segment's audio so far
+
+    def next(self, pcm: bytes) -> AudioPiece:
+        begin = self.made_ms
+        duration = len(pcm) / BYTES_PER_MS
+        self.made_ms += duration
+        upto = self.given
+        while upto < len(self.chars) and self.starts[upto] < self.made_ms:
+            upto += 1
+        return self._piece(pcm, begin, duration, upto)
+
+    def rest(self) -> AudioPiece | None:
+        if self.given >= len(self.chars):
+            return None
+        return self._piece(b"", self.made_ms, 0.0, len(self.chars))
+
+    def _piece(self, pcm: bytes, begin: float, duration: float, upto: int) -> AudioPiece:
+        end = begin + duration
+        picked = range(self.given, upto)
+        starts = [min(max(self.starts[i], begin), end) for i in picked]
+        lengths = [
+            min(self.durations[i], max(end - s, 0.0)) for i, s in zip(picked, starts, strict=True)
+        ]
+        self.given = upto
+        base = self.start_ms
+        return AudioPiece(
+            segment=self.index,
+            pcm=pcm,
+            start_ms=base + begin,
+            duration_ms=duration,
+            chars=[self.chars[i] for i in picked],
+            char_start_ms=[round(base + s, 1) for s in starts],
+            char_duration_ms=[round(d, 1) for d in lengths],
+        )
+
+    def spoken(self) -> SpokenSegment:
+        chars, starts, durations = char_times(self.text, self.made_ms)
+        words = [
+            (word, round(self.start_ms + s, 1), round(self.start_ms + e, 1))
+            for word, s, e in words_of(chars, starts, durations)
+        ]
+        return SpokenSegment(
+            self.index, self.text, self.start_ms, self.start_ms + self.made_ms, words
+        )

@@ -1,0 +1,247 @@
+"""`GET /v1/live`: a live session over WebSocket. Text goes in as it is written, in pieces of any
+size, into one or more contexts; each context's audio comes back in order as it is made, with the
+characters each piece covers (docs/api.md#live-sessions).
+
+Client -> server (JSON text frames; "context" defaults to "main"):
+    {"op": "open", "context"?, "voice"?, "seed"?, "speed"?, "params"?: {...}}
+    {"op": "text", "context"?, "text": str, "flush"?: bool}
+    {"op": "flush" | "clear" | "close", "context"?}
+    {"op": "ping", "ref"?}
+Server -> client:
+    {"type": "opened", "context", "voice", "seed", "format": "pcm", "sample_rate": 24000}
+    {"type": "audio", "context", "segment", "bytes", "start_ms", "duration_ms", "alignment":
+     {"chars", "char_start_ms", "char_duration_ms"}}, then a binary frame of `bytes` bytes
+    {"type": "segment", "context", "segment", "text", "start_ms", "end_ms", "words": [...]}
+    {"type": "cleared" | "done", "context", ...}, {"type": "pong", "ref"}
+    {"type": "error", "context", "error": {...}}  (never closes another context)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from core.audio.formats import SAMPLE_RATE
+from core.infra.redis_client import REDIS_DOWN
+from web.appkeys import CONNECTIONS, METRICS, SETTINGS
+from web.clients.limits import check_submit, live_lease, stream_lease
+from web.errors import ApiError, dumps, redis_unavailable
+from web.live.connection import LiveConnection, SlowReader
+from web.live.options import live_options
+from web.live.speaker import AudioPiece, Speaker, SpokenSegment
+from web.middlewares.origin import origin_allowed
+
+log = logging.getLogger("chattts_online.web.live")
+
+OPS = ("open", "text", "flush", "clear", "close", "ping")
+MAX_CONTEXT_NAME = 64
+
+
+async def live(request: web.Request) -> web.StreamResponse:
+    if not origin_allowed(request):
+        raise ApiError(
+            403,
+            f"WebSocket connections from origin {request.headers.get('Origin')!r} are not "
+            "allowed; add it to CHATTTS_ALLOWED_ORIGINS",
+            code="origin_not_allowed",
+        )
+    return await serve(request, _Session)
+
+
+async def serve(request: web.Request, protocol: Any) -> web.WebSocketResponse:
+    """Upgrade, hold the connection's leases, and run `protocol(connection)` over it."""
+    settings = request.app[SETTINGS]
+    await check_submit(request)  # opening a session is a submission; its segments are its own
+    async with stream_lease(request), live_lease(request):  # past a cap: a plain 429
+        ws = web.WebSocketResponse(
+            heartbeat=max(1.0, settings.web.sse_ping_s), max_msg_size=settings.limits.max_body_bytes
+        )
+        await ws.prepare(request)
+        connections, metrics = request.app[CONNECTIONS], request.app[METRICS]
+        connections.ws.add(ws)
+        metrics.ws_open.inc()
+        try:
+            await protocol(LiveConnection(request, ws)).run()
+        finally:
+            connections.ws.discard(ws)
+            metrics.ws_open.dec()
+    return ws
+
+
+class _Context:
+    """A context's listener: its audio and news as this protocol's frames."""
+
+    def __init__(self, connection: LiveConnection, name: str) -> None:
+        self.connection, self.name = connection, name
+        self.speaker: Speaker | None = None
+
+    async def audio(self, piece: AudioPiece) -> None:
+        header = {
+            "type": "audio",
+            "context": self.name,
+            "segment": piece.segment,
+            "bytes": len(piece.pcm),
+            "start_ms": round(piece.start_ms, 1),
+            "duration_ms": round(piece.duration_ms, 1),
+            "alignment": {
+                "chars": piece.chars,
+                "char_start_ms": piece.char_start_ms,
+                "char_duration_ms": piece.char_duration_ms,
+            },
+        }
+        await self.connection.send(dumps(header), piece.pcm, self.name, len(piece.pcm))
+
+    async def segment_end(self, segment: SpokenSegment) -> None:
+        await self._frame(
+            {
+                "type": "segment",
+                "segment": segment.index,
+                "text": segment.text,
+                "start_ms": round(segment.start_ms, 1),
+                "end_ms": round(segment.end_ms, 1),
+                "words": [{"word": w, "start_ms": s, "end_ms": e} for w, s, e in segment.words],
+            }
+        )
+
+    async def cleared(self) -> None:
+        self.connection.drop(self.name)
+        await self._frame({"type": "cleared"})
+
+    async def finished(self, segments: int, audio_ms: float) -> None:
+        if self.speaker is not None:
+            self.connection.forget(self.name, self.speaker)
+        await self._frame({"type": "done", "segments": segments, "audio_ms": round(audio_ms, 1)})
+
+    async def failed(self, error: ApiError) -> None:
+        await self._frame({"type": "error", "error": error.error()})
+
+    async def _frame(self, frame: dict[str, Any]) -> None:
+        await self.connection.send(dumps({**frame, "context": self.name}), context=self.name)
+
+
+class _Session:
+    """Our own protocol over a LiveConnection."""
+
+    def __init__(self, connection: LiveConnection) -> None:
+        self.connection = connection
+        self.app = connection.app
+
+    async def run(self) -> None:
+        await self.connection.run(self._handle, self._idle, self._binary)
+
+    async def _idle(self, name: str) -> None:
+        error = ApiError(
+            408,
+            f"context {name!r} was idle for {self.connection.limits.live_idle_s:.0f} s (no text, "
+            "nothing to speak) and was closed: open it again to go on",
+            code="context_idle",
+        )
+        await self._error(name, error)
+
+    async def _binary(self) -> None:
+        error = ApiError(400, "send JSON text frames", code="binary_not_accepted")
+        await self._error(None, error)
+
+    async def _error(self, context: str | None, error: ApiError, ref: Any = None) -> None:
+        frame: dict[str, Any] = {"type": "error", "context": context, "error": error.error()}
+        if ref is not None:
+            frame["ref"] = ref
+        await self.connection.send(dumps(frame))
+
+    async def _handle(self, data: str) -> None:
+        context: str | None = None
+        ref: Any = None
+        try:
+            try:
+                msg = orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                message = f"the frame is not valid JSON: {exc}"
+                raise ApiError(400, message, code="invalid_json") from None
+            if not isinstance(msg, dict):
+                raise ApiError(400, "a frame must be a JSON object", code="invalid_message")
+            ref = msg.get("ref")
+            context = _context_name(msg)
+            await self._op(msg, context, ref)
+        except ApiError as exc:
+            await self._error(context, exc, ref)
+        except REDIS_DOWN:
+            await self._error(context, redis_unavailable(), ref)
+        except SlowReader:
+            raise
+        except Exception:
+            log.exception("live frame failed")
+            error = ApiError(500, "internal error; it was logged", code="internal_error")
+            await self._error(context, error, ref)
+
+    async def _op(self, msg: dict[str, Any], context: str, ref: Any) -> None:
+        op = msg.get("op")
+        connection = self.connection
+        if op == "ping":
+            await connection.send(dumps({"type": "pong", "ref": ref}))
+        elif op == "open":
+            await self._open(context, msg)
+        elif op == "text":
+            text = msg.get("text")
+            if not isinstance(text, str):
+                raise ApiError(422, "'text' must be a string", code="invalid_text", param="text")
+            flush = msg.get("flush", False)
+            if not isinstance(flush, bool):
+                raise ApiError(422, "'flush' must be true or false", code="invalid_flush")
+            speaker = connection.contexts.get(context) or await self._open(context, {})
+            speaker.feed(text, flush)
+        elif op in ("flush", "clear", "close"):
+            speaker = connection.contexts.get(context)
+            if speaker is None:
+                raise ApiError(
+                    404,
+                    f"no open context {context!r}: send text to open it",
+                    code="no_such_context",
+                    param="context",
+                )
+            if op == "flush":
+                speaker.flush()
+            elif op == "clear":
+                await speaker.clear()
+            else:
+                speaker.end()
+        else:
+            raise ApiError(
+                400,
+                f"unknown op {op!r}; the ops are {', '.join(OPS)}",
+                code="unknown_op",
+                param="op",
+            )
+
+    async def _open(self, name: str, msg: dict[str, Any]) -> Speaker:
+        options = await live_options(self.app, self.connection.client, msg)
+        listener = _Context(self.connection, name)
+        speaker = self.connection.open(name, options, listener)
+        listener.speaker = speaker
+        await self.connection.send(
+            dumps(
+                {
+                    "type": "opened",
+                    "context": name,
+                    "voice": options.voice,
+                    "seed": options.fields.get("seed"),
+                    "format": "pcm",
+                    "sample_rate": SAMPLE_RATE,
+                }
+            )
+        )
+        return speaker
+
+
+def _context_name(msg: dict[str, Any]) -> str:
+    name = msg.get("context", "main")
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_CONTEXT_NAME:
+        raise ApiError(
+            422,
+            f"'context' must be a name of 1 to {MAX_CONTEXT_NAME} characters",
+            code="invalid_context",
+            param="context",
+        )
+    return name
