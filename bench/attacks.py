@@ -20,7 +20,7 @@ import soundfile as sf
 
 ATTACKERS = [f"127.0.0.{i}" for i in range(2, 10)]
 EVIL = "https://evil.example"
-# Iterations per second of each of the attack's 12 loops (25: about 330 requests a second).
+# Iterations per second of each of the attack's loops (25: a few hundred requests a second).
 LOOP_RATE = 25.0
 
 
@@ -95,6 +95,7 @@ async def attack(
     streams: list[aiohttp.ClientResponse] = []
     held: list[asyncio.Task[None]] = []
     stalled: list[socket.socket] = []
+    sockets: list[aiohttp.ClientWebSocketResponse] = []
 
     async def loop(address: str, body: Callable[[aiohttp.ClientSession], Awaitable[None]]) -> None:
         # Paced: the attack runs on the same cores as the server; unpaced, it would measure how
@@ -246,6 +247,29 @@ async def attack(
             tally.add("websocket bad op", 0)
         await asyncio.sleep(0.2)
 
+    async def live_floods(http: aiohttp.ClientSession) -> None:
+        """Live sessions that pour text far faster than speech into more contexts than one may
+        open, and never read their audio: the text waiting is capped per context, the audio
+        waiting counts in the web tier's memory budget, and a socket that stops reading is
+        closed (its segments cancelled)."""
+        try:
+            ws = await http.ws_connect(f"{url}/v1/live")
+        except aiohttp.WSServerHandshakeError as exc:
+            tally.add("live session", exc.status)
+            await asyncio.sleep(0.5)
+            return
+        except aiohttp.ClientError:
+            tally.add("live session", 0)
+            return
+        tally.add("live session", 101)
+        sockets.append(ws)
+        text = "Say this again, and again, and again. " * 128  # 4,864 characters
+        with contextlib.suppress(aiohttp.ClientError, ConnectionError):
+            for n in range(10):
+                for _ in range(5):
+                    await ws.send_json({"op": "text", "context": f"c{n}", "text": text})
+        await asyncio.sleep(0.5)
+
     async def cross_site(http: aiohttp.ClientSession) -> None:
         form = aiohttp.FormData({"name": "xsite", "transcript": "hello"})
         call = http.post(f"{url}/v1/voices", data=form, headers={"Origin": EVIL})
@@ -271,7 +295,7 @@ async def attack(
         stalled.append(sock)
     plan = [fresh_identities] * 4 + [churn, open_streams, voice_bombs, digits, cross_site]
     plan += [dropped_characters, callback_churn, never_read, spoken_numbers, unheard_streams]
-    plan += [subtitles_again, held_answers, wrong_keys, bad_ws_ops]
+    plan += [subtitles_again, held_answers, wrong_keys, bad_ws_ops, live_floods]
     plan = [body for body in plan if body.__name__ not in skip]
     try:
         await asyncio.gather(*(loop(ATTACKERS[i % 8], body) for i, body in enumerate(plan)))
@@ -280,6 +304,9 @@ async def attack(
             task.cancel()
         for response in streams:
             response.close()
+        for ws in sockets:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(), 1.0)
         for sock in stalled:
             sock.close()
     tally.stalled = len(stalled)

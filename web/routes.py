@@ -12,8 +12,9 @@ from web.views.compat import captions, legacy, models, openai
 from web.views.console import fleet
 from web.views.console import jobs as console_jobs
 from web.views.console import page as console_page
-from web.views.live import session
 from web.views.jobs import audio, callbacks, chunks, events, jobs, subtitles, ws
+from web.views.live import session as live_session
+from web.views.live import speech_stream
 from web.views.service import api_docs, health, metrics, page
 from web.views.voices import listing, registry
 
@@ -66,13 +67,20 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
         "/v1/events", events.client_events, name="client_events", allow_head=False, expect_handler=e
     )
     r.add_get("/v1/ws", ws.websocket, name="ws", allow_head=False, expect_handler=e)
-    r.add_get("/v1/live", session.live, name="live", allow_head=False, expect_handler=e)
+    r.add_get("/v1/live", live_session.live, name="live", allow_head=False, expect_handler=e)
     r.add_get("/v1/voices", listing.list_voices, name="voices", expect_handler=e)
     r.add_post("/v1/voices", registry.register_voice, name="voices_register", expect_handler=e)
     voice = r.add_resource("/v1/voices/{name}", name="voice")
     voice.add_route("GET", listing.get_voice, expect_handler=e)
     voice.add_route("DELETE", registry.delete_voice, expect_handler=e)
     r.add_post("/v1/audio/speech", openai.speech, name="openai_speech", expect_handler=e)
+    r.add_get(
+        "/v1/audio/speech/stream",
+        speech_stream.speech_stream,
+        name="speech_stream",
+        allow_head=False,
+        expect_handler=e,
+    )
     r.add_post(
         "/dev/captioned_speech",
         captions.captioned_speech,

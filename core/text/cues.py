@@ -119,17 +119,21 @@ def _clock(text: str, segment: PlacedSegment) -> Callable[[int], float]:
             return min(max(at, segment.start), segment.end)
 
         return heard
-    spoken = TOKEN_SHAPE.sub(lambda m: " " * len(m.group(0)), text[segment.begin : segment.stop])
-    totals = [0.0]
-    for ch in spoken:
-        totals.append(totals[-1] + _weight(ch))
-    whole = totals[-1] or 1.0
-    span = segment.end - segment.start
+    times = spread(text[segment.begin : segment.stop], segment.start, segment.end)
 
     def estimated(i: int) -> float:
-        return segment.start + span * totals[min(max(i - segment.begin, 0), len(spoken))] / whole
+        return times[min(max(i - segment.begin, 0), len(times) - 1)]
 
     return estimated
+
+
+def spread(text: str, start: float, end: float) -> list[float]:
+    """When each character of `text` is heard if it is said from `start` to `end`, by how long
+    each takes to say (a control token counts as spaces); one more time, the end, closes it."""
+    spoken = TOKEN_SHAPE.sub(lambda m: " " * len(m.group(0)), text)
+    totals = list(itertools.accumulate((_weight(ch) for ch in spoken), initial=0.0))
+    whole = totals[-1] or 1.0
+    return [start + (end - start) * total / whole for total in totals]
 
 
 def _trim(text: str, begin: int, end: int) -> tuple[int, int]:

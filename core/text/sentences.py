@@ -11,10 +11,16 @@ from core.text.control_tokens import TOKEN_SHAPE
 # overrides), surrogates, private use, unassigned.
 _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 _SPACES = re.compile(r"\s+")
-# A sentence ends after Chinese or Western terminal punctuation (and any closing quotes).
-_SENTENCE_END = re.compile(r"(?<=[。！？!?；;…\n])[\"'”’」』)]*|(?<=\.)(?=\s)")
+# A sentence ends after Chinese or Western terminal punctuation (and any closing quotes after
+# it), or after a full stop followed by a space.
+TERMINAL_MARKS = "。！？!?；;…\n"
+CLOSING_QUOTES = "\"'”’」』)"
+_SENTENCE_END = re.compile(
+    rf"(?<=[{re.escape(TERMINAL_MARKS)}])[{re.escape(CLOSING_QUOTES)}]*|(?<=\.)(?=\s)"
+)
 # Inside a long sentence: clause punctuation where a cut sounds natural.
-_CLAUSE_END = re.compile(r"(?<=[，,、：:])")
+CLAUSE_MARKS = "，,、：:"
+_CLAUSE_END = re.compile(rf"(?<=[{re.escape(CLAUSE_MARKS)}])")
 # The units a clause is cut into when it has no clause punctuation left: a control token
 # ("[uv_break]", never cut), a CJK character, or a run without spaces (and its spaces).
 _TAG = TOKEN_SHAPE.pattern

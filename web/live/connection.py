@@ -163,7 +163,7 @@ class LiveConnection:
                 elif msg.type == WSMsgType.BINARY:
                     await on_binary()
         except SlowReader:
-            await self._close(WSCloseCode.TRY_AGAIN_LATER, "too slow: read your frames")
+            await self.close(WSCloseCode.TRY_AGAIN_LATER, "too slow: read your frames")
         finally:
             for task in (writer, watcher):
                 task.cancel()
@@ -179,7 +179,7 @@ class LiveConnection:
         while True:
             await asyncio.sleep(WATCH_S)
             if time.monotonic() - self.opened > self.limits.live_max_s:
-                await self._close(
+                await self.close(
                     WSCloseCode.POLICY_VIOLATION,
                     f"a live connection lasts at most {self.limits.live_max_s:.0f} s: reconnect",
                 )
@@ -190,6 +190,6 @@ class LiveConnection:
                     with contextlib.suppress(SlowReader):
                         await on_idle(name)
 
-    async def _close(self, code: int, message: str) -> None:
+    async def close(self, code: int, message: str) -> None:
         with contextlib.suppress(Exception):
             await self.ws.close(code=code, message=message.encode())

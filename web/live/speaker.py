@@ -50,6 +50,7 @@ class AudioPiece:
     chars: list[str]
     char_start_ms: list[float]
     char_duration_ms: list[float]
+    text: str = ""  # the whole segment's text
 
 
 @dataclass(frozen=True)
@@ -256,7 +257,7 @@ class Speaker:
         if not has_speakable(text):
             return None
         payload: dict[str, Any] = {**self.options.fields, "text": text}
-        return await synthesis_request(
+        request = await synthesis_request(
             self.app[QUEUE],
             payload,
             self.limits.max_text_chars,
@@ -264,6 +265,10 @@ class Speaker:
             format="pcm",
             stream=True,
         )
+        # No voice named (or OpenAI's name for one): the first segment's language picks it, and
+        # the rest of the context keeps it.
+        self.options.fields["voice"] = request.voice
+        return request
 
     async def _pcm(self, job_id: str, cursor: str | None) -> AsyncIterator[bytes]:
         """The segment's PCM as it is made. A job that starts again after its audio began (its
@@ -340,6 +345,7 @@ class _Aligned:
             chars=[self.chars[i] for i in picked],
             char_start_ms=[round(base + s, 1) for s in starts],
             char_duration_ms=[round(d, 1) for d in lengths],
+            text=self.text,
         )
 
     def spoken(self) -> SpokenSegment:
