@@ -45,7 +45,7 @@ from testing.procs import bench_run
 
 VOICES = ("en_female", "en_male", "en_female_2", "en_male_2")
 LEAD_S = 0.2  # between setting a round up and its clocks' zero
-BARGE_DELAY_S = (0.2, 0.6)  # `clear` this long after the first audio (drawn per session)
+BARGE_DELAY_S = (0.0, 0.1)  # `clear` this long after the first audio (drawn per session)
 HTTP_MODES = {
     "reference": live_modes.reference,
     "whole": live_modes.whole,

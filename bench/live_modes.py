@@ -218,11 +218,13 @@ async def live(socket: LiveSocket, answer: Answer, start: float) -> Heard:
 async def barge_in(socket: LiveSocket, answer: Answer, delay: float) -> dict[str, float]:
     """The whole answer at once; `delay` s after its first audio, `clear`: ms until the later of
     the `cleared` frame and the last audio frame of the old text; audio frames after `cleared`
-    (none is right); then new text is spoken and the context closes."""
+    (none is right); whether the old text was still being spoken; then new text is spoken and
+    the context closes."""
     await socket.send("text", text=answer.text, flush=True)
     await socket.first_audio()
     await asyncio.sleep(delay)
     cleared_at = time.perf_counter()
+    spoken = sum(1 for kind, at, _ in socket.events if kind == "segment" and at <= cleared_at)
     await socket.send("clear")
     cleared = await socket.wait_for("cleared", 30)
     await asyncio.sleep(STALE_WAIT_S)
@@ -238,4 +240,6 @@ async def barge_in(socket: LiveSocket, answer: Answer, delay: float) -> dict[str
         "barge_in_ms": 1000 * (max([cleared, *old]) - cleared_at),
         "cleared_ms": 1000 * (cleared - cleared_at),
         "stale_frames": stale,
+        # 1: `clear` came before the old text's audio was all out (fewer segments than sentences)
+        "mid_answer": float(spoken < len(answer.sentences)),
     }

@@ -30,6 +30,7 @@ def summarize(sessions: list[dict[str, float]]) -> dict[str, Any]:
         out["gap_free"] = sum(s["underrun_ms"] < GAP_FREE_MS for s in sessions)
     if "stale_frames" in sessions[0]:
         out["stale_frames_total"] = int(sum(s["stale_frames"] for s in sessions))
+        out["mid_answer"] = int(sum(s["mid_answer"] for s in sessions))
     return out
 
 
@@ -88,7 +89,8 @@ def table(report: dict[str, Any]) -> str:
                 f"{'':>3}  live: first audio p95 {first_ratio(row):.2f}x the reference's "
                 f"(target <= {FIRST_RATIO}x); barge-in p50/p95/max "
                 f"{_cell(barge['barge_in_ms'], 'p50', 'p95', 'max').strip()} ms (target p95 < "
-                f"{BARGE_IN_MS:.0f}), audio frames after `cleared`: {barge['stale_frames_total']}"
+                f"{BARGE_IN_MS:.0f}; {barge['mid_answer']}/{n} mid-answer), audio frames after "
+                f"`cleared`: {barge['stale_frames_total']}"
             )
     for engine, why in report.get("engines_skipped", {}).items():
         lines.append(f"{engine}: skipped ({why})")
