@@ -43,6 +43,7 @@ SECTIONS = {
     6: "6. ChatTTS batching",
     7: "7. fair share",
     8: "8. streams",
+    9: "9. live sessions",
 }
 
 
@@ -61,6 +62,7 @@ MODULES = (
     Module("bench.batching", (6,), once=True),
     Module("bench.fairness", (7,)),
     Module("bench.players", (8,), once=True),
+    Module("bench.live", (9,), once=True),
 )
 # Options passed on to the modules whose --help lists them. A module that takes --repeats
 # folds its own repeats into medians: it runs once, with the suite's --repeats.
