@@ -47,6 +47,10 @@ _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 _SPACE = re.compile(r"\s*")
 _TOKEN_MAX = 32  # ChatTTS's longest control token is 11 characters
 SHORT_CHARS = 12  # a sentence this short ("Hi.") joins the next when that one is already here
+# Characters looked at past max_chars to confirm a mark there (the word after a full stop).
+_LOOKAHEAD = 64
+# is_cjk's characters, as a pattern (counted in C).
+_CJK = re.compile("[\u2e80-\u9fff\uf900-\ufaff]")
 
 
 @dataclass(frozen=True)
@@ -156,23 +160,31 @@ class LiveCutter:
         return cut
 
     def _find_cut(self, first: int, last: int, final: bool) -> int | None:
-        text = self._buffer
-        size = _size(text)
-        limit = _limit(text, self.max_chars) if size > self.max_chars else len(text)
-        marks = self._marks(limit)
+        # Only the text up to max_chars (and a little after, to confirm a mark) can hold the
+        # next cut: looking no further keeps each cut's work bounded, so that a long message
+        # costs time in proportion to its length, not to its length squared.
+        full = self._buffer
+        limit = _limit(full, self.max_chars)
+        over = limit < len(full) and not full[limit:].isspace()
+        text = full[: limit + _LOOKAHEAD] if over else full
+        if not over:
+            limit = len(full)
+        marks = self._marks(text, limit)
         if not final:
             threshold = min(self.first_chars * self.grow**self._cuts, self.max_chars)
-            cuts = [
-                cut
-                for cut in marks
-                if first < cut.at <= last
-                and (cut.sentence or _spoken_size(text[: cut.at]) >= threshold)
-            ]
+            cuts: list[_Cut] = []
+            for cut in marks:
+                if first < cut.at <= last and (
+                    cut.sentence or _spoken_size(text[: cut.at]) >= threshold
+                ):
+                    cuts.append(cut)
+                    if len(cuts) == 2:
+                        break
             if cuts:
                 short = cuts[0].sentence and _spoken_size(text[: cuts[0].at]) < SHORT_CHARS
                 # A short sentence joins the next one when that one is here, never waits for it.
                 return cuts[1].at if short and len(cuts) > 1 else cuts[0].at
-        if size <= self.max_chars:
+        if not over:
             return None
         within = [c.at for c in marks if first < c.at <= min(last, limit)]
         return self._overflow_cut(within, first, last, limit, final)
@@ -196,9 +208,9 @@ class LiveCutter:
             self._seen = stable
         return first, self._last
 
-    def _marks(self, limit: int) -> list[_Cut]:
-        """The sentence and clause ends before `limit` that the text after them confirms."""
-        text = self._buffer
+    def _marks(self, text: str, limit: int) -> list[_Cut]:
+        """The sentence and clause ends of `text` (the buffer's start) before `limit` that the
+        text after them confirms."""
         cuts = []
         for match in _MARK_RUN.finditer(text):
             run, end = match.group(0), match.end()
@@ -251,7 +263,7 @@ def _size(text: str) -> int:
 def _spoken_size(text: str) -> int:
     """How long the text takes to say, in Latin letters: a Chinese character is a syllable,
     about three letters (so that a first segment is cut as early in Mandarin as in English)."""
-    return _size(text) + 2 * sum(1 for ch in text if is_cjk(ch))
+    return _size(text) + 2 * len(_CJK.findall(text))
 
 
 def _limit(text: str, max_chars: int) -> int:

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,13 +18,13 @@ from core.audio.sizes import speech_seconds
 from core.infra.redis_client import REDIS_DOWN
 from core.queue.job import SynthesisRequest
 from core.text.alignment import char_times, words_of
-from core.text.live_cuts import LiveCutter, ends_for_sure
-from core.text.sentences import CLOSING_QUOTES, TERMINAL_MARKS, clean_text, has_speakable
+from core.text.sentences import clean_text, has_speakable
 from web import job_service
 from web.appkeys import MEMORY, QUEUE, SETTINGS
 from web.errors import ApiError, redis_unavailable
 from web.intake.submissions import synthesis_request
 from web.live.options import LiveOptions
+from web.live.text import PendingText
 
 log = logging.getLogger("chattts_online.web.live")
 
@@ -33,7 +32,6 @@ BYTES_PER_MS = SAMPLE_RATE * 2 / 1000  # 16-bit mono PCM
 # A pause in the text this long after a sentence's end speaks it (an LLM that stops for a tool
 # call, or at the end of its answer without a flush).
 PAUSE_S = 0.3
-SENTENCE_ENDS = TERMINAL_MARKS + "."
 # What a character of text waiting costs the process, about (a str of CJK text takes 2-4 bytes
 # a character, and the cutter's copies as much again).
 CHAR_BYTES = 4
@@ -106,8 +104,7 @@ class Speaker:
         self.app, self.client, self.source = app, client, source
         self.options, self.listener = options, listener
         self.limits = app[SETTINGS].limits
-        self.cutter = LiveCutter()
-        self.waiting: deque[str] = deque()  # cut, not yet submitted
+        self.text = PendingText()
         self.received = 0  # characters over the context's life
         self.segments = 0  # segments spoken or speaking
         self.audio_ms = 0.0  # the context's audio so far
@@ -125,7 +122,7 @@ class Speaker:
     @property
     def pending_chars(self) -> int:
         """Text received and not yet submitted (what the client is ahead of speech by)."""
-        return len(self.cutter.pending) + sum(len(s) for s in self.waiting)
+        return self.text.chars
 
     @property
     def done(self) -> bool:
@@ -168,20 +165,17 @@ class Speaker:
         self.charged += len(text) * CHAR_BYTES
         self.received += len(text)
         self.last_active = time.monotonic()
-        self.waiting.extend(self.cutter.feed(text))
-        if flush or ends_for_sure(self.cutter.pending):
-            self.waiting.extend(self.cutter.flush())
-        self._recharge()
+        self.text.add(text, flush)
         self._wake.set()
         self._fed += 1
-        if self.cutter.pending:
+        if not flush:
             asyncio.get_running_loop().call_later(PAUSE_S, self._after_pause, self._fed)
 
     def _after_pause(self, fed: int) -> None:
         """No text came for PAUSE_S since message `fed`: a sentence the text may end with is
         spoken now ("It costs 3." waits for what follows: "3.14"?), so an answer that stops
         after such a sentence is heard without a flush."""
-        if fed == self._fed and not self.ended and _ends_a_sentence(self.cutter.pending):
+        if fed == self._fed and not self.ended and self.text.may_end_a_sentence():
             self.flush()
 
     def _recharge(self) -> None:
@@ -194,7 +188,7 @@ class Speaker:
     def flush(self) -> None:
         """Speak everything received so far, even mid-sentence."""
         self.last_active = time.monotonic()
-        self.waiting.extend(self.cutter.flush())
+        self.text.flush()
         self._wake.set()
 
     def end(self) -> None:
@@ -206,8 +200,7 @@ class Speaker:
     async def clear(self) -> None:
         """Barge-in: drop the text not yet spoken and stop the segment speaking now; the
         context takes new text afterwards."""
-        self.cutter.clear()
-        self.waiting.clear()
+        self.text.clear()
         self._recharge()
         self.last_active = time.monotonic()
         speaking, job = self._speaking, self._job
@@ -224,8 +217,7 @@ class Speaker:
         if self._speaking is not None:
             self._speaking.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
-        self.cutter.clear()
-        self.waiting.clear()
+        self.text.clear()
         self._recharge()
         if self._job is not None:
             await self._cancel(self._job)
@@ -233,7 +225,7 @@ class Speaker:
     def idle_s(self) -> float:
         """Seconds since the client last sent text and nothing was left to speak (0 while
         something is spoken)."""
-        if self._speaking is not None or self.waiting:
+        if self._speaking is not None or self.text.waiting:
             return 0.0
         return time.monotonic() - self.last_active
 
@@ -245,15 +237,15 @@ class Speaker:
 
     async def _speak_all(self) -> None:
         while True:
-            if not self.waiting:
+            self._wake.clear()
+            text = self.text.next()
+            self._recharge()
+            if text is None:
                 if self.ended:
                     await self.listener.finished(self.segments, self.audio_ms)
                     return
-                self._wake.clear()
                 await self._wake.wait()
                 continue
-            text = self.waiting.popleft()
-            self._recharge()
             self._speaking = asyncio.create_task(self._speak(text))
             try:
                 await asyncio.wait([self._speaking])  # a clear cancels this task, not the loop
@@ -340,11 +332,6 @@ class Speaker:
     async def _cancel(self, job_id: str) -> None:
         with contextlib.suppress(ApiError, Exception):
             await job_service.cancel(self.app, job_id, self.client)
-
-
-def _ends_a_sentence(text: str) -> bool:
-    marks = text.rstrip().rstrip(CLOSING_QUOTES)
-    return bool(marks) and marks[-1] in SENTENCE_ENDS
 
 
 def _unexpected(error: BaseException | None) -> ApiError:
