@@ -47,6 +47,7 @@ class RateLimited(ApiError):
             headers={"Retry-After": str(wait)},
         )
         self.limit = what
+        self.retry_after_s = retry_after_s
 
     def error(self) -> dict[str, Any]:
         return {**super().error(), "limit": self.limit}
@@ -115,27 +116,25 @@ def ipv6_network(source: str) -> str | None:
 
 async def check_submit(request: web.Request, client: str | None = None) -> None:
     """A submission (any API): within its client's and its address's rates, else 429."""
-    settings, queue = request.app[SETTINGS], request.app[QUEUE]
+    who = submitters(request.app, client or client_id(request), address(request))
+    await check_rate(request.app[QUEUE].limits, "submissions", who)
+
+
+def submitters(app: web.Application, client: str, source: str) -> dict[str, tuple[str, float, int]]:
+    """The buckets a submission of `client` from `source` is charged to."""
+    limits = app[SETTINGS].limits
     who = {
-        "client": (
-            client or client_id(request),
-            settings.limits.submit_rate_per_client,
-            settings.limits.submit_burst_per_client,
-        ),
-        "address": (
-            address(request),
-            settings.limits.submit_rate_per_address,
-            settings.limits.submit_burst_per_address,
-        ),
+        "client": (client, limits.submit_rate_per_client, limits.submit_burst_per_client),
+        "address": (source, limits.submit_rate_per_address, limits.submit_burst_per_address),
     }
-    network = ipv6_network(address(request))
+    network = ipv6_network(source)
     if network is not None:  # a /48 holds 65,536 /64s: together, four addresses' worth
         who["network"] = (
             network,
-            NETWORK_SHARE * settings.limits.submit_rate_per_address,
-            NETWORK_SHARE * settings.limits.submit_burst_per_address,
+            NETWORK_SHARE * limits.submit_rate_per_address,
+            NETWORK_SHARE * limits.submit_burst_per_address,
         )
-    await check_rate(queue.limits, "submissions", who)
+    return who
 
 
 def stream_lease(request: web.Request, client: str | None = None) -> Any:

@@ -21,6 +21,7 @@ from core.text.alignment import char_times, words_of
 from core.text.sentences import clean_text, has_speakable
 from web import job_service
 from web.appkeys import MEMORY, QUEUE, SETTINGS
+from web.clients.limits import RateLimited, check_rate, submitters
 from web.errors import ApiError, redis_unavailable
 from web.intake.submissions import synthesis_request
 from web.live.options import LiveOptions
@@ -270,6 +271,7 @@ class Speaker:
         self.segments += 1
         index, start_ms = self.segments, self.audio_ms
         try:
+            await self._submit_rate()
             submitted = await job_service.enqueue(
                 self.app, request, self.client, source=self.source
             )
@@ -288,6 +290,18 @@ class Speaker:
             await self.listener.failed(exc)
         finally:
             self._job = None
+
+    async def _submit_rate(self) -> None:
+        """A segment is a submission of the client (CHATTTS_SUBMIT_RATE_*): past its rate it
+        waits its turn (a listener is never refused mid-answer; a flood of contexts is slowed
+        to the rate every client has)."""
+        who = submitters(self.app, self.client, self.source)
+        while True:
+            try:
+                await check_rate(self.app[QUEUE].limits, "submissions", who)
+                return
+            except RateLimited as exc:
+                await asyncio.sleep(exc.retry_after_s)
 
     async def _request(self, text: str) -> SynthesisRequest | None:
         text = clean_text(text)

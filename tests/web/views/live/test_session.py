@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -296,3 +297,25 @@ async def test_a_sentence_is_spoken_when_the_text_pauses_after_it(
         await ws.send_json({"op": "close"})
         await receive(ws, heard, "done")
     assert [s["text"] for s in heard["main"].segments] == ["It costs 3.", "And then we wait"]
+
+
+async def test_segments_are_submissions_that_wait_their_turn(
+    make_client: ClientFactory, worker: WorkerProcess
+) -> None:
+    """Each segment is charged to the client's submission rate: past it, it waits (nothing is
+    refused mid-answer), so that many contexts cannot submit faster than any client may."""
+    client = await make_client(submit_rate_per_client=2.0, submit_burst_per_client=1)
+    heard: dict[str, Heard] = {}
+    started = time.monotonic()
+    async with client.ws_connect("/v1/live") as ws:
+        await ws.send_json({"op": "text", "text": "One is here. Two is here. Three is here."})
+        await ws.send_json({"op": "close"})
+        await receive(ws, heard, "done")
+    assert [s["text"] for s in heard["main"].segments] == [
+        "One is here.",
+        "Two is here.",
+        "Three is here.",
+    ]
+    assert not heard["main"].errors
+    # The connection's own submission, then three segments at two a second, one at a time.
+    assert time.monotonic() - started >= 1.0
