@@ -62,9 +62,11 @@ class Answer:
 
 def _sentence(rng: random.Random, number: int) -> str:
     subject = rng.choice(_SUBJECTS)
+    # The number inside the sentence: one that ends it ("on day 3.") may go on ("3.5"), so its
+    # segment waits for the next token; most sentences end with a word.
     return (
-        f"{subject[0].upper()}{subject[1:]} {rng.choice(_VERBS)} {rng.choice(_TIMES)}, "
-        f"{rng.choice(_TAILS)}, at least on day {number}."
+        f"On day {number}, {subject} {rng.choice(_VERBS)} {rng.choice(_TIMES)}, "
+        f"{rng.choice(_TAILS)}."
     )
 
 
@@ -81,7 +83,8 @@ def answer(seed: int, session: int) -> Answer:
     """Session `session`'s answer (the same for every mode and every N)."""
     rng = random.Random(seed * 100_003 + session)
     count = rng.randint(*SENTENCES_RANGE)
-    sentences = [f"{rng.choice(_OPENERS)}, here is what I know about session {session + 1}."]
+    opener = rng.choice(_OPENERS)
+    sentences = [f"{opener}, here is what I know about session {session + 1} so far."]
     sentences += [_sentence(rng, rng.randint(2, 99)) for _ in range(count - 2)]
     sentences.append(rng.choice(_ADVICE))
     return Answer(sentences, tokens_of(sentences), rng.uniform(*RATE_RANGE))
