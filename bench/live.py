@@ -14,8 +14,8 @@ capacity (read from /readyz after a warm-up), or `--sessions`. Targets: live's f
 most 1.5x the reference's, underrun under 100 ms per session within capacity, barge-in p95 under
 100 ms.
 
-    python -m bench.live [--engine espeak,chattts] [--size tiny|full] [--sessions 1,2,4,8]
-        [--quick] [--json PATH]
+    python -m bench.live [--engine espeak,chattts] [--size tiny|full] [--device cpu|cuda]
+        [--sessions 1,2,4,8] [--quick] [--json PATH]
 """
 
 from __future__ import annotations
@@ -122,11 +122,11 @@ async def warm_up(url: str, slots: int, seed: int) -> int:
 
 
 def settings_for(engine: str, tmp: Path, args: argparse.Namespace) -> Settings:
-    """One worker of `engine` (chattts: the random checkpoint, `args.slots` rows); limits off:
-    the bench's users are one address."""
+    """One worker of `engine` (chattts: the random checkpoint, `args.slots` rows on
+    `args.device`); limits off: the bench's users are one address."""
     extra: dict[str, Any] = {}
     if engine == "chattts":
-        extra = {"device": "cpu", "model_dir": str(args.model), "max_batch": args.slots}
+        extra = {"device": args.device, "model_dir": str(args.model), "max_batch": args.slots}
     return Settings.of(
         host="127.0.0.1",
         data_dir=str(tmp / engine / "data"),
@@ -166,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", choices=["tiny", "full"], default="tiny", help="ChatTTS's weights")
     p.add_argument("--tokens", type=int, default=128, help="ChatTTS audio tokens a segment")
     p.add_argument("--slots", type=int, default=16, help="ChatTTS rows (CHATTTS_MAX_BATCH)")
+    p.add_argument("--device", default="cpu", help="ChatTTS's device (CHATTTS_DEVICE): cpu, cuda")
     p.add_argument(
         "--sessions",
         type=lambda v: [int(x) for x in v.split(",")],
@@ -185,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         args.engine, args.sessions = ["espeak"], args.sessions or [1, 2]
     report: dict[str, Any] = {
         "where": f"{os.cpu_count()} CPUs",
+        "device": args.device,
         "engines": {},
         "engines_skipped": {},
     }
@@ -196,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"chattts skipped: {why}")
                 continue
             args.model = random_checkpoint(args.size, args.tokens)
-            report["chattts"] = f"{args.size} random weights, {args.tokens} tokens a segment"
+            report["chattts"] = (
+                f"{args.size} random weights, {args.tokens} tokens a segment, on {args.device}"
+            )
         report["engines"][engine] = run_engine(engine, args)
     report["rows"] = [row.to_json() for row in live_report.rows(report)]
     print(live_report.table(report))
