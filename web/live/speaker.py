@@ -8,16 +8,13 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE
-from core.audio.sizes import speech_seconds
 from core.infra.redis_client import REDIS_DOWN
 from core.queue.job import SynthesisRequest
-from core.text.alignment import char_times, words_of
 from core.text.sentences import clean_text, has_speakable
 from web import job_service
 from web.appkeys import MEMORY, QUEUE, SETTINGS
@@ -25,11 +22,11 @@ from web.clients.limits import RateLimited, check_rate, submitters
 from web.errors import ApiError, redis_unavailable
 from web.intake.submissions import synthesis_request
 from web.live.options import LiveOptions
+from web.live.pieces import AlignedPieces, AudioPiece, SpokenSegment
 from web.live.text import PendingText
 
 log = logging.getLogger("chattts_online.web.live")
 
-BYTES_PER_MS = SAMPLE_RATE * 2 / 1000  # 16-bit mono PCM
 # A pause in the text this long after a sentence's end speaks it (an LLM that stops for a tool
 # call, or at the end of its answer without a flush).
 PAUSE_S = 0.3
@@ -39,36 +36,6 @@ CHAR_BYTES = 4
 # A piece of audio handed on at once, at most: a cached segment arrives as one file, and a
 # listener's frames stay small (a second of speech).
 PIECE_BYTES = SAMPLE_RATE * 2
-# How much faster than `core/audio/sizes.speech_seconds` (a slow speaking rate, so that storage
-# estimates err large) speech usually is: the alignment's first guess of a segment's length.
-TYPICAL_PACE = 1.3
-
-
-@dataclass(frozen=True)
-class AudioPiece:
-    """PCM of one segment (16-bit little-endian mono at 24 kHz) and the characters it covers,
-    times in the context's audio (ms)."""
-
-    segment: int
-    pcm: bytes
-    start_ms: float
-    duration_ms: float
-    chars: list[str]
-    char_start_ms: list[float]
-    char_duration_ms: list[float]
-    text: str = ""  # the whole segment's text
-
-
-@dataclass(frozen=True)
-class SpokenSegment:
-    """A segment whose audio is all out: its text, where it lies in the context's audio, and
-    its words' times (an estimate spread over the segment's real length)."""
-
-    index: int
-    text: str
-    start_ms: float
-    end_ms: float
-    words: list[tuple[str, float, float]]
 
 
 class ListenerGone(Exception):
@@ -276,7 +243,7 @@ class Speaker:
                 self.app, request, self.client, source=self.source
             )
             self._job = submitted.job_id
-            pieces = _Aligned(index, request.text, start_ms, request.speed)
+            pieces = AlignedPieces(index, request.text, start_ms, request.speed)
             async for pcm in self._pcm(submitted.job_id, submitted.event_id):
                 for at in range(0, len(pcm), PIECE_BYTES):
                     piece = pieces.next(pcm[at : at + PIECE_BYTES])
@@ -352,59 +319,3 @@ def _unexpected(error: BaseException | None) -> ApiError:
     if isinstance(error, REDIS_DOWN):
         return redis_unavailable()
     return ApiError(500, "internal error; it was logged", code="internal_error")
-
-
-class _Aligned:
-    """A segment's audio pieces with the characters each covers: first by an estimate of the
-    segment's length, and what is left when its audio ends goes with a last, empty piece."""
-
-    def __init__(self, index: int, text: str, start_ms: float, speed: float) -> None:
-        self.index, self.text, self.start_ms = index, text, start_ms
-        estimate_ms = speech_seconds(text) * 1000 / TYPICAL_PACE / max(speed, 0.1)
-        self.chars, self.starts, self.durations = char_times(text, estimate_ms)
-        self.given = 0  # characters handed out
-        self.made_ms = 0.0  # the segment's audio so far
-
-    def next(self, pcm: bytes) -> AudioPiece:
-        begin = self.made_ms
-        duration = len(pcm) / BYTES_PER_MS
-        self.made_ms += duration
-        upto = self.given
-        while upto < len(self.chars) and self.starts[upto] < self.made_ms:
-            upto += 1
-        return self._piece(pcm, begin, duration, upto)
-
-    def rest(self) -> AudioPiece | None:
-        if self.given >= len(self.chars):
-            return None
-        return self._piece(b"", self.made_ms, 0.0, len(self.chars))
-
-    def _piece(self, pcm: bytes, begin: float, duration: float, upto: int) -> AudioPiece:
-        end = begin + duration
-        picked = range(self.given, upto)
-        starts = [min(max(self.starts[i], begin), end) for i in picked]
-        lengths = [
-            min(self.durations[i], max(end - s, 0.0)) for i, s in zip(picked, starts, strict=True)
-        ]
-        self.given = upto
-        base = self.start_ms
-        return AudioPiece(
-            segment=self.index,
-            pcm=pcm,
-            start_ms=base + begin,
-            duration_ms=duration,
-            chars=[self.chars[i] for i in picked],
-            char_start_ms=[round(base + s, 1) for s in starts],
-            char_duration_ms=[round(d, 1) for d in lengths],
-            text=self.text,
-        )
-
-    def spoken(self) -> SpokenSegment:
-        chars, starts, durations = char_times(self.text, self.made_ms)
-        words = [
-            (word, round(self.start_ms + s, 1), round(self.start_ms + e, 1))
-            for word, s, e in words_of(chars, starts, durations)
-        ]
-        return SpokenSegment(
-            self.index, self.text, self.start_ms, self.start_ms + self.made_ms, words
-        )

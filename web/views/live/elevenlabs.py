@@ -34,7 +34,8 @@ from web.intake.submissions import check_voice
 from web.live.connection import LiveConnection, SlowReader, serve
 from web.live.elevenlabs_audio import AudioOut, OutputFormat, output_format
 from web.live.options import SEED_BOUND, live_options
-from web.live.speaker import AudioPiece, Speaker, SpokenSegment
+from web.live.pieces import AudioPiece, SpokenSegment
+from web.live.speaker import Speaker
 from web.schemas.openai import OUR_SPEED
 
 log = logging.getLogger("chattts_online.web.live")

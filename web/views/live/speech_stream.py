@@ -23,7 +23,8 @@ from core.infra.redis_client import REDIS_DOWN
 from web.errors import ApiError, dumps, redis_unavailable
 from web.live.connection import LiveConnection, SlowReader, serve
 from web.live.options import LiveOptions, live_options
-from web.live.speaker import AudioPiece, Speaker, SpokenSegment
+from web.live.pieces import AudioPiece, SpokenSegment
+from web.live.speaker import Speaker
 
 log = logging.getLogger("chattts_online.web.live")
 
