@@ -11,13 +11,16 @@ import typing
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
+import orjson
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from core.infra.redis_client import REDIS_DOWN
 from web.appkeys import CONNECTIONS, EGRESS, MEMORY, METRICS, SETTINGS
 from web.clients.identity import client_id
 from web.clients.limits import check_submit, live_lease, stream_lease
-from web.errors import ApiError
+from web.errors import ApiError, redis_unavailable
 from web.live.options import LiveOptions
 from web.live.speaker import Listener, ListenerGone, Speaker
 from web.middlewares.origin import origin_allowed
@@ -64,6 +67,34 @@ async def serve(
             connections.ws.discard(ws)
             metrics.ws_open.dec()
     return ws
+
+
+def json_frame(data: str) -> dict[str, Any]:
+    """A client's text frame: a JSON object, else the 400 that says what is wrong."""
+    try:
+        msg = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, f"the frame is not valid JSON: {exc}", code="invalid_json") from None
+    if not isinstance(msg, dict):
+        raise ApiError(400, "a frame must be a JSON object", code="invalid_message")
+    return msg
+
+
+async def answered(work: Awaitable[None], fail: Callable[[ApiError], Awaitable[None]]) -> None:
+    """Run what a client's frame asks for; whatever goes wrong is told to `fail` as the error
+    the client gets (a bad frame never ends the connection, nor any other context), except a
+    client that stopped reading (SlowReader), which ends it."""
+    try:
+        await work
+    except ApiError as exc:
+        await fail(exc)
+    except REDIS_DOWN:
+        await fail(redis_unavailable())
+    except SlowReader:
+        raise
+    except Exception:
+        log.exception("live frame failed")
+        await fail(ApiError(500, "internal error; it was logged", code="internal_error"))
 
 
 class SlowReader(ListenerGone):

@@ -24,14 +24,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, cast
 
-import orjson
 from aiohttp import WSCloseCode, web
 
-from core.infra.redis_client import REDIS_DOWN
 from web.appkeys import QUEUE
-from web.errors import ApiError, dumps, redis_unavailable
+from web.errors import ApiError, dumps
 from web.intake.submissions import check_voice
-from web.live.connection import LiveConnection, SlowReader, serve
+from web.live.connection import LiveConnection, answered, json_frame, serve
 from web.live.elevenlabs_audio import AudioOut, OutputFormat, output_format
 from web.live.options import SEED_BOUND, live_options
 from web.live.pieces import AudioPiece, SpokenSegment
@@ -257,27 +255,14 @@ class _ElevenLabs:
 
     async def _handle(self, data: str) -> None:
         name: str | None = None
-        try:
-            try:
-                msg = orjson.loads(data)
-            except orjson.JSONDecodeError as exc:
-                message = f"the frame is not valid JSON: {exc}"
-                raise ApiError(400, message, code="invalid_json") from None
-            if not isinstance(msg, dict):
-                raise ApiError(400, "a frame must be a JSON object", code="invalid_message")
+
+        async def work() -> None:
+            nonlocal name
+            msg = json_frame(data)
             name = self._context_name(msg)
             await self._message(msg, name)
-        except ApiError as exc:
-            await self.error(name, exc)
-        except REDIS_DOWN:
-            await self.error(name, redis_unavailable())
-        except SlowReader:
-            raise
-        except Exception:
-            log.exception("live frame failed")
-            await self.error(
-                name, ApiError(500, "internal error; it was logged", code="internal_error")
-            )
+
+        await answered(work(), lambda error: self.error(name, error))
 
     def _context_name(self, msg: dict[str, Any]) -> str:
         if self.single:

@@ -21,13 +21,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE
-from core.infra.redis_client import REDIS_DOWN
-from web.errors import ApiError, dumps, redis_unavailable
-from web.live.connection import LiveConnection, SlowReader, serve
+from web.errors import ApiError, dumps
+from web.live.connection import LiveConnection, answered, json_frame, serve
 from web.live.options import live_options
 from web.live.pieces import AudioPiece, SpokenSegment
 from web.live.speaker import Speaker
@@ -125,27 +123,15 @@ class _Session:
     async def _handle(self, data: str) -> None:
         context: str | None = None
         ref: Any = None
-        try:
-            try:
-                msg = orjson.loads(data)
-            except orjson.JSONDecodeError as exc:
-                message = f"the frame is not valid JSON: {exc}"
-                raise ApiError(400, message, code="invalid_json") from None
-            if not isinstance(msg, dict):
-                raise ApiError(400, "a frame must be a JSON object", code="invalid_message")
+
+        async def work() -> None:
+            nonlocal context, ref
+            msg = json_frame(data)
             ref = msg.get("ref")
             context = _context_name(msg)
             await self._op(msg, context, ref)
-        except ApiError as exc:
-            await self._error(context, exc, ref)
-        except REDIS_DOWN:
-            await self._error(context, redis_unavailable(), ref)
-        except SlowReader:
-            raise
-        except Exception:
-            log.exception("live frame failed")
-            error = ApiError(500, "internal error; it was logged", code="internal_error")
-            await self._error(context, error, ref)
+
+        await answered(work(), lambda error: self._error(context, error, ref))
 
     async def _op(self, msg: dict[str, Any], context: str, ref: Any) -> None:
         op = msg.get("op")

@@ -15,13 +15,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE
-from core.infra.redis_client import REDIS_DOWN
-from web.errors import ApiError, dumps, redis_unavailable
-from web.live.connection import LiveConnection, SlowReader, serve
+from web.errors import ApiError, dumps
+from web.live.connection import LiveConnection, answered, json_frame, serve
 from web.live.options import LiveOptions, live_options
 from web.live.pieces import AudioPiece, SpokenSegment
 from web.live.speaker import Speaker
@@ -105,24 +103,10 @@ class _Stream:
         await self.error(ApiError(400, "send JSON text frames", code="binary_not_accepted"))
 
     async def _handle(self, data: str) -> None:
-        try:
-            try:
-                msg = orjson.loads(data)
-            except orjson.JSONDecodeError as exc:
-                message = f"the frame is not valid JSON: {exc}"
-                raise ApiError(400, message, code="invalid_json") from None
-            if not isinstance(msg, dict):
-                raise ApiError(400, "a frame must be a JSON object", code="invalid_message")
-            await self._message(msg)
-        except ApiError as exc:
-            await self.error(exc)
-        except REDIS_DOWN:
-            await self.error(redis_unavailable())
-        except SlowReader:
-            raise
-        except Exception:
-            log.exception("speech stream frame failed")
-            await self.error(ApiError(500, "internal error; it was logged", code="internal_error"))
+        async def work() -> None:
+            await self._message(json_frame(data))
+
+        await answered(work(), self.error)
 
     async def _message(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")
