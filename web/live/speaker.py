@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -15,6 +17,7 @@ from aiohttp import web
 from core.audio.formats import SAMPLE_RATE
 from core.infra.redis_client import REDIS_DOWN
 from core.queue.job import SynthesisRequest
+from core.queue.store import Submitted
 from core.text.sentences import clean_text, has_speakable
 from web import job_service
 from web.appkeys import MEMORY, QUEUE, SETTINGS
@@ -36,6 +39,17 @@ CHAR_BYTES = 4
 # A piece of audio handed on at once, at most: a cached segment arrives as one file, and a
 # listener's frames stay small (a second of speech).
 PIECE_BYTES = SAMPLE_RATE * 2
+
+
+@dataclass(frozen=True)
+class _Queued:
+    """A segment whose job is queued: its place in the context, its request, where its events
+    start."""
+
+    index: int
+    request: SynthesisRequest
+    job_id: str
+    cursor: str | None
 
 
 class ListenerGone(Exception):
@@ -82,7 +96,11 @@ class Speaker:
         self.last_active = time.monotonic()
         self._wake = asyncio.Event()
         self._speaking: asyncio.Task[None] | None = None
-        self._job: str | None = None
+        # The next segment, being checked and queued while the current one is heard (its job
+        # made ahead, so that it is ready at the joint); at most one ahead.
+        self._ahead: asyncio.Task[_Queued | None] | None = None
+        self._jobs: set[str] = set()  # queued and not yet heard to their end
+        self._generation = 0  # a clear starts a new one: what was queued before is dropped
         self._task = asyncio.create_task(self._run())
 
     # -- the client's side ------------------------------------------------------------------
@@ -135,6 +153,8 @@ class Speaker:
         self.last_active = time.monotonic()
         self.text.add(text, flush)
         self._wake.set()
+        if self._speaking is not None:
+            self._queue_ahead()
         self._fed += 1
         if not flush:
             asyncio.get_running_loop().call_later(PAUSE_S, self._after_pause, self._fed)
@@ -158,6 +178,8 @@ class Speaker:
         self.last_active = time.monotonic()
         self.text.flush()
         self._wake.set()
+        if self._speaking is not None:
+            self._queue_ahead()
 
     def end(self) -> None:
         """No more text: the rest is spoken, then the listener is told `finished`."""
@@ -166,34 +188,39 @@ class Speaker:
         self._wake.set()
 
     async def clear(self) -> None:
-        """Barge-in: drop the text not yet spoken and stop the segment speaking now; the
-        context takes new text afterwards."""
+        """Barge-in: drop the text not yet spoken, the segment queued ahead and the one heard
+        now; the context takes new text afterwards."""
         self.text.clear()
         self._recharge()
         self.last_active = time.monotonic()
-        speaking, job = self._speaking, self._job
-        if speaking is not None:
-            speaking.cancel()
-            await asyncio.wait([speaking])
-        if job is not None:
-            await self._cancel(job)
+        await self._stop_segments()
         await self.listener.cleared()
 
     async def aclose(self) -> None:
         """Stop at once (the connection is gone): nothing more goes to the listener."""
         self._task.cancel()
-        if self._speaking is not None:
-            self._speaking.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
         self.text.clear()
         self._recharge()
-        if self._job is not None:
-            await self._cancel(self._job)
+        await self._stop_segments()
+
+    async def _stop_segments(self) -> None:
+        # The jobs are taken first: the loop forgets a segment's job once its task ends.
+        self._generation += 1
+        jobs, self._jobs = list(self._jobs), set()
+        tasks = [task for task in (self._speaking, self._ahead) if task is not None]
+        self._ahead = None
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        for job_id in jobs:
+            await self._cancel(job_id)
 
     def idle_s(self) -> float:
         """Seconds since the client last sent text and nothing was left to speak (0 while
         something is spoken)."""
-        if self._speaking is not None or self.text.waiting:
+        if self._speaking is not None or self._ahead is not None or self.text.waiting:
             return 0.0
         return time.monotonic() - self.last_active
 
@@ -206,19 +233,21 @@ class Speaker:
     async def _speak_all(self) -> None:
         while True:
             self._wake.clear()
-            text = self.text.next()
-            self._recharge()
-            if text is None:
-                if self.ended:
+            queued = await self._next_queued()
+            if queued is None:
+                if self.ended and not self.text.waiting:
                     await self.listener.finished(self.segments, self.audio_ms)
                     return
-                await self._wake.wait()
+                if not self.text.waiting:
+                    await self._wake.wait()
                 continue
-            self._speaking = asyncio.create_task(self._speak(text))
+            self._speaking = asyncio.create_task(self._speak(queued))
+            self._queue_ahead()
             try:
                 await asyncio.wait([self._speaking])  # a clear cancels this task, not the loop
             finally:
                 speaking, self._speaking = self._speaking, None
+                self._jobs.discard(queued.job_id)
                 self.last_active = time.monotonic()
             error = None if speaking.cancelled() else speaking.exception()
             if isinstance(error, ListenerGone):
@@ -227,24 +256,68 @@ class Speaker:
                 log.error("live segment failed", exc_info=error)
                 await self.listener.failed(_unexpected(error))
 
-    async def _speak(self, text: str) -> None:
+    async def _next_queued(self) -> _Queued | None:
+        """The segment to be heard next: the one queued ahead, else the next one cut, queued
+        now (None: none yet, or it had nothing to say, or a clear dropped it)."""
+        if self._ahead is None:
+            self._queue_ahead()
+        ahead = self._ahead
+        if ahead is None:
+            return None
+        await asyncio.wait([ahead])  # a clear cancels it, not this loop
+        if self._ahead is ahead:
+            self._ahead = None
+        if ahead.cancelled():
+            return None
+        if ahead.exception() is not None:
+            raise ahead.exception()  # type: ignore[misc]
+        return ahead.result()
+
+    def _queue_ahead(self) -> None:
+        """Queue the next segment cut, if there is one and none is queued ahead yet."""
+        if self._ahead is not None:
+            return
+        text = self.text.next()
+        self._recharge()
+        if text is not None:
+            self._ahead = asyncio.create_task(self._queue(text))
+
+    async def _queue(self, text: str) -> _Queued | None:
+        """Check a segment and queue its job (None: nothing to say in it, or refused: the
+        listener is told, and the rest goes on)."""
+        generation = self._generation
         try:
             request = await self._request(text)
-        except ApiError as exc:  # nothing to say in it (symbols only, say): the rest goes on
-            await self.listener.failed(exc)
-            return
-        if request is None:
-            return
-        self.segments += 1
-        index, start_ms = self.segments, self.audio_ms
-        try:
+            if request is None:
+                return None
             await self._submit_rate()
-            submitted = await job_service.enqueue(
-                self.app, request, self.client, source=self.source
+            enqueue = asyncio.ensure_future(
+                job_service.enqueue(self.app, request, self.client, source=self.source)
             )
-            self._job = submitted.job_id
-            pieces = AlignedPieces(index, request.text, start_ms, request.speed)
-            async for pcm in self._pcm(submitted.job_id, submitted.event_id):
+            enqueue.add_done_callback(functools.partial(self._queued, generation))
+            submitted = await asyncio.shield(enqueue)
+        except ApiError as exc:
+            await self.listener.failed(exc)
+            return None
+        self.segments += 1
+        return _Queued(self.segments, request, submitted.job_id, submitted.event_id)
+
+    def _queued(self, generation: int, enqueue: asyncio.Future[Submitted]) -> None:
+        """A job is queued: it is the context's to cancel, unless a clear came meanwhile (then
+        it is cancelled now, even if whoever queued it was cancelled meanwhile too)."""
+        if enqueue.cancelled() or enqueue.exception() is not None:
+            return
+        job_id = enqueue.result().job_id
+        if generation == self._generation:
+            self._jobs.add(job_id)
+        else:
+            asyncio.get_running_loop().create_task(self._cancel(job_id))
+
+    async def _speak(self, queued: _Queued) -> None:
+        request = queued.request
+        pieces = AlignedPieces(queued.index, request.text, self.audio_ms, request.speed)
+        try:
+            async for pcm in self._pcm(queued.job_id, queued.cursor):
                 for at in range(0, len(pcm), PIECE_BYTES):
                     piece = pieces.next(pcm[at : at + PIECE_BYTES])
                     self.audio_ms += piece.duration_ms
@@ -255,8 +328,6 @@ class Speaker:
             await self.listener.segment_end(pieces.spoken())
         except ApiError as exc:
             await self.listener.failed(exc)
-        finally:
-            self._job = None
 
     async def _submit_rate(self) -> None:
         """A segment is a submission of the client (CHATTTS_SUBMIT_RATE_*): past its rate it

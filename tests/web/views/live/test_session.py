@@ -146,6 +146,14 @@ async def test_barge_in_stops_the_audio_and_goes_on(client: Client, worker: Work
     assert spoken == ["A new turn."], spoken  # nothing of the old text after the clear
     assert before < 40
     await nothing_held(client)
+    # The segment heard at the clear and the one queued ahead of it were cancelled or done:
+    # nothing of the old text is left for a worker to make.
+    async with asyncio.timeout(10):
+        while True:
+            listed = await client.get("/v1/tts/jobs", params={"state": "queued,running"})
+            if not (await listed.json())["jobs"]:
+                break
+            await asyncio.sleep(0.1)
 
 
 async def test_contexts_are_independent(client: Client, worker: WorkerProcess) -> None:
@@ -319,3 +327,35 @@ async def test_segments_are_submissions_that_wait_their_turn(
     assert not heard["main"].errors
     # The connection's own submission, then three segments at two a second, one at a time.
     assert time.monotonic() - started >= 1.0
+
+
+async def test_the_next_segment_is_queued_ahead_and_a_clear_cancels_it(
+    client: Client, aredis: Redis, settings: Settings
+) -> None:
+    """While one segment is heard the next one's job waits in the queue already (so that it is
+    made before the joint); a barge-in cancels both."""
+    hand = HandWorker(aredis, settings)
+    heard: dict[str, Heard] = {}
+    async with client.ws_connect("/v1/live") as ws:
+        await ws.send_json({"op": "text", "text": "The first one. The second one. The third."})
+        async with asyncio.timeout(10):
+            while not (listed := (await (await client.get("/v1/tts/jobs")).json())["jobs"]):
+                await asyncio.sleep(0.05)
+        first = listed[-1]["id"]  # the oldest: the list is newest first
+        started = await hand.take(first)
+        await hand.chunks(first, started, FIRST, 1)
+        await receive(ws, heard, "audio")
+        async with asyncio.timeout(10):  # the second segment is queued while the first plays
+            while len(jobs := (await (await client.get("/v1/tts/jobs")).json())["jobs"]) < 2:
+                await asyncio.sleep(0.05)
+        assert len(jobs) == 2  # one ahead, no more
+        await ws.send_json({"op": "clear"})
+        await receive(ws, heard, "cleared")
+        states = {job["id"]: (await client.get(f"/v1/tts/jobs/{job['id']}")).status for job in jobs}
+        assert set(states.values()) == {200}
+        second = next(job["id"] for job in jobs if job["id"] != first)
+        assert (await (await client.get(f"/v1/tts/jobs/{second}")).json())["state"] == "cancelled"
+        first_state = await (await client.get(f"/v1/tts/jobs/{first}")).json()
+        assert first_state["state"] in ("cancelled", "running") and (
+            first_state["state"] == "cancelled" or first_state.get("cancel_requested")
+        )
