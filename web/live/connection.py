@@ -29,6 +29,9 @@ from web.replies.sending import send_timeout_s
 
 log = logging.getLogger("chattts_online.web.live")
 
+# Audio queued for one live socket at most (about 20 s of 24 kHz PCM): a listener far behind
+# waits, then is closed; a socket nobody reads holds no more than this.
+QUEUE_BYTES = 1024 * 1024
 # How often idle contexts and the connection's age are looked at.
 WATCH_S = 1.0
 
@@ -121,8 +124,11 @@ class LiveConnection:
         self.limits = self.app[SETTINGS].limits
         self.contexts: dict[str, Speaker] = {}
         self._frames: deque[_Frame] = deque()
-        self._room = asyncio.Condition()
+        # No lock: nothing awaits between a look at the queue and its change.
+        self._room_freed = asyncio.Event()
+        self._frame_ready = asyncio.Event()
         self._capacity = self.app[SETTINGS].web.connection_queue_size
+        self._queued_bytes = 0  # audio queued, not yet written
         self.stall_s = send_timeout_s(self.app[SETTINGS].web.sse_ping_s)
         self.opened = time.monotonic()
         self._closing: asyncio.Task[None] | None = None
@@ -181,16 +187,26 @@ class LiveConnection:
             except ApiError:
                 raise self._slow() from None
         try:
-            async with asyncio.timeout(self.stall_s), self._room:
-                await self._room.wait_for(lambda: len(self._frames) < self._capacity)
-                self._frames.append(_Frame(context, text, data, size))
-                self._room.notify_all()
+            async with asyncio.timeout(self.stall_s):
+                while not self._has_room(size):
+                    self._room_freed.clear()
+                    await self._room_freed.wait()
         except BaseException as exc:
             if size:
                 self.app[MEMORY].give(self.source, size)
             if isinstance(exc, TimeoutError):
                 raise self._slow() from None
             raise
+        self._frames.append(_Frame(context, text, data, size))
+        self._queued_bytes += size
+        self._frame_ready.set()
+
+    def _has_room(self, size: int) -> bool:
+        """Room for a frame of `size` bytes: the queue holds at most CHATTTS_CONNECTION_QUEUE_SIZE
+        frames and QUEUE_BYTES of audio (one frame however large when it is empty)."""
+        if len(self._frames) >= self._capacity:
+            return False
+        return not self._frames or self._queued_bytes + size <= QUEUE_BYTES
 
     def _slow(self) -> SlowReader:
         """The client stopped reading: its socket is closed (1013), whichever task found out
@@ -203,9 +219,8 @@ class LiveConnection:
 
     async def close_after_sent(self, code: int = WSCloseCode.OK) -> None:
         """Close the socket once the frames queued so far have left."""
-        async with self._room:
-            self._frames.append(_Frame(None, None, None, 0, code))
-            self._room.notify_all()
+        self._frames.append(_Frame(None, None, None, 0, code))
+        self._frame_ready.set()
 
     def drop(self, context: str) -> None:
         """Take every queued frame of `context` out."""
@@ -216,13 +231,17 @@ class LiveConnection:
             elif frame.held:
                 self.app[MEMORY].give(self.source, frame.held)
         self._frames = kept
+        self._queued_bytes = sum(frame.held for frame in kept)
+        self._room_freed.set()
 
     async def _writer(self) -> None:
         while True:
-            async with self._room:
-                await self._room.wait_for(lambda: bool(self._frames))
-                frame = self._frames.popleft()
-                self._room.notify_all()
+            while not self._frames:
+                self._frame_ready.clear()
+                await self._frame_ready.wait()
+            frame = self._frames.popleft()
+            self._queued_bytes -= frame.held
+            self._room_freed.set()
             if frame.close is not None:
                 await self.close(frame.close, "")
                 return

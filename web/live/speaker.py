@@ -198,17 +198,16 @@ class Speaker:
 
     async def aclose(self) -> None:
         """Stop at once (the connection is gone): nothing more goes to the listener."""
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
+        await self._stop_segments(self._task)
         self.text.clear()
         self._recharge()
-        await self._stop_segments()
 
-    async def _stop_segments(self) -> None:
-        # The jobs are taken first: the loop forgets a segment's job once its task ends.
+    async def _stop_segments(self, *more: asyncio.Task[None]) -> None:
+        """Cancel the segment heard, the one queued ahead (and `more` tasks) and their jobs.
+        All are taken before any is cancelled: a cancelled loop forgets what it was hearing."""
         self._generation += 1
         jobs, self._jobs = list(self._jobs), set()
-        tasks = [task for task in (self._speaking, self._ahead) if task is not None]
+        tasks = [task for task in (*more, self._speaking, self._ahead) if task is not None]
         self._ahead = None
         for task in tasks:
             task.cancel()

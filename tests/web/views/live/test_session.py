@@ -221,9 +221,12 @@ async def test_limits_and_bad_frames(make_client: ClientFactory) -> None:
 
 async def nothing_held(client: Client) -> None:
     """Once a connection is gone, nothing of it is counted in the memory budget."""
-    async with asyncio.timeout(5):
-        while client.app[MEMORY].held:
-            await asyncio.sleep(0.02)
+    try:
+        async with asyncio.timeout(5):
+            while client.app[MEMORY].held:
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"still held: {client.app[MEMORY].held}") from None
 
 
 async def test_a_worker_killed_mid_session(client: Client, start_worker: Any) -> None:
