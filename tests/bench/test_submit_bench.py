@@ -71,6 +71,9 @@ SUBMIT_AGAINST_BASELINE = 0.55
 
 
 @pytest.mark.timeout(300)  # the first run installs the baseline's virtualenv
+# One more 2 s run when the guard fails: a single one read 0.53x once in a full suite's run on
+# this shared machine, where 0.7-1.1x is usual; a submit that really cost twice fails both.
+@pytest.mark.flaky(reruns=1, only_rerun=["under the"])
 def test_quick_run_against_the_baseline_judges_the_targets(tmp_path: Path) -> None:
     done, out = _bench(tmp_path, "--duration", "2", "--warmup", "0.5")
     assert done.returncode == 0, done.stdout + done.stderr

@@ -42,13 +42,13 @@ def test_submit_listen_download_english_and_chinese(
     expect(page.locator("#conn")).to_have_attribute("data-state", "live")
     # Under the strict policy (a violation would be a console error, asserted at the end)...
     assert "script-src 'self'" in response.headers["content-security-policy"]
-    # ... with a handful of requests, all to this origin: 1 HTML, 3 CSS, at most 10 modules (all
+    # ... with a handful of requests, all to this origin: 1 HTML, 4 CSS, at most 12 modules (all
     # named in the HTML, so they load in parallel), the voice list, the jobs list the history
     # merges and the event stream.
     kinds = [r.resource_type for r in requests]
-    assert kinds.count("document") == 1 and kinds.count("stylesheet") == 3
-    assert 1 <= kinds.count("script") <= 10
-    assert len(requests) <= 17, [r.url for r in requests]
+    assert kinds.count("document") == 1 and kinds.count("stylesheet") == 4
+    assert 1 <= kinds.count("script") <= 12
+    assert len(requests) <= 19, [r.url for r in requests]
     assert all(r.url.startswith(web.url) for r in requests)
     expect(page.locator("#empty")).to_be_visible()
     shot(page, "desktop-light-empty")
