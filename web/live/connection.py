@@ -23,7 +23,7 @@ from web.clients.limits import check_submit, live_lease, stream_lease
 from web.errors import ApiError, redis_unavailable
 from web.live.options import LiveOptions
 from web.live.speaker import Listener, ListenerGone, Speaker
-from web.middlewares.origin import origin_allowed
+from web.middlewares.origin import check_websocket_origin
 from web.monitors.memory import address
 from web.replies.sending import send_timeout_s
 
@@ -47,13 +47,7 @@ async def serve(
 ) -> web.StreamResponse:
     """Check the origin, hold the connection's leases (past a cap: a plain 429 before the
     upgrade), upgrade, and run `protocol` over the socket until it ends."""
-    if not origin_allowed(request):
-        raise ApiError(
-            403,
-            f"WebSocket connections from origin {request.headers.get('Origin')!r} are not "
-            "allowed; add it to CHATTTS_ALLOWED_ORIGINS",
-            code="origin_not_allowed",
-        )
+    check_websocket_origin(request)
     settings = request.app[SETTINGS]
     await check_submit(request)  # opening a session is a submission; its segments are its own
     async with stream_lease(request), live_lease(request):

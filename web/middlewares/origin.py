@@ -36,6 +36,18 @@ def _allowed_origins(csv: str) -> frozenset[str]:
     return _names(csv)
 
 
+def check_websocket_origin(request: web.Request) -> None:
+    """A WebSocket upgrade from a page of another origin is refused (403): browsers send no
+    preflight for one, and the socket would act with the page's cookie."""
+    if not origin_allowed(request):
+        raise ApiError(
+            403,
+            f"WebSocket connections from origin {request.headers.get('Origin')!r} are not "
+            "allowed; add it to CHATTTS_ALLOWED_ORIGINS",
+            code="origin_not_allowed",
+        )
+
+
 def origin_allowed(request: web.Request) -> bool:
     """No Origin (not a browser), the page's own host, or a configured origin."""
     origin = request.headers.get("Origin")

@@ -58,7 +58,7 @@ from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, dumps, job_not_found, redis_unavailable
 from web.hub import follow
 from web.job_service import ChunkReader
-from web.middlewares.origin import origin_allowed
+from web.middlewares.origin import check_websocket_origin
 from web.monitors.memory import address
 from web.replies.sending import send_timeout_s
 from web.schemas.jobs import idempotency_key, valid_cursor, valid_job_id
@@ -75,13 +75,7 @@ class SlowConsumer(Exception):
 
 
 async def websocket(request: web.Request) -> web.StreamResponse:
-    if not origin_allowed(request):
-        raise ApiError(
-            403,
-            f"WebSocket connections from origin {request.headers.get('Origin')!r} are not "
-            "allowed; add it to CHATTTS_ALLOWED_ORIGINS",
-            code="origin_not_allowed",
-        )
+    check_websocket_origin(request)
     settings = request.app[SETTINGS]
     async with stream_lease(request):  # refused before the upgrade: a plain 429
         ws = web.WebSocketResponse(

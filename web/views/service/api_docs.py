@@ -20,18 +20,22 @@ import orjson
 from aiohttp import web
 
 from core.infra.settings import Settings
-from core.queue.job import JobState, SynthesisRequest
-from core.queue.voices import DEFAULT_VOICES, OPENAI_VOICES
+from core.queue.job import JobState
 from web.appkeys import DERIVED, SETTINGS
 from web.live.elevenlabs_audio import supported_formats
 from web.monitors.memory import address
 from web.replies.timings import SUBTITLE_FORMATS
-from web.schemas import openai as speech
-from web.schemas import voices as registration
 from web.schemas.jobs import MAX_LIST_LIMIT
-from web.schemas.legacy import LegacyRequest
+from web.schemas.openapi_bodies import (
+    Schema,
+    captioned_request,
+    job_request,
+    legacy_request,
+    speech_request,
+    voice_form,
+    voice_json,
+)
 
-Schema = dict[str, Any]
 JSON = "application/json"
 
 
@@ -44,121 +48,6 @@ class Operation:
     ok: tuple[int, str, str] = (200, JSON, "")  # (status, media type, description)
     form: Callable[[Settings], Schema] | None = None  # a multipart/form-data body's schema
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def job_request(settings: Settings) -> Schema:
-    schema = SynthesisRequest.model_json_schema()
-    # What the web tier takes: a job's text, or a whole document's.
-    schema["properties"]["text"]["maxLength"] = max(
-        settings.limits.max_text_chars, settings.limits.max_document_chars
-    )
-    schema.pop("title", None)
-    voice = schema["properties"]["voice"]
-    voice.pop("default", None)  # the web tier picks by the text's language
-    voice["description"] = (
-        f"a voice of GET /v1/voices, or an OpenAI voice name ({', '.join(OPENAI_VOICES)}); "
-        f"left out: {DEFAULT_VOICES['zh']} for Mandarin text, {DEFAULT_VOICES['en']} otherwise"
-    )
-    schema["properties"]["callback_url"] = {
-        "type": "string",
-        "format": "uri",
-        "description": "POSTed (Standard Webhooks) when the job ends",
-    }
-    schema["description"] = "A synthesis job."
-    return schema
-
-
-def speech_request(settings: Settings) -> Schema:
-    number = {"type": "number"}
-    return {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["model", "input"],
-        "properties": {
-            "model": {"type": "string", "minLength": 1, "maxLength": 256},
-            "input": {
-                "type": "string",
-                "maxLength": min(speech.MAX_INPUT_CHARS, settings.limits.max_text_chars),
-            },
-            "voice": {
-                "anyOf": [
-                    {"type": "string", "minLength": 1},
-                    {"type": "object", "properties": {"id": {"type": "string"}}},
-                    {"type": "null"},
-                ],
-                "description": f"default {speech.DEFAULT_VOICE}, by the input's language",
-            },
-            "response_format": {"enum": [*speech.FORMATS, None], "default": "mp3"},
-            "speed": {
-                "anyOf": [
-                    {**number, "minimum": speech.SPEED_RANGE[0], "maximum": speech.SPEED_RANGE[1]},
-                    {"type": "null"},
-                ]
-            },
-            "instructions": {
-                "anyOf": [
-                    {"type": "string", "maxLength": speech.MAX_INSTRUCTIONS_CHARS},
-                    {"type": "null"},
-                ]
-            },
-            "stream_format": {"enum": [*speech.STREAM_FORMATS, None]},
-            "seed": job_request(settings)["properties"]["seed"],
-            "cache": {"type": "boolean"},
-            "stream_start": job_request(settings)["properties"]["stream_start"],
-        },
-    }
-
-
-def captioned_request(settings: Settings) -> Schema:
-    schema = speech_request(settings)
-    properties = schema["properties"]
-    properties.pop("stream_format")  # it comes whole
-    properties["return_timestamps"] = {"type": "boolean", "default": True}
-    properties["stream"] = {"const": False, "description": "it comes whole"}
-    properties["lang_code"] = {"type": "string", "description": "accepted; the text decides"}
-    assert set(properties) >= set(speech.CAPTIONED_EXTENSIONS)
-    return schema
-
-
-def legacy_request(settings: Settings) -> Schema:
-    schema = LegacyRequest.model_json_schema()
-    schema.pop("title", None)
-    return schema
-
-
-def _voice_fields() -> dict[str, Schema]:
-    limits = registration.FIELD_LIMITS  # the limits registrations are checked against
-    return {
-        "name": {"type": "string", "pattern": f"^{registration.NAME.pattern}$"},
-        "language": {"type": "string", "maxLength": limits["language"]},
-        "gender": {"type": "string", "maxLength": limits["gender"]},
-        "description": {"type": "string", "maxLength": limits["description"]},
-    }
-
-
-def voice_json(settings: Settings) -> Schema:
-    properties = {**_voice_fields(), "embedding": {"type": "string", "minLength": 1}}
-    assert set(properties) == set(registration.JSON_FIELDS)
-    return {
-        "type": "object",
-        "required": ["name", "embedding"],
-        "properties": properties,
-        "additionalProperties": False,
-    }
-
-
-def voice_form(settings: Settings) -> Schema:
-    properties = {
-        **_voice_fields(),
-        "transcript": {"type": "string"},
-        "audio": {
-            "type": "string",
-            "contentMediaType": "audio/*",
-            "description": f"1-20 s, WAV/FLAC/Ogg, up to {registration.MAX_RECORDING_BYTES} bytes",
-        },
-    }
-    assert set(properties) == set(registration.FORM_FIELDS)
-    return {"type": "object", "required": ["name", "transcript", "audio"], "properties": properties}
 
 
 CURSOR = ("last_event_id", {"type": "string"}, "resume after this event id (the SSE id)")
