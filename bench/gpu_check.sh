@@ -18,6 +18,9 @@
 #                    Targets: live's first-audio p95 at most 1.5x the first sentence alone's,
 #                    underrun under 100 ms per session within capacity, barge-in p95 under 100 ms.
 #                    LIVE_ARGS: bench.live options over these (e.g. "--sessions 1,4").
+#   checks           what hearing each segment costs a ChatTTS worker on CUDA, full-size
+#                    (bench/checks_service.py): 16 jobs at once with one attempt each, two
+#                    candidates of each segment in one batch (best of 2), and a retry of each.
 #
 # The GPU image has Python 3.12 with torch, torchaudio, transformers, safetensors, numba, scipy
 # and requests (so numpy, jinja2, idna, ...), and no network. What else the engine, the web tier
@@ -131,11 +134,20 @@ live() {
     return "$status"
 }
 
+# Best of 2 in one batch against a retry, through the whole service on CUDA (the segments'
+# signal is checked; no recognizer is installed there, so their words are unheard).
+checks() {
+    install
+    timeout 290 "$PYTHON" -m bench.checks_service --skip streams --size full --device cuda \
+        --jobs 16 --tokens 256 --output "${OUT:-/tmp}/chattts_gpu_checks.json"
+}
+
 case "${1:-check}" in
     fetch) fetch ;;
     check) check ;;
     tests) tests ;;
     streams) streams ;;
     live) live ;;
-    *) echo "usage: $0 [fetch|check|tests|streams|live]" >&2; exit 2 ;;
+    checks) checks ;;
+    *) echo "usage: $0 [fetch|check|tests|streams|live|checks]" >&2; exit 2 ;;
 esac

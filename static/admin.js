@@ -154,6 +154,23 @@ function renderWorkers(workers) {
   });
 }
 
+function share(part, whole) {
+  return whole ? `${part} (${Math.round((100 * part) / whole)}%)` : `${part}`;
+}
+
+function renderQuality(rows) {
+  fill(document.getElementById("quality"), rows || [], (tr, q) => {
+    cell(tr, q.engine);
+    cell(tr, q.voice);
+    cell(tr, q.heard);
+    cell(tr, share(q.passed, q.heard));
+    cell(tr, share(q.remade, q.heard));
+    cell(tr, share(q.failed, q.heard));
+    cell(tr, share(q.unheard, q.heard));
+    cell(tr, Object.entries(q.reasons).map(([reason, n]) => `${reason} ${n}`).join(", ") || "-");
+  });
+}
+
 function follow() {
   const source = new EventSource("/admin/v1/live");
   source.addEventListener("console", (message) => {
@@ -165,6 +182,7 @@ function follow() {
     main.dataset.live = "yes";
     renderQueue(view.queue);
     renderWorkers(view.workers);
+    renderQuality(view.quality);
     renderLetters(view.dead_letters);
   });
   source.addEventListener("error", () => { main.dataset.live = "no"; });

@@ -180,7 +180,7 @@ function statusLine(rec, state, s) {
   }
   if (state === "succeeded") {
     return [s.duration_s ? `${formatSeconds(s.duration_s)} of audio` : null,
-      s.audio_size ? formatBytes(s.audio_size) : null].filter(Boolean).join(" · ");
+      s.audio_size ? formatBytes(s.audio_size) : null, heardLine(s.checks)].filter(Boolean).join(" · ");
   }
   if (state === "failed" || state === "dead") {
     const reason = s.error ? String(s.error).split("\n")[0].slice(0, 300) : "no reason given";
@@ -191,6 +191,25 @@ function statusLine(rec, state, s) {
   if (state === "cancelled") return "Cancelled.";
   if (state === "expired") return "This job is no longer on the server (results are kept for a limited time).";
   return "";
+}
+
+// What the worker heard in the job's segments (docs/checks.md): the card says what was made
+// again or failed; its details say it all, segments no recognizer heard too.
+function heardLine(checks) {
+  if (!checks) return null;
+  const parts = [];
+  if (checks.remade) parts.push(`${checks.remade} made again`);
+  if (checks.failed) parts.push(`${checks.failed} failed every check`);
+  return parts.length ? `Segments: ${parts.join(", ")}` : null;
+}
+
+function heardFact(checks) {
+  if (!checks) return null;
+  const heard = checks.passed + checks.failed + checks.unheard;
+  return ["Checked", `${checks.passed} of ${heard} segments passed` +
+    (checks.remade ? `, ${checks.remade} made again` : "") +
+    (checks.failed ? `, ${checks.failed} failed` : "") +
+    (checks.unheard ? `, ${checks.unheard} not heard by a recognizer` : "")];
 }
 
 function renderTime(rec, li) {
@@ -228,6 +247,7 @@ function renderDetails(rec, li) {
     s.attempts ? ["Attempts", String(s.attempts)] : null,
     s.duration_s ? ["Audio", `${formatSeconds(s.duration_s)}${s.audio_size ? `, ${formatBytes(s.audio_size)}` : ""}`] : null,
     rec.params.seed !== undefined ? ["Seed", String(rec.params.seed)] : null,
+    heardFact(s.checks),
   ].filter(Boolean);
   const dl = li.querySelector("[data-role=facts]");
   const fragment = document.createDocumentFragment();

@@ -400,12 +400,18 @@ class ChunkReader:
 
 
 async def pcm_pieces(
-    app: web.Application, job_id: str, cursor: str | None, *, whole_file: bool = True
+    app: web.Application,
+    job_id: str,
+    cursor: str | None,
+    *,
+    whole_file: bool = True,
+    to_last_chunk: bool = False,
 ) -> AsyncGenerator[bytes, None]:
     """The PCM of a streaming job as it is synthesized: its chunks, in order, as their events
     arrive; with `whole_file` (a job whose file is PCM), the whole file when it streamed none (a
-    cache hit). Raises ApiError when the job ends otherwise, Restarted when it starts again
-    after audio went out, Closing at shutdown."""
+    cache hit). `to_last_chunk`: it ends with the job's last chunk, not waiting for the job to
+    end (its segments' checks, docs/checks.md). Raises ApiError when the job ends otherwise,
+    Restarted when it starts again after audio went out, Closing at shutdown."""
     queue = app[QUEUE]
     reader = ChunkReader(app, job_id)
     stream = queue.keys.job_events(job_id)
@@ -416,6 +422,8 @@ async def pcm_pieces(
                 async for batch in batches:
                     for chunk in batch:
                         yield chunk
+            if to_last_chunk and kind == "audio" and (event.get("chunk") or {}).get("last"):
+                return
             if kind == "succeeded":
                 if not reader.sent and whole_file:
                     audio = await queue.stored.file(job_id)

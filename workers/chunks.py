@@ -145,8 +145,10 @@ class ChunkPublisher:
             return
         # A later segment opens with the pause between segments (an empty one too, on its end).
         opens = stream.segment > 0 and stream.sent == 0
-        if samples.size or (final and opens):
-            await self._send(stream, np.concatenate((self.gap, samples)) if opens else samples)
+        last = final and stream.segment + 1 >= len(stream.job.segments)
+        if samples.size or (final and opens) or last:  # the last one says so, empty or not
+            piece = np.concatenate((self.gap, samples)) if opens else samples
+            await self._send(stream, piece, last)
             stream.sent += samples.size
         if final:
             stream.segment += 1
@@ -155,7 +157,7 @@ class ChunkPublisher:
                 stream.drained.set()
             stream.advanced.set()
 
-    async def _send(self, stream: _Stream, piece: np.ndarray) -> None:
+    async def _send(self, stream: _Stream, piece: np.ndarray, last: bool = False) -> None:
         job = stream.job
         pcm = audio.encode(piece, self.rate, "pcm")
         try:
@@ -166,6 +168,7 @@ class ChunkPublisher:
                 stream.segment + 1,
                 pcm,
                 piece.size / self.rate,
+                last,
             )
         except RedisError as exc:  # the job goes on; its listeners get the rest at its end
             log.warning(

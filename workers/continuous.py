@@ -16,11 +16,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
+from dataclasses import dataclass
+
+import numpy as np
 
 from core.infra.logs import job_log
+from workers.checks.verdict import Verdict
 from workers.chunks import ChunkPublisher
 from workers.engines import Engine, EngineError
-from workers.engines.base import Segment, SegmentResult
+from workers.engines.base import ChunkSink, PlaybackClock, Segment, SegmentResult
+from workers.hearing import Hearing
 from workers.jobs import ActiveJob, Hold
 from workers.metrics import WorkerMetrics
 from workers.outcomes import Outcomes
@@ -29,6 +34,16 @@ log = logging.getLogger("chattts_online.worker")
 # How long a round waits for a finished segment before it reads the queue again: new jobs join
 # within this, plus the engine's few steps.
 RESULT_WAIT_S = 0.05
+# Segments of one job made and not yet kept (in the engine, being heard, made again) at most:
+# a job's audio waiting for its checks stays bounded, and a document still yields its worker.
+HEARD_AHEAD = 3
+
+
+@dataclass(frozen=True)
+class Heard:
+    """An attempt of a segment was heard (its audio and verdict are on its job's `tries`)."""
+
+    verdict: Verdict
 
 
 class Continuous:
@@ -40,16 +55,21 @@ class Continuous:
         chunks: ChunkPublisher,
         metrics: WorkerMetrics,
         one_row_per_stream: bool = False,
+        hearing: Hearing | None = None,
     ) -> None:
         """`one_row_per_stream`: a streamed job has one segment in the engine at a time (so
         that the streams the engine admits by capacity are its rows: CHATTTS_STREAM_ADMISSION);
-        its next segment goes first when it ends (the engine orders streams by their margin)."""
+        its next segment goes first when it ends (the engine orders streams by their margin).
+        `hearing`: each segment is heard before it counts, and made again while it fails."""
         self.engine = engine
         self.one_row_per_stream = one_row_per_stream
+        self.hearing = hearing
         self.in_hand = in_hand
         self.outcomes, self.chunks, self.metrics = outcomes, chunks, metrics
-        self.in_flight: dict[tuple[str, int], Segment] = {}
-        self._results: asyncio.Queue[tuple[Segment, SegmentResult]] = asyncio.Queue()
+        # (job, segment, attempt) -> the attempt in the engine; those being heard.
+        self.in_flight: dict[tuple[str, int, int], Segment] = {}
+        self.hearings: dict[tuple[str, int, int], asyncio.Task[None]] = {}
+        self._results: asyncio.Queue[tuple[Segment, SegmentResult | Heard]] = asyncio.Queue()
         self._stop = threading.Event()
         self._serving: asyncio.Future[None] | None = None
         # A busy period (the engine never idle) counts as one batch in the stats; its time is
@@ -95,22 +115,41 @@ class Continuous:
             for job in jobs:
                 if job.submitted >= len(job.segments) or len(self.in_flight) >= self.capacity:
                     continue
+                if len(job.tries) >= HEARD_AHEAD:
+                    continue  # its segments wait to be heard: the engine serves others meanwhile
                 clock = self.chunks.clock(job.job_id)
-                if clock is not None and self.one_row_per_stream and self.busy(job.job_id):
+                if self.hearing is not None and self.hearing.holds(job):
+                    clock = None  # it goes out whole once heard: made as any other segment
+                if clock is not None and self.one_row_per_stream and self._playing(job.job_id):
                     continue
                 segment = job.segment(job.submitted)
                 job.submitted += 1
                 if clock is not None:
                     clock.segment = segment.index  # what it expects comes from this segment
-                if not self.in_flight:
-                    self._tick = time.perf_counter()  # the engine was idle until now
-                self.in_flight[(job.job_id, segment.index)] = segment
-                self._period.append((job, segment))
+                attempts = [segment]
+                if self.hearing is not None:
+                    attempts = self.hearing.first(job, segment, streamed=clock is not None)
                 sink = self.chunks.from_engine if clock is not None else None
-                self.engine.submit(segment, sink, self._on_done(loop), clock)
+                for attempt in attempts:  # a stream plays its first; other candidates are quiet
+                    self._submit(job, attempt, sink, clock, loop)
+                    sink = None
                 fed = True
             if not fed:
                 return
+
+    def _submit(
+        self,
+        job: ActiveJob,
+        segment: Segment,
+        sink: ChunkSink | None,
+        clock: PlaybackClock | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        if not self.in_flight:
+            self._tick = time.perf_counter()  # the engine was idle until now
+        self.in_flight[(job.job_id, segment.index, segment.attempt)] = segment
+        self._period.append((job, segment))
+        self.engine.submit(segment, sink, self._on_done(loop), clock)
 
     def _on_done(self, loop: asyncio.AbstractEventLoop) -> Callable[[Segment, SegmentResult], None]:
         put = self._results.put_nowait
@@ -121,13 +160,17 @@ class Continuous:
         return done
 
     def busy(self, job_id: str) -> bool:
-        """Rows of the job are in the engine."""
-        return any(key[0] == job_id for key in self.in_flight)
+        """Rows of the job are in the engine, or being heard."""
+        return any(key[0] == job_id for key in (*self.in_flight, *self.hearings))
+
+    def _playing(self, job_id: str) -> bool:
+        """A streamed job's row is in the engine (its remakes do not hold up its next one)."""
+        return any(key[0] == job_id and key[2] == 0 for key in self.in_flight)
 
     def cancel_dropped(self) -> None:
         """Rows of jobs that were cancelled or lost stop at the runtime's next look (those of a
         job handed back run to their end: no new ones are fed, see `feed`)."""
-        for (job_id, _), segment in list(self.in_flight.items()):
+        for (job_id, _, _), segment in list(self.in_flight.items()):
             job = self.in_hand.get(job_id)
             if job is None or job.dropped:
                 self.engine.cancel(segment)
@@ -137,7 +180,7 @@ class Continuous:
         With nothing in the engine, it waits for a result being stored instead (it frees a
         place in the hand), and not at all when there is none."""
         first = None
-        if not self.in_flight and self._results.empty():
+        if not self.in_flight and not self.hearings and self._results.empty():
             if self.outcomes.completions:
                 await asyncio.wait(self.outcomes.completions, timeout=RESULT_WAIT_S)
             self._account()
@@ -161,17 +204,26 @@ class Continuous:
         if not self.in_flight:
             return
         self.metrics.busy(elapsed)
-        for job_id, _ in self.in_flight:
+        for job_id, _, _ in self.in_flight:
             job = self.in_hand.get(job_id)
             if job is not None:
                 job.engine_s += elapsed / len(self.in_flight)
                 job.served_s += elapsed / len(self.in_flight)
 
-    async def _handle(self, segment: Segment, result: SegmentResult) -> None:
-        self.in_flight.pop((segment.job_id, segment.index), None)
+    async def _handle(self, segment: Segment, result: SegmentResult | Heard) -> None:
+        key = (segment.job_id, segment.index, segment.attempt)
+        if isinstance(result, Heard):
+            self.hearings.pop(key, None)
+        else:
+            self.in_flight.pop(key, None)
         job = self.in_hand.get(segment.job_id)
         storing = job is not None and job.job_id in self.outcomes.storing
-        if job is None or job.hold is Hold.LOST or storing or result.error == "cancelled":
+        if job is None or job.hold is Hold.LOST or storing:
+            return
+        if isinstance(result, Heard):
+            await self._heard(job, segment)
+            return
+        if result.error == "cancelled":
             return
         if result.error is not None:
             for key, other in list(self.in_flight.items()):
@@ -187,11 +239,53 @@ class Continuous:
             self.chunks.close(job.job_id)
             await self.outcomes.engine_failed(job, EngineError(result.error, result.retryable))
             return
-        job.finished[segment.index] = (segment, result.audio)
+        if self.hearing is None:
+            await self._keep(job, segment, result.audio, None)
+            return
+        if job.dropped:
+            return
+        task = asyncio.create_task(self._hear(job, segment, result), name=f"hear-{key}")
+        self.hearings[key] = task
+
+    async def _hear(self, job: ActiveJob, segment: Segment, result: SegmentResult) -> None:
+        assert self.hearing is not None
+        try:
+            verdict = await self.hearing.hear(job, segment, result)
+        except Exception as exc:  # a check that broke is a segment unheard, never a stuck job
+            log.exception("job %s: checking segment %d failed", job.job_id, segment.index)
+            verdict = self.hearing.unheard(job, segment, result, f"its check failed: {exc}")
+        self.metrics.attempt_heard(job, verdict)
+        self._results.put_nowait((segment, Heard(verdict)))
+
+    async def _heard(self, job: ActiveJob, segment: Segment) -> None:
+        """An attempt was heard: the segment is made again, waits for its other attempts, or
+        keeps its best one."""
+        assert self.hearing is not None
+        if job.dropped or segment.index not in job.tries:
+            return
+        again = self.hearing.again(job, segment.index)
+        if again is not None:
+            self.metrics.segment_remade(job)
+            self._submit(job, again, None, None, asyncio.get_running_loop())
+            return
+        settled = self.hearing.settled(job, segment.index)
+        if settled is None:
+            return
+        kept, samples, verdict = settled
+        self.metrics.segment_heard(job, verdict)
+        if self.hearing.holds(job):  # its stream gets it now, whole
+            self.chunks.feed(job.job_id, kept.index, samples, True)
+        await self._keep(job, kept, samples, verdict)
+
+    async def _keep(
+        self, job: ActiveJob, segment: Segment, samples: np.ndarray, verdict: Verdict | None
+    ) -> None:
+        """A segment's audio is the job's: stored in order, the job completed with its last."""
+        job.finished[segment.index] = (segment, samples, verdict)
         while len(job.audio) in job.finished:  # in order: the job's next segment is back
             # (the segment the engine made: where it reports them, its words' times are on it)
-            done, samples = job.finished.pop(len(job.audio))
-            job.audio.append(samples)
-            await self.outcomes.segment_done(job, done, samples)
+            done, kept, heard = job.finished.pop(len(job.audio))
+            job.audio.append(kept)
+            await self.outcomes.segment_done(job, done, kept, heard)
         if job.done and job.job_id not in self.outcomes.storing and not job.dropped:
             self.outcomes.complete_in_background(job)

@@ -14,6 +14,7 @@ import numpy as np
 from core.audio import formats as audio
 from core.queue.store import Started
 from core.text.cues import align_words
+from workers.checks.verdict import Verdict
 from workers.engines import Segment
 
 
@@ -46,9 +47,10 @@ class ActiveJob:
     alone: bool = False
     engine_s: float = 0.0  # its share of the engine's time while its segments were in it
     served_s: float = 0.0  # the same on the hand's fair clock (intake.py sets where it starts)
-    # Segments handed to the engine, and those back out of order.
+    # Segments handed to the engine, and those back (checked) out of order, with their verdicts.
     submitted: int = 0
-    finished: dict[int, tuple[Segment, np.ndarray]] = field(default_factory=dict)
+    finished: dict[int, tuple[Segment, np.ndarray, Verdict | None]] = field(default_factory=dict)
+    tries: dict[int, Tries] = field(default_factory=dict)  # attempts of segments being made
     # Each segment's characters in the request's text (subtitle cues point into it).
     spans: list[tuple[int, int]] = field(default_factory=list)
     samples_done: int = 0  # samples of the job's audio so far, pauses included
@@ -80,12 +82,17 @@ class ActiveJob:
         return self.started.document
 
     def place(
-        self, index: int, samples: int, rate: int, words: Sequence[tuple[int, int]] = ()
+        self,
+        index: int,
+        samples: int,
+        rate: int,
+        words: Sequence[tuple[int, int]] = (),
+        check: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], int]:
         """Segment `index` (0-based, in order) of `samples` samples: its subtitle cue (its span
         of the job's audio in samples, and of the text in characters; its words' characters
-        and samples where the engine gave them) and the samples it adds to the job's audio (the
-        pause before it included)."""
+        and samples where the engine gave them; its verdict, `check`) and the samples it adds
+        to the job's audio (the pause before it included)."""
         gap = int(rate * audio.SEGMENT_GAP_S) if index > 0 else 0
         start = self.samples_done + gap
         span = self.spans[index] if index < len(self.spans) else (0, 0)
@@ -96,6 +103,8 @@ class ActiveJob:
             placed = align_words(self.segments[index], text, span, words)
             if placed:
                 cue["words"] = [[at, start + sample] for at, sample in placed]
+        if check is not None:
+            cue["check"] = check
         self.samples_done = start + samples
         self.cues.append(cue)
         return cue, gap + samples
@@ -122,6 +131,21 @@ class ActiveJob:
         return Segment(
             self.job_id, index, self.segments[index], self.started.request, self.voice_data
         )
+
+
+@dataclass
+class Tries:
+    """The attempts of one segment: made, heard, and the best so far (its segment as the engine
+    made it, its audio, its verdict)."""
+
+    made: int = 0
+    heard: int = 0
+    best: tuple[Segment, np.ndarray, Verdict] | None = None
+
+    def heard_one(self, segment: Segment, samples: np.ndarray, verdict: Verdict) -> None:
+        self.heard += 1
+        if self.best is None or verdict.rank() < self.best[2].rank():
+            self.best = (segment, samples, verdict)
 
 
 def render(parts: list[np.ndarray], rate: int, fmt: str) -> tuple[bytes, float]:

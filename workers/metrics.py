@@ -7,7 +7,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sized
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import (
@@ -20,6 +21,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from workers.checks.verdict import Verdict
 from workers.engines import Engine, Segment
 from workers.jobs import ActiveJob
 
@@ -64,6 +66,8 @@ class Tally:
     busy_s: float = 0.0
     largest_batch: int = 0  # most segments in one engine call
     batch_jobs_max: int = 0  # most distinct jobs in one engine call (cross-request batching)
+    # Segments heard, by voice: {"passed", "failed", "unheard", "remade": n, "reasons": {r: n}}.
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class WorkerMetrics:
@@ -171,12 +175,34 @@ class WorkerMetrics:
             "(a listener playing in real time from the first chunk, pausing when it runs dry)",
             registry=r,
         )
+        self.checks = Counter(
+            "chattts_worker_segment_checks",
+            "Segments heard before they counted, by verdict (passed, failed: kept the best "
+            "attempt, unheard: nothing could check its words)",
+            ["engine", "voice", "verdict"],
+            registry=r,
+        )
+        self.check_reasons = Counter(
+            "chattts_worker_segment_check_failures",
+            "Failed attempts of segments, by reason (not_finite, clipped, ran_to_budget, "
+            "too_short, too_long, silence, loop, words)",
+            ["engine", "voice", "reason"],
+            registry=r,
+        )
+        self.remakes = Counter(
+            "chattts_worker_segment_remakes",
+            "Segments made again because their attempts so far failed",
+            ["engine", "voice"],
+            registry=r,
+        )
+        self.engine_name = ""
         self.info = Info("chattts_worker", "The worker's name, engine and model", registry=r)
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def loaded(self, name: str, engine: Engine, ready_s: float) -> None:
         self.info.info({"name": name, "engine": engine.name, "model_version": engine.model_version})
+        self.engine_name = engine.name
         self.engine_load.set(ready_s)
         self.ready.set(1)
 
@@ -255,6 +281,29 @@ class WorkerMetrics:
     def segment_stored(self, job: ActiveJob, index: int) -> None:
         if index == 0:
             self.first_segment.observe(max(0.0, time.time() - job.started.queued_at))
+
+    def attempt_heard(self, job: ActiveJob, verdict: Verdict) -> None:
+        """An attempt of a segment was heard: a failed one's reasons are counted."""
+        counts = self._counts(job)
+        for reason in verdict.reasons:
+            self.check_reasons.labels(self.engine_name, job.started.request.voice, reason).inc()
+            counts["reasons"][reason] = counts["reasons"].get(reason, 0) + 1
+
+    def segment_remade(self, job: ActiveJob) -> None:
+        """A segment's attempts so far failed: it is made again."""
+        self.remakes.labels(self.engine_name, job.started.request.voice).inc()
+        self._counts(job)["remade"] += 1
+
+    def segment_heard(self, job: ActiveJob, verdict: Verdict) -> None:
+        """A segment kept its best attempt, with this verdict."""
+        self.checks.labels(self.engine_name, job.started.request.voice, verdict.state).inc()
+        self._counts(job)[verdict.state] += 1
+
+    def _counts(self, job: ActiveJob) -> dict[str, Any]:
+        return self.tally.checks.setdefault(
+            job.started.request.voice,
+            {"passed": 0, "failed": 0, "unheard": 0, "remade": 0, "reasons": {}},
+        )
 
     def succeeded(self, job: ActiveJob, duration_s: float) -> None:
         if len(job.segments) == 1:  # its only segment is stored with the final file, just now

@@ -21,6 +21,7 @@ from core.audio_store.base import StoreError
 from core.infra.logs import job_log
 from core.infra.redis_client import REDIS_UNAVAILABLE
 from core.queue.store import SegmentDone, Started
+from workers.checks.verdict import Verdict
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
 from workers.engines import EngineError, Segment
@@ -143,12 +144,18 @@ class Outcomes:
                     stream=job.started.stream,
                 )
 
-    async def segment_done(self, job: ActiveJob, segment: Segment, samples: np.ndarray) -> None:
+    async def segment_done(
+        self, job: ActiveJob, segment: Segment, samples: np.ndarray, verdict: Verdict | None = None
+    ) -> None:
         """Store a finished segment (every segment but a one-segment job's only one): its audio,
-        its cue, a progress event. A document's goes as a part and leaves the worker's memory."""
+        its cue (with its verdict), a progress event. A document's goes as a part and leaves the
+        worker's memory."""
         total = len(job.segments)
         rate = self.engine.sample_rate
-        cue, added = job.place(segment.index, samples.size, rate, segment.words)
+        check = verdict.public() if verdict is not None else None
+        if verdict is not None and verdict.state == "failed":
+            job.cache_digest = None  # a result with a segment that failed is not kept for others
+        cue, added = job.place(segment.index, samples.size, rate, segment.words, check)
         if total == 1 and not job.document:
             return  # its final file is its only segment: the terminal event says it all
         await self.chunks.segment_out(job.job_id, segment.index)  # a streaming job: chunks first
@@ -178,14 +185,14 @@ class Outcomes:
             eta=job.eta(),
             document=job.document,
         )
-        verdict = await self._progress(job, done)
-        if verdict != "lost":
+        answer = await self._progress(job, done)
+        if answer != "lost":
             self.metrics.segment_stored(job, segment.index)
-        if verdict == "cancel":
+        if answer == "cancel":
             job.stop()
-        elif verdict == "lost":
+        elif answer == "lost":
             job.lose()
-        elif verdict == "yield":
+        elif answer == "yield":
             job.hand_back()
 
     async def give_up(self, job: ActiveJob, reason: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -24,11 +25,17 @@ from redis.exceptions import RedisError
 
 from core.infra.redis_client import REDIS_UNAVAILABLE, RedisClient, connect
 from core.infra.settings import Settings
+from core.queue.job import SynthesisRequest
 from core.queue.store import Queue
+from workers.checks import calibration
+from workers.checks.checker import Checker, make_recognizer
+from workers.checks.faults import AudioFaults
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
 from workers.continuous import Continuous
-from workers.engines import Engine, create_engine
+from workers.engines import Engine, EngineError, create_engine
+from workers.engines.base import Segment, synthesize
+from workers.hearing import Hearing
 from workers.intake import Intake
 from workers.jobs import ActiveJob, Hold
 from workers.leases import renew_leases
@@ -189,6 +196,16 @@ class Worker:
     async def _serve(self) -> None:
         """The main loop: jobs are read while the engine runs, and their segments join its work
         (see continuous.py)."""
+        checker = Checker(make_recognizer(self.settings), self.settings.checks.check_pending)
+        await checker.start()
+        await self._calibrate(checker)
+        checks, faults = self.settings.checks, AudioFaults.from_env()
+        if not self.engine.capabilities.speech and faults is None:
+            log.info(
+                "worker %s: its weights make no speech: segments are not made again", self.name
+            )
+            checks = dataclasses.replace(checks, check_tries=1)
+        hearing = Hearing(checker, checks, self.engine.sample_rate, faults)
         run = Continuous(
             self.engine,
             self.in_hand,
@@ -196,6 +213,7 @@ class Worker:
             self.chunks,
             self.metrics,
             one_row_per_stream=self.settings.scheduling.stream_admission == "capacity",
+            hearing=hearing,
         )
 
         async def one_round() -> None:
@@ -211,6 +229,28 @@ class Worker:
         finally:
             self._serving = None
             self.engine_stuck = not await run.stop(self.settings.worker.shutdown_grace_s)
+            await checker.close()
+
+    async def _calibrate(self, checker: Checker) -> None:
+        """Which of the engine's own voices the recognizer hears (checks/calibration.py): for an
+        engine whose voices always say the same (eSpeak NG), heard once at the start."""
+        engine, recognizer = self.engine, checker.recognizer
+        if recognizer is None or not recognizer.calibrated or not engine.capabilities.deterministic:
+            return
+        english = [v for v in engine.voices() if v.language.lower().startswith("en")]
+        for voice in english if recognizer.covers("en") else []:
+            segments = [
+                Segment("calibration", i, text, SynthesisRequest(text=text, voice=voice.name))
+                for i, text in enumerate(calibration.SENTENCES)
+            ]
+            try:
+                audio = await self.in_engine(synthesize, engine, segments)
+            except EngineError as exc:
+                log.warning("worker %s: cannot calibrate %s: %s", self.name, voice.name, exc)
+                continue
+            why = await calibration.calibrate(checker, voice.name, audio, engine.sample_rate)
+            if why:
+                log.warning("worker %s: %s; its words go unheard", self.name, why)
 
     async def _rounds(self, one_round: Callable[[], Awaitable[None]]) -> None:
         """Take jobs and run `one_round` until the worker stops: when its hand is empty, or past

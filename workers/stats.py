@@ -73,6 +73,7 @@ class WorkerStats:
             "steps_per_s": self.rate(steps),
             "largest_batch": tally.largest_batch,
             "batch_jobs_max": tally.batch_jobs_max,
+            "checks": tally.checks,
             "engine_stats": own,
         }
 

@@ -284,6 +284,31 @@ class EngineSettings:
 
 
 @dataclass(frozen=True)
+class CheckSettings:
+    """What a worker hears in each segment it made (workers/checks/): the recognizer, and how
+    many attempts a segment that fails gets."""
+
+    # "auto" (pocketsphinx where installed), "none", "pocketsphinx", or the URL of an
+    # OpenAI-style transcription server (http://host:8000/v1/audio/transcriptions).
+    recognizer: str = "auto"
+    recognizer_model: str = "whisper-1"  # the `model` a transcription server is asked for
+    recognizer_key: str | None = None  # its API key, if it wants one
+    recognizer_timeout_s: float = 10.0  # past this, a segment is unheard
+    # pocketsphinx's processes per worker, hearing segments side by side (about a core each).
+    recognizer_processes: int = 1
+    # Attempts of a segment in all, the first among them (1: checked and told, never made again).
+    check_tries: int = 2
+    # Candidates of a segment made at once (each with its own seed), the best kept.
+    check_candidates: int = 1
+    # A streamed job's segments: "send" at once and tell their verdicts after (the job's file
+    # then holds a remade segment), or "hold" each until it is checked. Per request:
+    # `stream_check`.
+    check_streams: Literal["send", "hold"] = "send"
+    # Segments waiting for the recognizer beyond this are unheard at once.
+    check_pending: int = 64
+
+
+@dataclass(frozen=True)
 class WebSettings:
     """The web tier: where it listens, who it trusts, how it streams."""
 
@@ -400,6 +425,7 @@ SECTIONS: dict[str, type] = {
     "scheduling": SchedulingSettings,
     "worker": WorkerSettings,
     "engine": EngineSettings,
+    "checks": CheckSettings,
     "web": WebSettings,
     "callbacks": CallbackSettings,
 }
@@ -426,6 +452,7 @@ class Settings:
     scheduling: SchedulingSettings = field(default_factory=SchedulingSettings)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
+    checks: CheckSettings = field(default_factory=CheckSettings)
     web: WebSettings = field(default_factory=WebSettings)
     callbacks: CallbackSettings = field(default_factory=CallbackSettings)
     data_dir: str = "./data"

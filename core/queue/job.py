@@ -60,6 +60,10 @@ class SynthesisRequest(BaseModel):
     # the worker's measured speed (at once on a device fast enough); "now", at its first chunk,
     # gaps or not (a client that buffers, or reads as fast as it can).
     stream_start: Literal["gapless", "now"] = "gapless"
+    # A stream's segments and their checks (workers/checks/): "send" at once and tell each
+    # verdict after (a segment made again is in the job's file, not its stream), "hold" each
+    # until it is checked; None: the worker's CHATTTS_CHECK_STREAMS.
+    stream_check: Literal["send", "hold"] | None = None
     # "bulk": the job waits in the bulk lane, behind interactive work (core/queue/lanes.py);
     # "high" (API keys): interactive, and under CHATTTS_SCHEDULER=fifo read from its own stream
     # before the others (the OpenAI-compatible endpoint's jobs are "high").
@@ -121,6 +125,8 @@ class Job:
     callback_error: str | None = None
     document: bool = False  # its audio is kept in parts (core/audio/documents.py)
     samples_done: int = 0  # samples of its audio stored so far, pauses included
+    # What the worker heard in its segments (workers/checks/): passed, failed, unheard, remade.
+    checks: dict[str, int] | None = None
 
     @classmethod
     def from_hash(cls, fields: dict[bytes, bytes]) -> Job:
@@ -151,6 +157,7 @@ class Job:
             callback_error=h.get("callback_error") or None,
             document=h.get("document") == "1",
             samples_done=int(h.get("samples_done") or 0),
+            checks=_checks(h),
         )
 
     def public(self) -> dict[str, Any]:
@@ -179,6 +186,17 @@ class Job:
             "callback_attempts": self.callback_attempts if self.callback else None,
             "callback_error": self.callback_error,
             "document": "1" if self.document else None,
+            "checks": self.checks,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
         return out
+
+
+CHECK_COUNTS = ("passed", "failed", "unheard", "remade")
+
+
+def _checks(h: dict[str, str]) -> dict[str, int] | None:
+    """The job's counts of heard segments (lua/_prelude.lua: count_check), if any was heard."""
+    if not any(h.get(f"checks_{name}") for name in CHECK_COUNTS[:3]):
+        return None
+    return {name: int(h.get(f"checks_{name}") or 0) for name in CHECK_COUNTS}

@@ -200,9 +200,10 @@ class Work:
         segment: int,
         pcm: bytes,
         duration_s: float,
+        last: bool = False,
     ) -> str:
-        """Append chunk `index` (1-based) of a streaming job: 'ok', 'cancel', 'lost' or 'full'
-        (its chunks outgrew the chunk budget: not stored)."""
+        """Append chunk `index` (1-based) of a streaming job (`last`: its last one): 'ok',
+        'cancel', 'lost' or 'full' (its chunks outgrew the chunk budget: not stored)."""
         k = self.keys
         return as_text(
             await self._scripts.run(
@@ -218,6 +219,7 @@ class Work:
                     "maxlen_job": self.settings.redis.job_events_maxlen,
                     "linger": CHUNKS_LINGER_S,
                     "budget": self.settings.limits.stream_chunk_bytes,
+                    "last": "1" if last else "0",
                 },
             )
         )

@@ -215,6 +215,8 @@ async def test_cancel_queued_and_running_jobs(
     running = await queue.enqueue(SynthesisRequest(text=LONG_TEXT, voice="en_male"), "c1")
     start_worker("w")
     await wait_running(queue, running.job_id)
+    while (await queue.get(running.job_id)).segments_done < 1:  # type: ignore[union-attr]
+        await asyncio.sleep(0.01)  # under way: its first segment stored
     assert (await queue.cancel(running.job_id))[0] == "cancelling"
     events = await wait_terminal(queue, running.job_id)
     assert events[-1]["type"] == "cancelled"

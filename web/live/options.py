@@ -16,7 +16,7 @@ from web.intake.submissions import synthesis_request
 # The fields of a job request a context takes; its text, format and streaming are the session's.
 FIELDS = frozenset(
     {"voice", "seed", "speed", "temperature", "top_p", "top_k", "refine", "prompt", "normalize"}
-)
+) | {"stream_check"}  # and how its segments are heard (docs/checks.md)
 # A context that names no seed gets one of its own, so that its segments sound alike.
 SEED_BOUND = 2**31 - 1
 

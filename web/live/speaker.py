@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
 from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE
@@ -63,6 +64,10 @@ class Listener(Protocol):
 
     async def segment_end(self, segment: SpokenSegment) -> None: ...
 
+    async def checked(self, segment: int, checks: list[dict[str, Any]]) -> None:
+        """What the worker heard in a segment (docs/checks.md): once its audio is all out and
+        its job ended, each of its parts' verdicts."""
+
     async def cleared(self) -> None: ...
 
     async def finished(self, segments: int, audio_ms: float) -> None: ...
@@ -101,6 +106,7 @@ class Speaker:
         self._ahead: asyncio.Task[_Queued | None] | None = None
         self._jobs: set[str] = set()  # queued and not yet heard to their end
         self._generation = 0  # a clear starts a new one: what was queued before is dropped
+        self._verdicts: set[asyncio.Task[None]] = set()  # segments heard, their jobs not ended
         self._task = asyncio.create_task(self._run())
 
     # -- the client's side ------------------------------------------------------------------
@@ -208,6 +214,7 @@ class Speaker:
         self._generation += 1
         jobs, self._jobs = list(self._jobs), set()
         tasks = [task for task in (*more, self._speaking, self._ahead) if task is not None]
+        tasks += self._verdicts
         self._ahead = None
         for task in tasks:
             task.cancel()
@@ -235,6 +242,8 @@ class Speaker:
             queued = await self._next_queued()
             if queued is None:
                 if self.ended and not self.text.waiting:
+                    if self._verdicts:  # "done" comes after every segment's verdict
+                        await asyncio.wait(self._verdicts)
                     await self.listener.finished(self.segments, self.audio_ms)
                     return
                 if not self.text.waiting:
@@ -317,6 +326,7 @@ class Speaker:
         pieces = AlignedPieces(queued.index, request.text, self.audio_ms, request.speed)
         try:
             async for pcm in self._pcm(queued.job_id, queued.cursor):
+                # (its last chunk ends it: the worker may check it after it is heard)
                 for at in range(0, len(pcm), PIECE_BYTES):
                     piece = pieces.next(pcm[at : at + PIECE_BYTES])
                     self.audio_ms += piece.duration_ms
@@ -327,6 +337,25 @@ class Speaker:
             await self.listener.segment_end(pieces.spoken())
         except ApiError as exc:
             await self.listener.failed(exc)
+            return
+        verdict = asyncio.create_task(self._verdict(queued))
+        self._verdicts.add(verdict)
+        verdict.add_done_callback(self._verdicts.discard)
+
+    async def _verdict(self, queued: _Queued) -> None:
+        """Tell the listener what the worker heard in a segment, once its job ended."""
+        try:
+            end = await job_service.wait_end(self.app, queued.job_id, queued.cursor)
+            if end.get("type") != "succeeded":
+                return
+            cues = await self.app[QUEUE].stored.cues(queued.job_id)
+            checks = [check for cue in cues if (check := orjson.loads(cue).get("check"))]
+            if checks:
+                await self.listener.checked(queued.index, checks)
+        except ListenerGone:
+            return
+        except (ApiError, job_service.Closing, *REDIS_DOWN) as exc:
+            log.info("live segment %s: its verdict was not told (%s)", queued.job_id, exc)
 
     async def _submit_rate(self) -> None:
         """A segment is a submission of the client (CHATTTS_SUBMIT_RATE_*): past its rate it
@@ -365,7 +394,9 @@ class Speaker:
         sent = 0
         while True:
             try:
-                pieces = job_service.pcm_pieces(self.app, job_id, cursor, whole_file=True)
+                pieces = job_service.pcm_pieces(
+                    self.app, job_id, cursor, whole_file=True, to_last_chunk=True
+                )
                 async with contextlib.aclosing(pieces) as it:
                     skip = sent
                     async for pcm in it:

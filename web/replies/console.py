@@ -102,7 +102,32 @@ def _worker(beat: dict[str, Any]) -> dict[str, Any]:
     raw = beat.get("streams")
     streams: dict[str, Any] = raw if isinstance(raw, dict) else {}
     out["streams"] = {"capacity": streams.get("capacity"), "playing": streams.get("playing")}
+    checks = beat.get("checks")
+    out["checks"] = checks if isinstance(checks, dict) else {}
     return out
+
+
+def speech_quality(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the live workers heard in the segments they made (docs/checks.md), by engine and
+    voice, since each started: so that a voice or a model that degrades is seen."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for worker in workers:
+        for voice, counts in worker["checks"].items():
+            key = (str(worker.get("engine")), str(voice))
+            row = rows.setdefault(
+                key,
+                {"engine": key[0], "voice": key[1], "passed": 0, "failed": 0, "unheard": 0,
+                 "remade": 0, "reasons": {}},
+            )  # fmt: skip
+            for name in ("passed", "failed", "unheard", "remade"):
+                row[name] += int(counts.get(name) or 0)
+            for reason, n in (counts.get("reasons") or {}).items():
+                row["reasons"][reason] = row["reasons"].get(reason, 0) + int(n)
+    for row in rows.values():
+        row["heard"] = row["passed"] + row["failed"] + row["unheard"]
+    return sorted(
+        rows.values(), key=lambda r: (-r["failed"] - r["remade"], r["engine"], r["voice"])
+    )
 
 
 async def workers_page(queue: Queue) -> list[dict[str, Any]]:

@@ -77,6 +77,10 @@ def subtitles_file(job: Job, raw: list[bytes], fmt: str) -> bytes:
     if fmt == "json":
         words, estimated = words_of(job.request.text, segments)
         timed = {"job_id": job.id, "cues": cues, "words": words, "words_estimated": estimated}
+        # What the worker heard in each segment, and the job's counts (docs/checks.md).
+        checks = [orjson.loads(cue).get("check") for cue in raw]
+        if any(checks):
+            timed.update(checks=job.checks, segment_checks=checks)
         return orjson.dumps(timed)
     return (to_srt(cues) if fmt == "srt" else to_vtt(cues)).encode()
 

@@ -22,7 +22,7 @@ DEFAULT_VOICE = "alloy"  # when `voice` is left out (OpenAI requires it; we are 
 PARAMS = ("model", "input", "voice", "response_format", "speed", "instructions", "stream_format")
 # Ours: a reproducible sample, opting out of the result cache, a stream's audio from its first
 # chunk (gaps or not) instead of once it can play without a gap.
-EXTENSIONS = ("seed", "cache", "stream_start")
+EXTENSIONS = ("seed", "cache", "stream_start", "stream_check")
 # Kokoro-FastAPI's, beside OpenAI's body (POST /dev/captioned_speech).
 CAPTIONED_EXTENSIONS = ("return_timestamps", "stream", "lang_code")
 

@@ -75,6 +75,7 @@ def speech_request(settings: Settings) -> Schema:
             "seed": job_request(settings)["properties"]["seed"],
             "cache": {"type": "boolean"},
             "stream_start": job_request(settings)["properties"]["stream_start"],
+            "stream_check": job_request(settings)["properties"]["stream_check"],
         },
     }
 

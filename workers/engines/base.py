@@ -58,6 +58,7 @@ class Segment:
     text: str
     request: SynthesisRequest
     voice_data: str | None = None  # a registered voice's stored speaker embedding, if any
+    attempt: int = 0  # 0, or which remake of the segment (workers/checks/): its own seed
     # Where the engine reports them: each word's first character in `text` and first sample in
     # the segment's audio, written by the engine thread before it hands the audio back.
     words: list[tuple[int, int]] = field(default_factory=list, compare=False, hash=False)
@@ -131,6 +132,9 @@ class Capabilities:
     # The normalizer it reads text through, when text it would reduce to nothing can be
     # refused at submit ("chattts": Chinese and English letters, numbers spelled out).
     normalizer: str | None = None
+    # Its weights make speech. False for stand-ins (random-weight checkpoints) whose noise no
+    # check passes: their segments are checked and told, never made again (workers/checks/).
+    speech: bool = True
 
     def public(self) -> dict[str, Any]:
         return {
@@ -140,6 +144,7 @@ class Capabilities:
             "alignment": self.alignment,
             "deterministic": self.deterministic,
             "normalizer": self.normalizer,
+            "speech": self.speech,
         }
 
 

@@ -27,6 +27,9 @@ local SNAPSHOT_FIELDS = {'id', 'state', 'voice', 'format', 'attempts', 'created_
   'started_at', 'finished_at', 'error', 'segments_total', 'segments_done', 'duration_s',
   'audio_size', 'sample_rate', 'cancel_requested', 'cached', 'chunks_done', 'callback',
   'callback_attempts', 'callback_error', 'document', 'starts'}
+-- What the worker heard in the job's segments (workers/checks/): counts by verdict, and of
+-- segments made again; a snapshot carries them as one `checks` object.
+local CHECKS = {'passed', 'failed', 'unheard', 'remade'}
 
 local function snapshot(job_key)
   local values = redis.call('HMGET', job_key, unpack(SNAPSHOT_FIELDS))
@@ -37,7 +40,23 @@ local function snapshot(job_key)
       if NUMERIC[name] then snap[name] = tonumber(v) else snap[name] = v end
     end
   end
+  local counts = redis.call('HMGET', job_key, 'checks_passed', 'checks_failed',
+    'checks_unheard', 'checks_remade')
+  if counts[1] or counts[2] or counts[3] then
+    local checks = {}
+    for i, name in ipairs(CHECKS) do checks[name] = tonumber(counts[i] or '0') end
+    snap.checks = checks
+  end
   return snap
+end
+
+-- A segment's cue (a table) counted in its job's checks, where the worker heard it.
+local function count_check(job_key, cue)
+  local check = cue.check
+  if type(check) ~= 'table' then return nil end
+  redis.call('HINCRBY', job_key, 'checks_' .. check.verdict, 1)
+  if (check.attempts or 1) > 1 then redis.call('HINCRBY', job_key, 'checks_remade', 1) end
+  return check
 end
 
 -- The doorbell channel of the queue that a job's event stream belongs to.

@@ -3,9 +3,10 @@
 -- The chunk is appended to the job's chunk list and announced by an `audio` event on the job's
 -- own event stream only: a client's stream (/v1/events) carries state changes, not audio.
 --- keys: job chunks ev_job
---- args: token index:n segment:n pcm duration_s:n now:n maxlen_job linger:n budget:n
+--- args: token index:n segment:n pcm duration_s:n now:n maxlen_job linger:n budget:n last
 -- index: 1-based, across the job; segment: 1-based; linger: seconds the list lives after its
--- last chunk; budget: the queue's chunk budget (bytes; 0: none)
+-- last chunk; budget: the queue's chunk budget (bytes; 0: none); last: '1' for the job's last
+-- chunk (its event says so: the audio is all out, though the job may still be checking it)
 -- Returns 'ok' | 'cancel' | 'lost' | 'full' (its chunks outgrew their budget: not stored; the
 --       worker fails the job)
 local values = fenced(job, token, 'cancel_requested', 'chunks_done', 'chunk_charge', 'id',
@@ -30,7 +31,7 @@ redis.call('RPUSH', chunks, pcm)
 redis.call('EXPIRE', chunks, linger)
 redis.call('HSET', job, 'chunks_done', index)
 local event = {type = 'audio', ts = now, job = snapshot(job),
-  chunk = {index = index, segment = segment, duration_s = duration_s}}
+  chunk = {index = index, segment = segment, duration_s = duration_s, last = last == '1'}}
 redis.call('XADD', ev_job, 'MAXLEN', '~', maxlen_job, '*', 'data', cjson.encode(event))
 redis.call(DOORBELL, doorbell_of(ev_job), ev_job)
 if values[3] == '1' then return 'cancel' end

@@ -24,7 +24,10 @@ else
   redis.call('SET', audio_key, audio, 'EX', ttl)
 end
 if new_cues ~= '' then
-  for _, cue in ipairs(cjson.decode(new_cues)) do redis.call('RPUSH', cues, cjson.encode(cue)) end
+  for _, cue in ipairs(cjson.decode(new_cues)) do
+    redis.call('RPUSH', cues, cjson.encode(cue))
+    count_check(job, cue)
+  end
 end
 redis.call('EXPIRE', cues, ttl)
 redis.call('EXPIRE', segments, ttl)

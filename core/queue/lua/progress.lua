@@ -30,11 +30,12 @@ elseif audio ~= '' then
 end
 redis.call('RPUSH', cues, cue)
 redis.call('EXPIRE', cues, ttl)
+local check = count_check(job, cjson.decode(cue))
 local samples_done = redis.call('HINCRBY', job, 'samples_done', samples)
 local audio_s = samples_done / sample_rate
 redis.call('HSET', job, 'segments_done', index, 'segments_total', total, 'audio_s', audio_s)
 emit(job, ev_job, ev_client, 'progress', now, maxlen_job, maxlen_client, ttl,
-  {segment = {index = index, total = total, duration_s = duration_s},
+  {segment = {index = index, total = total, duration_s = duration_s, check = check},
    audio_s = audio_s, eta = eta})
 if values[3] == '1' then return 'cancel' end
 local who = values[5]

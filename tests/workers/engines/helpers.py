@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
+from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from workers.engines import base
 from workers.engines.base import Segment
+
+
+@functools.cache
+def espeak() -> Any:
+    """The test process's one eSpeak NG engine, loaded: the library calls back into the engine
+    that loaded it last, so a second engine that is freed would leave it a dangling callback."""
+    from workers.engines.espeak import EspeakEngine
+
+    engine = EspeakEngine(Settings())
+    engine.load()
+    return engine
 
 
 def split(

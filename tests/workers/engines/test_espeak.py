@@ -6,15 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.text.control_tokens import PAUSE_MS
-from tests.workers.engines.helpers import split
+from tests.workers.engines.helpers import espeak, split
 from workers.engines.base import SAMPLE_RATE, Segment
-from workers.engines.espeak import EspeakEngine, speech_text
+from workers.engines.espeak import speech_text
 
-ENGINE = EspeakEngine(Settings())
-ENGINE.load()
+ENGINE = espeak()
 
 
 def speak(text: str, **params: object) -> np.ndarray:

@@ -14,7 +14,7 @@ from web.clients.identity import key_client, shown_client
 from web.clients.operators import require_operator
 from web.errors import ApiError, json_response
 from web.intake.bodies import json_body
-from web.replies.console import queue_view, workers_page
+from web.replies.console import queue_view, speech_quality, workers_page
 from web.schemas import admin as params
 
 
@@ -44,7 +44,8 @@ async def resume_queue(request: web.Request) -> web.Response:
 
 async def list_workers(request: web.Request) -> web.Response:
     require_operator(request)
-    return json_response({"workers": await workers_page(request.app[QUEUE])})
+    workers = await workers_page(request.app[QUEUE])
+    return json_response({"workers": workers, "quality": speech_quality(workers)})
 
 
 async def drain_worker(request: web.Request) -> web.Response:

@@ -24,7 +24,7 @@ from web.clients.operators import (
 )
 from web.errors import ApiError, dumps, json_response
 from web.intake.bodies import json_body
-from web.replies.console import dead_letter_page, queue_view, workers_page
+from web.replies.console import dead_letter_page, queue_view, speech_quality, workers_page
 from web.replies.sending import send_timeout_s
 
 log = logging.getLogger("chattts_online.web.admin")
@@ -84,9 +84,11 @@ async def live(request: web.Request) -> web.StreamResponse:
             # The session is checked again each time: a lapsed or removed key ends the view.
             while not pinging.done() and not hub.closing and operator(request) is not None:
                 try:
+                    workers = await workers_page(queue)
                     view = {
                         "queue": await queue_view(queue),
-                        "workers": await workers_page(queue),
+                        "workers": workers,
+                        "quality": speech_quality(workers),
                         "dead_letters": await dead_letter_page(queue, 20),
                     }
                 except (RedisError, OSError) as exc:

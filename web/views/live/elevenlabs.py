@@ -171,6 +171,9 @@ class _Voice:
         alignment = self.clock.alignment(piece.chars, piece.char_start_ms, piece.char_duration_ms)
         await self._audio(data, alignment)
 
+    async def checked(self, segment: int, checks: list[dict[str, Any]]) -> None:
+        """Not a part of this protocol: its clients hear the segment as it was sent."""
+
     async def segment_end(self, segment: SpokenSegment) -> None:
         # A space after each segment: its last word is whole for a client that splits words
         # on spaces (the next segment's text has none before it).

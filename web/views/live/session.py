@@ -75,6 +75,9 @@ class _Context:
             }
         )
 
+    async def checked(self, segment: int, checks: list[dict[str, Any]]) -> None:
+        await self._frame({"type": "check", "segment": segment, "checks": checks})
+
     async def cleared(self) -> None:
         self.connection.drop(self.name)
         await self._frame({"type": "cleared"})

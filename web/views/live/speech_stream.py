@@ -59,6 +59,9 @@ class _Utterance:
             self.sent += len(piece.pcm)
             await self.stream.connection.send(None, piece.pcm, CONTEXT, len(piece.pcm))
 
+    async def checked(self, segment: int, checks: list[dict[str, Any]]) -> None:
+        """Not a part of this protocol: its clients hear the segment as it was sent."""
+
     async def segment_end(self, segment: SpokenSegment) -> None:
         done = {"type": "audio.done", "sentence_index": segment.index - 1}
         await self._frame({**done, "total_bytes": self.sent, "error": False})

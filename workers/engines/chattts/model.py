@@ -14,6 +14,7 @@ import os
 if "PYTORCH_CUDA_ALLOC_CONF" not in os.environ and "PYTORCH_ALLOC_CONF" not in os.environ:
     os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
 
+import dataclasses
 import gc
 import logging
 import time
@@ -91,6 +92,8 @@ class ChatTTSModel:
         self.model, self.device = model, device
         if checkpoint.sha256 is not None:
             self.model_version += f" ({checkpoint.description})"
+        if checkpoint.description.startswith("random-weight"):  # loading/checkpoint.py
+            self.capabilities = dataclasses.replace(self.capabilities, speech=False)
         if checkpoint.max_new_token:
             self.max_new_token = checkpoint.max_new_token
         self._loaded(model)

@@ -161,3 +161,32 @@ async def test_usage_per_key_and_client_in_json_csv_and_metrics(
     assert f'chattts_usage_today_jobs{{client="{alpha["client"]}"}} 2.0' in metrics
     bad = await client.get("/admin/v1/usage?days=99", headers=ADMIN)
     assert bad.status == 400 and (await bad.json())["error"]["param"] == "days"
+
+
+async def test_the_speech_heard_by_engine_and_voice(
+    make_client: ClientFactory, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """Segments that were made again, and why, by engine and voice (from the heartbeats)."""
+    client = await _admin(make_client)
+    start_worker(CHATTTS_FAULT_AUDIO="loop", CHATTTS_HEARTBEAT_S="0.2")
+    body = {"text": "The quick brown fox jumps over the lazy dog.", "voice": "en_female"}
+    job = await (await client.post("/v1/tts/jobs", json=body)).json()
+    await wait_job(client, job["id"], ("succeeded",), headers=ADMIN)
+    deadline = time.monotonic() + 10
+    while True:
+        quality = (await (await client.get("/admin/v1/workers", headers=ADMIN)).json())["quality"]
+        if (quality and quality[0]["heard"]) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert quality == [
+        {
+            "engine": "espeak",
+            "voice": "en_female",
+            "heard": 1,
+            "passed": 1,
+            "failed": 0,
+            "unheard": 0,
+            "remade": 1,
+            "reasons": {"loop": 1},
+        }
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -362,3 +363,30 @@ async def test_the_next_segment_is_queued_ahead_and_a_clear_cancels_it(
         assert first_state["state"] in ("cancelled", "running") and (
             first_state["state"] == "cancelled" or first_state.get("cancel_requested")
         )
+
+
+async def test_each_segment_is_heard_and_its_verdict_told(
+    client: Client, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """A segment whose first attempt runs on (as its check hears it) is made again; the `check`
+    frame tells it after the segment, and `done` comes after every verdict."""
+    start_worker(CHATTTS_FAULT_AUDIO="runon")
+    text = "The quick brown fox jumps over the lazy dog near the river bank."
+    for policy in ("send", "hold"):
+        heard: dict[str, Heard] = {}
+        async with client.ws_connect("/v1/live") as ws:
+            await ws.send_json({"op": "open", "voice": "en_female", "stream_check": policy})
+            await receive(ws, heard, "opened")
+            await ws.send_json({"op": "text", "text": text})
+            await ws.send_json({"op": "close"})
+            await receive(ws, heard, "done")
+        main = heard["main"]
+        checks = [f for f in main.frames if f["type"] == "check"]
+        assert [c["segment"] for c in checks] == [1]
+        assert [(c["verdict"], c["attempts"]) for c in checks[0]["checks"]] == [("passed", 2)]
+        assert main.frames[-1]["type"] == "done"
+        kinds = [f["type"] for f in main.frames]
+        # "send": the segment's audio and its `segment` frame before its verdict; "hold": the
+        # same order, the audio only once its job had heard it.
+        assert kinds.index("segment") < kinds.index("check")
+        assert 1 < len(main.pcm) / 48_000 < 8

@@ -1,0 +1,1 @@
+"""Recognizers that hear a segment against its text, chosen by CHATTTS_RECOGNIZER."""
