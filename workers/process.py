@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import numpy as np
 from redis.exceptions import RedisError
 
 from core.infra.redis_client import REDIS_UNAVAILABLE, RedisClient, connect
@@ -34,7 +35,7 @@ from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
 from workers.continuous import Continuous
 from workers.engines import Engine, EngineError, create_engine
-from workers.engines.base import Segment, synthesize
+from workers.engines.base import Segment
 from workers.hearing import Hearing
 from workers.intake import Intake
 from workers.jobs import ActiveJob, Hold
@@ -232,25 +233,38 @@ class Worker:
             await checker.close()
 
     async def _calibrate(self, checker: Checker) -> None:
-        """Which of the engine's own voices the recognizer hears (checks/calibration.py): for an
-        engine whose voices always say the same (eSpeak NG), heard once at the start."""
+        """Which of the engine's own English voices the recognizer hears, found the first time
+        each is heard (checks/calibration.py): for an engine whose voices always say the same
+        (eSpeak NG) and a recognizer small enough to hear some poorly."""
         engine, recognizer = self.engine, checker.recognizer
         if recognizer is None or not recognizer.calibrated or not engine.capabilities.deterministic:
             return
-        english = [v for v in engine.voices() if v.language.lower().startswith("en")]
-        for voice in english if recognizer.covers("en") else []:
-            segments = [
-                Segment("calibration", i, text, SynthesisRequest(text=text, voice=voice.name))
-                for i, text in enumerate(calibration.SENTENCES)
-            ]
-            try:
-                audio = await self.in_engine(synthesize, engine, segments)
-            except EngineError as exc:
-                log.warning("worker %s: cannot calibrate %s: %s", self.name, voice.name, exc)
-                continue
-            why = await calibration.calibrate(checker, voice.name, audio, engine.sample_rate)
-            if why:
-                log.warning("worker %s: %s; its words go unheard", self.name, why)
+        if not recognizer.covers("en"):
+            return
+        voices = await self.in_engine(engine.voices)
+        english = {v.name for v in voices if v.language.lower().startswith("en")}
+        checker.calibration = calibration.Calibration(
+            checker, english, self._say_calibration, engine.sample_rate
+        )
+
+    async def _say_calibration(self, voice: str) -> list[np.ndarray]:
+        """calibration.SENTENCES in `voice`, made by the engine between the jobs' segments."""
+        loop = asyncio.get_running_loop()
+        made: list[asyncio.Future[Any]] = []
+        for index, text in enumerate(calibration.SENTENCES):
+            future: asyncio.Future[Any] = loop.create_future()
+            made.append(future)
+
+            def done(_segment: Segment, result: Any, future: asyncio.Future[Any] = future) -> None:
+                loop.call_soon_threadsafe(future.set_result, result)  # from the engine thread
+
+            request = SynthesisRequest(text=text, voice=voice)
+            self.engine.submit(Segment(f"calibration-{voice}", index, text, request), None, done)
+        results = await asyncio.gather(*made)
+        failed = [r.error for r in results if r.error is not None]
+        if failed:
+            raise EngineError(failed[0])
+        return [r.audio for r in results]
 
     async def _rounds(self, one_round: Callable[[], Awaitable[None]]) -> None:
         """Take jobs and run `one_round` until the worker stops: when its hand is empty, or past

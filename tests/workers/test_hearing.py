@@ -162,8 +162,9 @@ async def test_nothing_is_lost_when_a_worker_dies_while_it_hears(
 async def test_a_voice_the_recognizer_does_not_hear_is_unheard(
     settings: Settings, aredis: Redis, worker: WorkerProcess
 ) -> None:
-    """The worker found at its start that pocketsphinx fails eSpeak NG's male English voice: its
-    segments' words go unheard (and say why), never failed for a recognizer's weakness."""
+    """The worker finds, the first time it hears it, that pocketsphinx fails eSpeak NG's male
+    English voice: its segments' words go unheard (and say why), never failed for a recognizer's
+    weakness."""
     queue = Queue(aredis, settings)
     submitted = await queue.enqueue(
         SynthesisRequest(text=TEXT, voice="en_male", cache=False), client="c1"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+from typing import Protocol
 
 import numpy as np
 
@@ -18,6 +19,11 @@ from workers.checks.words import Comparison, compare, language_of, readings, wor
 log = logging.getLogger("chattts_online.worker")
 # Below this many words, a share of differing words says too little: runs decide alone.
 RATE_MIN_WORDS = 4
+
+
+class VoiceCalibration(Protocol):
+    async def unheard(self, voice: str) -> str:
+        """Why `voice`'s words go unheard ("" when the recognizer hears it)."""
 
 
 def make_recognizer(settings: Settings) -> Recognizer | None:
@@ -45,8 +51,8 @@ class Checker:
         self.recognizer = recognizer
         self.max_pending = max_pending
         self.pending = 0
-        # Voices the recognizer failed at the worker's start (calibration.py), and why.
-        self.unheard_voices: dict[str, str] = {}
+        # Which of the engine's own voices the recognizer hears (calibration.py), when known.
+        self.calibration: VoiceCalibration | None = None
 
     async def start(self) -> None:
         start = getattr(self.recognizer, "start", None)
@@ -74,8 +80,9 @@ class Checker:
         recognizer = self.recognizer
         if recognizer is None:
             return Verdict("unheard", unheard="no recognizer is configured")
-        if voice in self.unheard_voices:
-            return Verdict("unheard", unheard=self.unheard_voices[voice])
+        why = await self.calibration.unheard(voice) if self.calibration and voice else ""
+        if why:
+            return Verdict("unheard", unheard=why)
         if not language or not recognizer.covers(language):
             return Verdict("unheard", unheard=f"{recognizer.name} does not hear this language")
         expected = readings(text, language)
