@@ -151,6 +151,9 @@ def test_ctrl_c_in_a_terminal_stops_everything_gracefully_redis_last(tmp_path: P
             "CHATTTS_ENGINE": "espeak",
             "CHATTTS_DATA_DIR": str(tmp_path / "data"),
             "CHATTTS_WORKER_METRICS_PORT": "0",
+            # Signal checks only: the document's 2,000 s of speech would take the recognizer a
+            # minute to hear, and this is about stopping, not hearing.
+            "CHATTTS_RECOGNIZER": "none",
         }
     )
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())

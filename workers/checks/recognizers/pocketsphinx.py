@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import signal
 import sys
 from typing import Any
 
@@ -183,7 +184,10 @@ def _choice(slot: list[list[str]]) -> str:
 
 
 def serve() -> None:
-    """The child: a header line and its PCM in, one answer line out, until stdin ends."""
+    """The child: a header line and its PCM in, one answer line out, until stdin ends (its
+    worker closed it, or died). A terminal's Ctrl-C, sent to the whole process group, is its
+    worker's to act on: the worker stops it when it stops."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     decoders: dict[int, Any] = {}
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while header := stdin.readline():
