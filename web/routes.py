@@ -8,7 +8,7 @@ from pathlib import Path
 from aiohttp import web
 
 from web.middlewares.error_handling import expect_handler
-from web.views.compat import captions, legacy, models, openai
+from web.views.compat import captions, chatttsui, legacy, models, openai
 from web.views.console import fleet
 from web.views.console import jobs as console_jobs
 from web.views.console import page as console_page
@@ -102,12 +102,17 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
         name="captioned_speech",
         expect_handler=e,
     )
-    r.add_get("/v1/models", models.list_models, name="openai_models")
+    r.add_get("/v1/models", models.list_models, name="openai_models", expect_handler=e)
+    r.add_get("/v1/models/{model_id}", models.get_model, name="openai_model", expect_handler=e)
+    r.add_get("/v1/audio/models", models.list_audio_models, name="openai_audio_models")
     r.add_get("/v1/audio/voices", models.list_audio_voices, name="openai_voices")
     r.add_get(
         "/v1/callbacks/secret", callbacks.callback_secret, name="callback_secret", expect_handler=e
     )
 
+    chatttsui_tts = r.add_resource("/tts", name="chatttsui_tts")  # ChatTTS-ui's API
+    chatttsui_tts.add_route("GET", chatttsui.tts, expect_handler=e)
+    chatttsui_tts.add_route("POST", chatttsui.tts, expect_handler=e)
     r.add_post("/tts/submit", legacy.submit, name="legacy_submit", expect_handler=e)
     r.add_get("/tts/query/{task_id}", legacy.query, name="legacy_query", expect_handler=e)
 

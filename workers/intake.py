@@ -14,7 +14,7 @@ import orjson
 from core.infra.logs import job_log
 from core.queue.cache import cache_digest
 from core.queue.store import Started
-from core.queue.voices import BUILTIN_BY_NAME
+from core.queue.voice_names import blend_of, is_derived
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
 from workers.engines import EngineError
@@ -133,7 +133,15 @@ class Intake:
         self.metrics.started(started.queued_at)
         request = started.request
         voice_data = language = None
-        if request.voice not in BUILTIN_BY_NAME:
+        if blend_of(request.voice) is not None and not self.engine.capabilities.blends:
+            reason = (
+                f"voice {request.voice!r} is a blend, and this worker runs {self.engine.name}, "
+                "which cannot mix voices: name one voice, or run a worker whose engine blends "
+                "them (chattts)"
+            )
+            await self.outcomes.fail(job_id, started, reason)
+            return
+        if not is_derived(request.voice):
             voice_data, language = await self._voice_data(request.voice)
             if voice_data is None:
                 reason = f"voice {request.voice!r} is not registered (any more)"

@@ -31,6 +31,15 @@ _UNKNOWN = 0xFFFFFFFF  # a streamed WAV's sizes: "until the end"
 _PCM16 = 2  # bytes per sample
 
 
+# Ogg pages of a bounded duration (a stream's pages leave as they fill). MP3 as bare frames: no
+# ID3 tag and no Xing/LAME frame, so that answers join by concatenation (Home Assistant joins
+# pieces, and a device refused the tags) and a stream is the same bytes as the whole file.
+_MUXER_OPTIONS = {
+    "ogg": {"page_duration": str(_OGG_PAGE_DURATION_US)},
+    "mp3": {"id3v2_version": "0", "write_xing": "0"},
+}
+
+
 class EncoderUnavailable(Exception):
     """The format needs the `av` package, which is not installed."""
 
@@ -118,7 +127,7 @@ class StreamEncoder:
         av = self._av = load_av()
         container_name, codec, bit_rate = AV_FORMATS[self.fmt]
         bit_rate = self.bit_rate or bit_rate
-        options = {"page_duration": str(_OGG_PAGE_DURATION_US)} if container_name == "ogg" else {}
+        options = _MUXER_OPTIONS.get(container_name, {})
         self._container = av.open(self._sink, "w", format=container_name, options=options)
         stream = self._container.add_stream(codec, rate=self.sample_rate, layout="mono")
         if bit_rate:

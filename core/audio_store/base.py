@@ -53,5 +53,8 @@ class AudioStore(Protocol):
     ) -> str | None:
         """A URL that serves `key` to anyone for `expires_s` seconds (None: the store has none)."""
 
+    def local_path(self, key: str) -> str | None:
+        """Where `key` is a file on this machine's disk (None: the store keeps no files here)."""
+
     async def aclose(self) -> None:
         """Release connections (the process's last use of the store)."""

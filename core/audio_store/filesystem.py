@@ -123,6 +123,9 @@ class FileStore:
     ) -> str | None:
         return None  # files are served by the web tier
 
+    def local_path(self, key: str) -> str | None:
+        return str(self._path(key).resolve())
+
     async def aclose(self) -> None:
         pass
 

@@ -160,6 +160,9 @@ class S3Store:
                 for entry in page.get("Contents", ()):
                     yield entry["Key"][len(self._prefix) :], entry["LastModified"].timestamp()
 
+    def local_path(self, key: str) -> str | None:
+        return None  # objects live in the bucket
+
     async def presign(
         self, key: str, expires_s: int, content_type: str, disposition: str
     ) -> str | None:

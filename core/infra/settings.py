@@ -326,6 +326,10 @@ class WebSettings:
     # With keys set, /metrics and /readyz need one too (Prometheus sends it: `authorization`);
     # off by default, for probes and scrapers that cannot send a header.
     private_metrics: bool = False
+    # With API keys set, the lists OpenAI-style front ends probe without a key (models, voices:
+    # /v1/models, /v1/audio/voices, /v1/audio/models) need one too; off by default, as Open WebUI
+    # probes them without its key and falls back to OpenAI's voices.
+    discovery_needs_key: bool = False
     # The reverse proxies (CIDRs) whose X-Forwarded-For and X-Forwarded-Proto are believed:
     # limits then count the client's address, and cookies are Secure behind TLS. Empty: the
     # peer is the client (behind a proxy every client then shares the proxy's address).

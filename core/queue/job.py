@@ -39,7 +39,7 @@ class SynthesisRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     text: str = Field(min_length=1, description="Text to speak (cleaned of invisible characters)")
-    voice: str = Field(default="zh_female", min_length=1, max_length=64)
+    voice: str = Field(default="zh_female", min_length=1, max_length=128)
     format: AudioFormat = "wav"
     speed: float = Field(default=1.0, ge=0.5, le=2.0)
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1)

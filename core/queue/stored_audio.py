@@ -62,6 +62,14 @@ class StoredAudio:
             exists, data = await pipe.execute()
         return data if exists else None
 
+    async def local_path(self, job_id: str) -> str | None:
+        """Where a finished job's file lies on this machine's disk (None: not in a directory
+        store, or kept in Redis)."""
+        if self.store is None:
+            return None
+        ref: Any = await self._redis.hget(self._keys.job(job_id), "audio_ref")
+        return self.store.local_path(ref.decode()) if ref else None
+
     async def link(
         self, job_id: str, expires_s: int, content_type: str, disposition: str
     ) -> str | None:

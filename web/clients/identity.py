@@ -42,12 +42,19 @@ SECRET_FILE = "cookie_secret"
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}\.[A-Za-z0-9_-]{22}")
 # Endpoints that need a key when keys are configured; the page, static files and probes stay open.
 _PROTECTED = ("/v1/", "/tts/", "/dev/")
+_PROTECTED_EXACTLY = frozenset({"/v1", "/tts"})
+_DISCOVERY = frozenset({"/v1/models", "/v1/audio/voices", "/v1/audio/models"})
 # What operators read, closed too with `private_metrics` (/healthz stays open: it says nothing).
 _OPERATIONS = ("/metrics", "/readyz")
 # ElevenLabs' API-key header, taken as a Bearer key on its endpoints (web/views/live/elevenlabs.py).
 ELEVENLABS_KEY_HEADER = "xi-api-key"
 ELEVENLABS_PATHS = ("/v1/text-to-speech/",)
 _COOKIE_ATTRIBUTES = f"{COOKIE}=%s; HttpOnly; Max-Age={COOKIE_MAX_AGE_S}; Path=/; SameSite=Lax"
+
+
+def is_discovery(path: str) -> bool:
+    """The lists front ends probe before they speak (web/views/compat/models.py)."""
+    return path in _DISCOVERY or path.startswith("/v1/models/")
 
 
 def bearer_key(request: web.Request) -> str | None:
@@ -212,7 +219,9 @@ async def identity_middleware(request: web.Request, handler: Handler) -> web.Str
     accepted = settings.web.api_key_set
     # The API needs a key when API keys are set; the operators' figures (private_metrics)
     # when any key is, an admin key included.
-    api = request.path == "/v1" or request.path.startswith(_PROTECTED)
+    api = request.path in _PROTECTED_EXACTLY or request.path.startswith(_PROTECTED)
+    if api and request.method == "GET" and is_discovery(request.path):
+        api = settings.web.discovery_needs_key
     operations = settings.web.private_metrics and request.path in _OPERATIONS
     required = (api and settings.web.user_key_set) or (operations and accepted)
     if required and not key_accepted(api_key(request), accepted):

@@ -11,11 +11,12 @@ from aiohttp import web
 
 from core.queue.job import SynthesisRequest
 from core.queue.store import Queue
+from core.queue.voice_names import blend_of, is_derived
 from core.queue.voices import BUILTIN_BY_NAME
 from core.text.sentences import clean_text
 from web.appkeys import QUEUE, SETTINGS
 from web.errors import ApiError
-from web.monitors.fleet import check_registered_voice, check_speakable
+from web.monitors.fleet import check_blend, check_registered_voice, check_speakable
 from web.schemas import openai
 from web.schemas.jobs import synthesis
 from web.schemas.voices import voice_owner
@@ -42,8 +43,10 @@ async def synthesis_request(
         payload["text"] = await clean(text)
     request = synthesis(payload, max_chars, document_chars)
     await check_voice(queue, request.voice, client)
-    if request.voice not in BUILTIN_BY_NAME:
+    if not is_derived(request.voice):
         await check_registered_voice(queue, request.voice)
+    elif blend_of(request.voice) is not None:
+        await check_blend(queue, request.voice)
     await check_speakable(queue, request.text, request.voice, request.normalize)
     return request
 
@@ -52,13 +55,15 @@ async def speech_request(
     app: web.Application, payload: Any, client: str | None = None
 ) -> openai.Speech:
     """OpenAI's body -> our job (400 with OpenAI's error shape for anything wrong)."""
-    job, fmt, stream = openai.speech_job(payload)
+    read = openai.speech_job(payload)
     try:
         limit = min(openai.MAX_INPUT_CHARS, app[SETTINGS].limits.max_text_chars)
-        request = await synthesis_request(app[QUEUE], job, limit, client=client)
+        request = await synthesis_request(app[QUEUE], read.job, limit, client=client)
     except ApiError as exc:
         raise openai.as_openai(exc) from None
-    return openai.Speech(request, fmt, stream, len(request.text))
+    return openai.Speech(
+        request, read.format, read.stream, len(request.text), read.gain, read.download_link
+    )
 
 
 async def clean(text: str) -> str:
@@ -72,7 +77,7 @@ async def check_voice(queue: Queue, voice: str, client: str | None = None) -> No
     """A built-in voice, or one registered by `client` (or by nobody in particular: voices
     from before owners); 422 naming the voices this client may use. Another client's voice is
     unknown here: its name says nothing of whether it exists."""
-    if voice in BUILTIN_BY_NAME:
+    if is_derived(voice):
         return
     raw = await queue.voices.metadata(voice)
     if raw is not None and (client is None or voice_owner(raw) in (None, client)):
@@ -81,7 +86,8 @@ async def check_voice(queue: Queue, voice: str, client: str | None = None) -> No
     raise ApiError(
         422,
         f"unknown voice {voice!r}; the voices are {', '.join([*BUILTIN_BY_NAME, *mine])} "
-        "(GET /v1/voices)",
+        "(GET /v1/voices), a seed such as 'seed_2222', or a blend such as "
+        "'en_female(2)+seed_2222(1)'",
         code="unknown_voice",
         param="voice",
     )

@@ -15,7 +15,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from core.queue.store import Queue
-from core.queue.voices import BUILTIN_BY_NAME
+from core.queue.voice_names import is_derived, language_of
 from core.text.sentences import has_speakable
 from web.errors import ApiError
 
@@ -32,6 +32,7 @@ class LiveEngines:
 
     names: frozenset[str]
     registered_voices: bool
+    blends: bool
     normalizers: frozenset[str | None]
 
 
@@ -57,6 +58,7 @@ async def engines_in_use(queue: Queue) -> LiveEngines:
     live = LiveEngines(
         names=frozenset(str(beat.get("engine", "unknown")) for beat in beats),
         registered_voices=any(c.get("registered_voices") is True for c in capabilities),
+        blends=any(c.get("blends") is True for c in capabilities),
         normalizers=frozenset(_normalizer(c) for c in capabilities),
     )
     _ENGINES[queue] = _Engines(live, now)
@@ -81,8 +83,7 @@ def chattts_speakable(text: str, voice: str, spell: bool = True) -> bool:
     Without the chattts extra (cn2an, num2words) the generic check stands in.
     """
     global _normalizer_loaded
-    builtin = BUILTIN_BY_NAME.get(voice)
-    hint = "en" if builtin is not None and builtin.language.startswith("en") else "zh"
+    hint = language_of(voice, text) if is_derived(voice) else "zh"
     try:
         from core.text.normalize import is_speakable
 
@@ -105,6 +106,21 @@ async def check_registered_voice(queue: Queue, voice: str) -> None:
             "built-in voice (GET /v1/voices), or run a worker whose engine speaks registered "
             "voices (chattts)",
             code="voice_needs_chattts",
+            param="voice",
+        )
+
+
+async def check_blend(queue: Queue, voice: str) -> None:
+    """422 `voice_blend_unsupported` when no live worker's engine mixes voices (eSpeak NG's
+    voices are its own variants: there is nothing to mix)."""
+    live = await engines_in_use(queue)
+    if live.names and not live.blends:
+        raise ApiError(
+            422,
+            f"voice {voice!r} is a blend, and the live workers run "
+            f"{', '.join(sorted(live.names))}, which cannot mix voices: name one voice, or run a "
+            "worker whose engine blends them (chattts)",
+            code="voice_blend_unsupported",
             param="voice",
         )
 

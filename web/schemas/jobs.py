@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from core.infra.settings import Network
 from core.queue.job import SynthesisRequest, is_job_id, queue_position
-from core.queue.voices import default_voice, openai_voice
+from core.queue.voice_names import VoiceNameError, canonical
+from core.queue.voices import default_voice
 from core.text.control_tokens import TokenError, check_text_tokens, parse_prompt, strip_tokens
 from core.text.sentences import has_speakable
 from web.callbacks.targets import check_url
@@ -63,6 +64,14 @@ def idempotency_key(value: str | None) -> str | None:
     return value
 
 
+def voice_name(voice: str, text: str) -> str:
+    """A request's voice as the queue keeps it (core/queue/voice_names.py); 422 for a bad blend."""
+    try:
+        return canonical(voice, text)
+    except VoiceNameError as exc:
+        raise ApiError(422, str(exc), code="invalid_voice", param="voice") from None
+
+
 def _describe(errors: list[Any]) -> ApiError:
     """Turn pydantic's errors into one message that names each field and what to fix."""
     parts: list[str] = []
@@ -104,8 +113,8 @@ def synthesis(
     if voice is None and isinstance(payload.get("text"), str):
         payload["voice"] = default_voice(payload["text"])  # the text's language, as OpenAI's
     elif isinstance(voice, str) and isinstance(payload.get("text"), str):
-        # An OpenAI voice name works here as on /v1/audio/speech: ours, by the text's language.
-        payload["voice"] = openai_voice(voice, payload["text"]) or voice
+        # OpenAI's and Kokoro's names, seeds and blends: as the queue keeps them.
+        payload["voice"] = voice_name(voice, payload["text"])
     try:
         request = SynthesisRequest.model_validate(payload)
     except ValidationError as exc:

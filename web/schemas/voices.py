@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from core.queue.voice_names import alias, seed_of
 from core.queue.voices import BUILTIN_BY_NAME
 from web.errors import ApiError
 
@@ -37,6 +38,13 @@ def new_name(name: Any) -> str:
     if name in BUILTIN_BY_NAME:
         raise ApiError(
             409, f"{name!r} is a built-in voice; choose another name", code="voice_exists"
+        )
+    if seed_of(name) is not None or alias(name, "") is not None:
+        raise ApiError(
+            409,
+            f"{name!r} already names a voice (a seed voice, or OpenAI's or Kokoro's name for one "
+            "of ours); choose another name",
+            code="voice_exists",
         )
     return name
 

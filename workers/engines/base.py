@@ -121,6 +121,8 @@ class Capabilities:
 
     # It speaks registered voices (their stored speaker data); else only its built-in names.
     registered_voices: bool = False
+    # It mixes voices by weight (`a(2)+b(1)`: core/queue/voice_names.py).
+    blends: bool = False
     # The request's fields it honours besides text, voice and format.
     knobs: frozenset[str] = frozenset({"speed"})
     # "chunks": a segment's audio goes out in pieces as it is made; "segments": whole.
@@ -139,6 +141,7 @@ class Capabilities:
     def public(self) -> dict[str, Any]:
         return {
             "registered_voices": self.registered_voices,
+            "blends": self.blends,
             "knobs": sorted(self.knobs),
             "streaming": self.streaming,
             "alignment": self.alignment,

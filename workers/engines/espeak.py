@@ -20,6 +20,7 @@ import numpy as np
 
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
+from core.queue.voice_names import language_of, seed_of
 from core.queue.voices import BUILTIN_VOICES, Voice
 from core.text.control_tokens import PAUSE_MS, TOKEN_SHAPE
 from core.text.sentences import is_cjk, locate, split_sentences
@@ -49,6 +50,38 @@ _VOICE_TABLE: dict[str, tuple[bytes, int]] = {
     "en_female_2": (b"en+f4", 60),  # espeak-ng's "en" is British English
     "en_male_2": (b"en+m1", 35),
 }
+# A seed voice (core/queue/voice_names.py) is a variant and a pitch drawn from its seed, in the
+# text's language: the same seed is the same voice on every worker.
+_SEED_VARIANTS = (
+    b"f1",
+    b"f2",
+    b"f3",
+    b"f4",
+    b"f5",
+    b"m1",
+    b"m2",
+    b"m3",
+    b"m4",
+    b"m5",
+    b"m6",
+    b"m7",
+)
+_SEED_LANGUAGES = {"zh": b"cmn", "en": b"en-us"}
+
+
+def _voice(name: str, text: str) -> tuple[bytes, int]:
+    """eSpeak NG's voice name and base pitch for a request's voice."""
+    builtin = _VOICE_TABLE.get(name)
+    if builtin is not None:
+        return builtin
+    seed = seed_of(name)
+    if seed is None:  # refused before it reaches an engine (workers/intake.py)
+        raise EngineError(f"eSpeak NG speaks built-in and seed voices, not {name!r}")
+    variant = _SEED_VARIANTS[seed % len(_SEED_VARIANTS)]
+    language = _SEED_LANGUAGES[language_of(name, text)]
+    return language + b"+" + variant, 30 + (seed // len(_SEED_VARIANTS)) % 41
+
+
 # Segments long enough to stream progress on long texts, short enough to start playing soon.
 _SEGMENT_CHARS = 200
 
@@ -168,7 +201,7 @@ class EspeakEngine:
         return out
 
     def _one(self, segment: Segment) -> np.ndarray:
-        voice, pitch = _VOICE_TABLE.get(segment.request.voice, _VOICE_TABLE["zh_female"])
+        voice, pitch = _voice(segment.request.voice, segment.text)
         lib = self._lib
         if lib.espeak_SetVoiceByName(voice) != 0:
             raise EngineError(f"eSpeak NG has no voice {voice.decode()!r}")

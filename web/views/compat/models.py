@@ -1,14 +1,19 @@
-"""What OpenAI-compatible front ends probe before they speak: `GET /v1/models` (OpenAI's list
-shape) and `GET /v1/audio/voices` (Kokoro-FastAPI's: the names a `voice` may be)."""
+"""What OpenAI-compatible front ends probe before they speak, in the shapes they read: OpenAI's
+model list and model (`GET /v1/models`, `/v1/models/{id}`), and the `{"voices": [{"id", "name"}]}`
+and `{"models": [{"id"}]}` of `GET /v1/audio/voices` and `/v1/audio/models` (Open WebUI falls
+back to OpenAI's six voices on any other shape). Open to callers without a key unless
+`CHATTTS_DISCOVERY_NEEDS_KEY` is set (web/clients/identity.py)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from aiohttp import web
 
 from core.queue.voices import BUILTIN_VOICES, OPENAI_VOICES
 from web.appkeys import QUEUE
 from web.clients.identity import client_id, is_admin
-from web.errors import json_response
+from web.errors import ApiError, json_response
 from web.schemas.voices import voice_owner
 
 # `/v1/audio/speech` takes any model name: these are the ones OpenAI clients send, all served by
@@ -17,12 +22,37 @@ MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 OWNER = "chattts-online"
 
 
-async def list_models(request: web.Request) -> web.Response:
+async def _model_names(request: web.Request) -> list[str]:
     beats = await request.app[QUEUE].fleet.heartbeats()
     engines = sorted({str(b.get("engine", "unknown")) for b in beats})
-    names = [*MODEL_ALIASES, *(e for e in engines if e not in MODEL_ALIASES)]
-    data = [{"id": name, "object": "model", "created": 0, "owned_by": OWNER} for name in names]
+    return [*MODEL_ALIASES, *(e for e in engines if e not in MODEL_ALIASES)]
+
+
+def _model(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": OWNER}
+
+
+async def list_models(request: web.Request) -> web.Response:
+    data = [_model(name) for name in await _model_names(request)]
     return json_response({"object": "list", "data": data})
+
+
+async def get_model(request: web.Request) -> web.Response:
+    """One model (what the OpenAI SDK's `models.retrieve` asks for); 404 in OpenAI's shape."""
+    name = request.match_info["model_id"]
+    if name not in await _model_names(request):
+        raise ApiError(
+            404,
+            f"the model {name[:100]!r} does not exist; the models are listed at GET /v1/models",
+            code="model_not_found",
+            param="model",
+            type="invalid_request_error",
+        )
+    return json_response(_model(name))
+
+
+async def list_audio_models(request: web.Request) -> web.Response:
+    return json_response({"models": [{"id": name} for name in await _model_names(request)]})
 
 
 async def list_audio_voices(request: web.Request) -> web.Response:
@@ -30,6 +60,11 @@ async def list_audio_voices(request: web.Request) -> web.Response:
     me, admin = client_id(request), is_admin(request)
     registered = await request.app[QUEUE].voices.all()
     mine = [
-        name for name, raw in sorted(registered.items()) if admin or voice_owner(raw) in (None, me)
+        name for name in sorted(registered) if admin or voice_owner(registered[name]) in (None, me)
     ]
-    return json_response({"voices": [*OPENAI_VOICES, *(v.name for v in BUILTIN_VOICES), *mine]})
+    voices = [
+        *({"id": name, "name": f"{name} ({en}, {zh})"} for name, (en, zh) in OPENAI_VOICES.items()),
+        *({"id": v.name, "name": v.description} for v in BUILTIN_VOICES),
+        *({"id": name, "name": name} for name in mine),
+    ]
+    return json_response({"voices": voices})

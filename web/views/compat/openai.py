@@ -19,10 +19,11 @@ import contextlib
 import math
 from typing import Any
 
+import numpy as np
 from aiohttp import web
 
 from core.audio.catalog import AV_FORMATS
-from core.audio.formats import SAMPLE_RATE, mime_type
+from core.audio.formats import SAMPLE_RATE, bare_mp3, mime_type
 from core.audio.stream_encode import StreamEncoder
 from web import job_service
 from web.appkeys import ENCODING, QUEUE
@@ -71,11 +72,15 @@ async def _whole(
         data = await request.app[QUEUE].stored.file(job_id)
         if data is None:
             raise ApiError(500, "the job's audio expired", code="audio_expired")
+        if params.format == "mp3":  # answers join by concatenation (Home Assistant's pieces)
+            data = bare_mp3(data)
         headers = {
             "Content-Type": mime_type(params.format),
             "X-Job-Id": job_id,
             "X-Cache": "hit" if str(finished.get("cached")) == "1" else "miss",
         }
+        if params.download_link:  # Kokoro's header: where the same file can be fetched again
+            headers["X-Download-Path"] = str(request.app.router["job_audio"].url_for(job_id=job_id))
         return await send_bytes(request, data, headers)
 
 
@@ -120,6 +125,12 @@ class _Sender:
             piece = base64.b64encode(chunk[start : start + DELTA_BYTES]).decode()
             await self.event({"type": "speech.audio.delta", "audio": piece})
 
+    def _encode(self, encoder: StreamEncoder, pcm: bytes) -> bytes:
+        if self.params.gain != 1.0:  # Kokoro's volume_multiplier: scaled, then clipped
+            samples = np.frombuffer(pcm, dtype="<i2").astype(np.float32) * self.params.gain
+            pcm = np.clip(samples, -32768, 32767).astype("<i2").tobytes()
+        return encoder.feed(pcm)
+
     async def run(self, cursor: str | None) -> None:
         encoder = StreamEncoder(self.params.format, SAMPLE_RATE)
         compressed = self.params.format in AV_FORMATS
@@ -130,7 +141,7 @@ class _Sender:
                     piece = pcm[start : start + ENCODE_PIECE_BYTES]
                     if compressed:  # paced per address: a cached answer is encoded at once
                         await self.request.app[ENCODING].pace(self.source, len(piece))
-                    await self.send(await asyncio.to_thread(encoder.feed, piece))
+                    await self.send(await asyncio.to_thread(self._encode, encoder, piece))
         await self.send(await asyncio.to_thread(encoder.close))
         if self.params.stream == "sse":
             frames = math.ceil(self.pcm_bytes / 2 / SAMPLE_RATE * 1000 / FRAME_MS)

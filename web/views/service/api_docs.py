@@ -25,6 +25,7 @@ from web.appkeys import DERIVED, SETTINGS
 from web.live.elevenlabs_audio import supported_formats
 from web.monitors.memory import address
 from web.replies.timings import SUBTITLE_FORMATS
+from web.schemas import chatttsui
 from web.schemas.jobs import MAX_LIST_LIMIT
 from web.schemas.openapi_bodies import (
     Schema,
@@ -47,6 +48,7 @@ class Operation:
     query: tuple[tuple[str, Schema, str], ...] = ()  # (name, schema, description)
     ok: tuple[int, str, str] = (200, JSON, "")  # (status, media type, description)
     form: Callable[[Settings], Schema] | None = None  # a multipart/form-data body's schema
+    urlencoded: Callable[[Settings], Schema] | None = None  # an urlencoded form's schema
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -62,6 +64,14 @@ ELEVENLABS_QUERY = (
     ("auto_mode", {"enum": ["true", "false"]}, "true: each text frame is spoken at once"),
     ("sync_alignment", {"enum": ["true", "false"]}, "true: times from the context's start"),
 )
+
+# ChatTTS-ui's /tts fields (web/schemas/chatttsui.py), all strings as its clients send them.
+CHATTTSUI_QUERY = tuple((name, {"type": "string"}, "") for name in chatttsui.FIELDS)
+
+
+def chatttsui_form(_: Settings) -> Schema:
+    return {"type": "object", "properties": {name: {"type": "string"} for name in chatttsui.FIELDS}}
+
 
 OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "index"): Operation("The demo page", "page", ok=(200, "text/html", "")),
@@ -141,7 +151,18 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         body=captioned_request,
     ),
     ("GET", "openai_models"): Operation("Models (OpenAI's shape)", "openai"),
-    ("GET", "openai_voices"): Operation("Voice names (Kokoro's shape)", "openai"),
+    ("GET", "openai_model"): Operation("One model (OpenAI's shape)", "openai"),
+    ("GET", "openai_audio_models"): Operation("Speech models (Open WebUI's shape)", "openai"),
+    ("GET", "openai_voices"): Operation("Voices by id and name (Open WebUI's shape)", "openai"),
+    ("GET", "chatttsui_tts"): Operation(
+        "Speak (ChatTTS-ui's API: fields in the query string)", "chatttsui", query=CHATTTSUI_QUERY
+    ),
+    ("POST", "chatttsui_tts"): Operation(
+        "Speak (ChatTTS-ui's API: fields in a form)",
+        "chatttsui",
+        form=chatttsui_form,
+        urlencoded=chatttsui_form,
+    ),
     ("GET", "callback_secret"): Operation("My callbacks' signing secret", "jobs"),
     ("POST", "legacy_submit"): Operation(
         "Submit (the previous API)", "legacy", body=legacy_request
@@ -228,6 +249,8 @@ def _operation(method: str, name: str, path: str, op: Operation, settings: Setti
         content[JSON] = {"schema": op.body(settings)}
     if op.form is not None:
         content["multipart/form-data"] = {"schema": op.form(settings)}
+    if op.urlencoded is not None:
+        content["application/x-www-form-urlencoded"] = {"schema": op.urlencoded(settings)}
     if content:
         out["requestBody"] = {"required": True, "content": content}
     status, media, description = op.ok

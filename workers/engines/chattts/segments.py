@@ -4,7 +4,7 @@ cut again where spelling made one too long."""
 from __future__ import annotations
 
 from core.queue.job import SynthesisRequest
-from core.queue.voices import BUILTIN_BY_NAME
+from core.queue.voice_names import is_derived, language_of
 from core.text.normalize import normalize
 from core.text.sentences import locate, split_sentences
 from workers.engines.base import EngineError, Pieces
@@ -15,17 +15,19 @@ SEGMENT_CHARS_CJK = 120
 SEGMENT_CHARS_LATIN = 200
 
 
-def language(voice: str, registered: str | None = None) -> str:
-    """The normalizer's language: a built-in voice's, else the registered voice's, else zh."""
-    builtin = BUILTIN_BY_NAME.get(voice)
-    tag = builtin.language if builtin is not None else (registered or "zh")
+def language(voice: str, registered: str | None = None, text: str = "") -> str:
+    """The normalizer's language: a built-in voice's (a seed's or blend's: by the text), else the
+    registered voice's, else zh."""
+    if is_derived(voice):
+        return language_of(voice, text)
+    tag = registered or "zh"
     return "en" if tag.lower().startswith("en") else "zh"
 
 
 def pieces(text: str, request: SynthesisRequest, registered: str | None = None) -> Pieces:
     """The text cut into sentences as submitted, each normalized on its own (so that each
     segment knows its characters), cut again where spelling made it too long."""
-    lang = language(request.voice, registered)
+    lang = language(request.voice, registered, text)
     cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
     limit = SEGMENT_CHARS_CJK if cjk * 2 > len(text) else SEGMENT_CHARS_LATIN
     out: Pieces = []

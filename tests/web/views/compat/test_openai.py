@@ -20,6 +20,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
+from core.audio.formats import bare_mp3
 from core.infra.settings import Settings
 from core.queue.keys import Keys
 from core.queue.voices import mostly_mandarin
@@ -174,7 +175,8 @@ async def test_repeat_is_a_cache_hit_with_identical_bytes(
         ({"model": "tts-1", "input": "hi", "speed": 4.5}, "speed", "invalid_value"),
         ({"model": "tts-1", "input": "hi", "response_format": "ogg"}, "response_format", None),
         ({"model": "tts-1", "input": "hi", "stream_format": "ws"}, "stream_format", None),
-        ({"model": "tts-1", "input": "hi", "stream": True}, "stream", "unknown_parameter"),
+        ({"model": "tts-1", "input": "hi", "stream": "yes"}, "stream", None),
+        ({"model": "tts-1", "input": "hi", "streaming": True}, "streaming", "unknown_parameter"),
         ({"model": "tts-1", "input": "hi", "seed": -1}, "seed", None),
         ({"model": "tts-1", "input": "hi", "stream_start": "soon"}, "stream_start", None),
     ],
@@ -374,3 +376,89 @@ async def test_encoding_a_cached_answer_is_paced_per_address(
     assert cached["cached"] == "1", cached
     assert abs(duration(data, "mp3") - float(job["duration_s"])) < 1.0
     assert took >= 0.9 * (pcm_bytes - rate) / rate, (took, pcm_bytes)
+
+
+def _mp3_frames_only(data: bytes) -> None:
+    """Bare MPEG audio frames: no ID3 tag, no Xing/Info frame (what joins by concatenation)."""
+    assert data[:2] == b"\xff\xf3" or data[:2] == b"\xff\xfb", data[:4]
+    assert b"ID3" not in data[:10] and b"Xing" not in data and b"Info" not in data[:2000]
+
+
+async def test_mp3_answers_join_as_one_file(client: Client, worker: WorkerProcess) -> None:
+    """Home Assistant joins the mp3 answers of a long text's pieces into one file."""
+    pieces = []
+    for text, stream in (("The first piece.", None), ("And the second one.", "audio")):
+        body = {"model": "tts-1", "voice": "alloy", "input": text}
+        if stream:
+            body["stream_format"] = stream
+        response = await client.post("/v1/audio/speech", json=body)
+        assert response.status == 200, await response.text()
+        pieces.append(await response.read())
+    for piece in pieces:
+        _mp3_frames_only(piece)
+    joined = duration(pieces[0] + pieces[1], "mp3")
+    assert joined == pytest.approx(duration(pieces[0], "mp3") + duration(pieces[1], "mp3"), abs=0.1)
+
+
+async def test_open_webuis_body_and_sillytaverns_empty_bearer(
+    client: Client, worker: WorkerProcess
+) -> None:
+    """Open WebUI sends no response_format (mp3 comes back); SillyTavern sends `Bearer ` empty."""
+    body = {"model": "tts-1", "voice": "alloy", "input": "Hello there."}
+    for headers in ({}, {"Authorization": "Bearer "}):
+        response = await client.post("/v1/audio/speech", json=body, headers=headers)
+        assert response.status == 200, await response.text()
+        assert response.headers["Content-Type"] == "audio/mpeg"
+        _mp3_frames_only(await response.read())
+
+
+async def test_kokoro_clients_fields(client: Client, worker: WorkerProcess) -> None:
+    """What Kokoro-FastAPI's clients send beside OpenAI's fields, and its voice names."""
+    base = {"model": "kokoro", "voice": "af_bella", "input": "Hello from Kokoro's client."}
+    plain = await client.post("/v1/audio/speech", json={**base, "response_format": "pcm"})
+    assert plain.status == 200, await plain.text()
+    pcm = np.frombuffer(await plain.read(), "<i2").astype(np.float32)
+    louder = await client.post(
+        "/v1/audio/speech",
+        json={
+            **base,
+            "response_format": "pcm",
+            "stream": True,
+            "lang_code": "a",
+            "volume_multiplier": 2.0,
+            "normalization_options": {"normalize": True, "unit_normalization": False},
+        },
+    )
+    assert louder.status == 200, await louder.text()
+    assert louder.headers.get("Transfer-Encoding") == "chunked"  # stream: true
+    scaled = np.frombuffer(await louder.read(), "<i2").astype(np.float32)
+    assert scaled.size == pcm.size
+    loud = np.abs(pcm) < 16_000  # where doubling does not clip
+    assert np.allclose(scaled[loud], 2 * pcm[loud], atol=2)
+    linked = await client.post(
+        "/v1/audio/speech", json={**base, "stream": True, "return_download_link": True}
+    )
+    assert linked.status == 200
+    path = linked.headers["X-Download-Path"]
+    assert path == f"/v1/tts/jobs/{linked.headers['X-Job-Id']}/audio"
+    kept = await (await client.get(path)).read()  # the same audio, with its Xing frame
+    assert bare_mp3(kept) == await linked.read() and kept[:4] != (await linked.read())[:4]
+    for field, value in (("volume_multiplier", 0), ("normalization_options", {"nope": True})):
+        refused = await client.post("/v1/audio/speech", json={**base, field: value})
+        assert refused.status == 400
+        assert (await refused.json())["error"]["param"] == field
+
+
+async def test_a_blend_needs_an_engine_that_mixes(client: Client, worker: WorkerProcess) -> None:
+    body = {"model": "tts-1", "voice": "af_bella(2)+af_sky(1)", "input": "Hello."}
+    refused = await client.post("/v1/audio/speech", json=body)
+    assert refused.status == 400
+    error = (await refused.json())["error"]
+    assert (
+        error["code"] == "voice_blend_unsupported"
+        and "en_female(2)+en_female(1)" in error["message"]
+    )
+    bad = await client.post("/v1/audio/speech", json={**body, "voice": "alloy+mine"})
+    assert bad.status == 400 and "neither" in (await bad.json())["error"]["message"]
+    seeded = await client.post("/v1/audio/speech", json={**body, "voice": "2222"})
+    assert seeded.status == 200  # a seed is a voice on every engine

@@ -281,3 +281,41 @@ def test_the_runtime_in_bfloat16_speaks_every_row(tiny_checkpoint: Any) -> None:
     assert engine.runtime.decoder.k_cache.dtype == torch.bfloat16
     audio = synthesize(engine, segments(TEXTS))
     assert all(a.size > 0 and np.isfinite(a).all() for a in audio)
+
+
+def test_a_seed_voice_is_chatttsuis_voice_of_that_number(engine: Any) -> None:
+    """ChatTTS-ui draws voice N as `torch.manual_seed(N)`, then `randn * std + mean`: a seed
+    users share is the same speaker here, and it speaks."""
+    import torch
+
+    from core.voices.chattts import b14_decode, decode_embedding
+
+    stat = np.frombuffer(b14_decode(engine.chat.config.spk_stat), dtype=np.float16)
+    std, mean = torch.from_numpy(stat.astype(np.float32)).chunk(2)
+    torch.manual_seed(2222)
+    theirs = (torch.randn(std.numel()) * std + mean).half().numpy()
+    request = SynthesisRequest(text="你好", voice="seed_2222", seed=3)
+    voice = engine._speakers.voice(Segment("j", 0, "你好", request))
+    assert np.array_equal(decode_embedding(voice.spk_emb), theirs)
+    other = engine._speakers.voice(
+        Segment("j", 0, "你好", request.model_copy(update={"voice": "seed_7"}))
+    )
+    assert other.spk_emb != voice.spk_emb
+    audio, rows = rows_at_once(engine, [Segment("j", 0, "你好", request)])
+    assert rows == 1 and audio[0].size
+
+
+def test_a_blend_is_the_weighted_mean_of_its_speakers(engine: Any) -> None:
+    from core.voices.chattts import decode_embedding
+
+    def embedding(voice: str) -> np.ndarray:
+        request = SynthesisRequest(text="你好", voice=voice)
+        spk_emb = engine._speakers.voice(Segment("j", 0, "你好", request)).spk_emb
+        return decode_embedding(spk_emb).astype(np.float32)
+
+    mixed = embedding("zh_female(3)+seed_11(1)")
+    expected = 0.75 * embedding("zh_female") + 0.25 * embedding("seed_11")
+    assert np.allclose(mixed, expected, atol=1e-2)
+    request = SynthesisRequest(text="你好", voice="zh_female(3)+seed_11(1)", seed=1)
+    audio, rows = rows_at_once(engine, [Segment("j", 0, "你好", request)])
+    assert rows == 1 and audio[0].size

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from core.queue.job import SynthesisRequest
-from core.voices.chattts import VoiceData, b14_decode
+from core.voices.chattts import VoiceData, b14_decode, decode_embedding
 
 if TYPE_CHECKING:  # ChatTTS itself is imported where it is used (imports.py: in part at start)
     import ChatTTS
@@ -69,4 +69,32 @@ def draw_speaker(spk_stat: str, seed: int) -> str:
     generator = torch.Generator("cpu").manual_seed(seed)
     values = torch.randn(std.numel(), generator=generator, dtype=torch.float16)
     encoded: str = Speaker._encode(values.mul_(std).add_(mean))
+    return encoded
+
+
+def draw_seed_speaker(spk_stat: str, seed: int) -> str:
+    """A seed voice's embedding, drawn as ChatTTS-ui draws a voice number (`torch.manual_seed`,
+    then float32 `randn * std + mean`), from a local generator: a seed users share is the same
+    voice here, on every worker, after every restart."""
+    from ChatTTS.model.speaker import Speaker
+
+    stat = torch.from_numpy(np.frombuffer(b14_decode(spk_stat), dtype=np.float16).copy()).float()
+    std, mean = stat.chunk(2)
+    generator = torch.Generator("cpu").manual_seed(seed)
+    values = torch.randn(std.numel(), generator=generator) * std + mean
+    encoded: str = Speaker._encode(values.half())
+    return encoded
+
+
+def blend_speakers(embeddings: list[tuple[str, float]]) -> str:
+    """Speaker embeddings mixed by weight (their weighted mean)."""
+    from ChatTTS.model.speaker import Speaker
+
+    total = sum(weight for _, weight in embeddings)
+    mixed = sum(
+        torch.from_numpy(decode_embedding(embedding).astype(np.float32)) * (weight / total)
+        for embedding, weight in embeddings
+    )
+    assert isinstance(mixed, torch.Tensor)
+    encoded: str = Speaker._encode(mixed.half())
     return encoded

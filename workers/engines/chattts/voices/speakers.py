@@ -10,8 +10,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.queue.voice_names import blend_of, seed_of
 from core.voices.chattts import VoiceData, parse_voice_data, recording_voice_data, sample_voice_data
 from workers.engines.base import EngineError, Segment
+from workers.engines.chattts.library.params import blend_speakers, draw_seed_speaker
 
 VOICE_CACHE_SIZE = 64  # parsed registered voices kept per worker (a recording costs an encode)
 
@@ -24,14 +26,37 @@ class Speakers:
         self.model = model
         self._builtin = builtin or {}
         self._cache: OrderedDict[str, VoiceData] = OrderedDict()
+        self._drawn: OrderedDict[str, str] = OrderedDict()  # seeds and blends, by name
 
     def voice(self, segment: Segment) -> VoiceData:
         if segment.voice_data:
             return self._registered_voice(segment.voice_data)
-        embedding = self._builtin.get(segment.request.voice)
-        if embedding is None:
-            raise EngineError(f"unknown voice {segment.request.voice!r}", retryable=False)
-        return VoiceData("embedding", spk_emb=embedding)
+        return VoiceData("embedding", spk_emb=self._derived(segment.request.voice))
+
+    def _derived(self, name: str) -> str:
+        """A built-in voice's embedding, a seed's drawn, a blend's mixed (kept: a seed's draw
+        and a blend's mix are the same every time)."""
+        embedding = self._builtin.get(name) or self._drawn.get(name)
+        if embedding is not None:
+            return embedding
+        seed = seed_of(name)
+        blend = blend_of(name) if seed is None else None
+        if seed is not None:
+            embedding = draw_seed_speaker(self._speaker_stat(), seed)
+        elif blend is not None:
+            embedding = blend_speakers([(self._derived(p), w) for p, w in blend.parts])
+        else:
+            raise EngineError(f"unknown voice {name!r}", retryable=False)
+        self._drawn[name] = embedding
+        while len(self._drawn) > VOICE_CACHE_SIZE:
+            self._drawn.popitem(last=False)
+        return embedding
+
+    def _speaker_stat(self) -> str:
+        if self.model is None:
+            raise EngineError("the chattts engine was not loaded", retryable=True)
+        stat: str = self.model.config.spk_stat
+        return stat
 
     def _registered_voice(self, data: str) -> VoiceData:
         key = hashlib.sha256(data.encode()).hexdigest()

@@ -1,0 +1,136 @@
+"""Voices a name alone says, with no registry: built-in names, seeds (`seed_2222`, or `2222` as
+ChatTTS users share them) and weighted blends of those (`en_female(2)+seed_2222(1)`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from core.queue.voices import BUILTIN_BY_NAME, OPENAI_VOICES, mostly_mandarin
+
+SEED_PREFIX = "seed_"
+MAX_SEED = 2**31 - 1  # what torch's manual_seed and our request's `seed` take
+MAX_BLEND_PARTS = 4
+MAX_WEIGHT = 100.0
+_SEED = re.compile(r"(?:seed_)?(\d{1,10})")
+# One part of a blend, as Kokoro's clients write it: a name, and its weight in parentheses.
+_PART = re.compile(r"\s*([A-Za-z0-9_.-]{1,40})\s*(?:\(\s*(\d{1,3}(?:\.\d{1,3})?)\s*\))?\s*")
+# Kokoro's voice names: the first letter its language, the second its gender. Its clients send
+# these; each is read by our built-in voice of that language and gender.
+KOKORO_LANGUAGES = {"a": "en", "b": "en_2", "z": "zh"}
+_KOKORO = re.compile(r"([abz])([fm])_[a-z]{2,20}")
+
+
+class VoiceNameError(ValueError):
+    """A blend or seed that cannot be read; the message says what to send instead."""
+
+
+@dataclass(frozen=True)
+class Blend:
+    """Built-in or seed voices mixed by weight (ChatTTS: their speaker embeddings)."""
+
+    parts: tuple[tuple[str, float], ...]
+
+    @property
+    def name(self) -> str:
+        return "+".join(f"{part}({weight:g})" for part, weight in self.parts)
+
+
+def seed_of(name: str) -> int | None:
+    """The seed a seed voice is drawn from (None: not a seed voice)."""
+    match = _SEED.fullmatch(name)
+    if match is None or (not name.startswith(SEED_PREFIX) and name != match.group(1)):
+        return None
+    seed = int(match.group(1))
+    return seed if seed <= MAX_SEED else None
+
+
+def blend_of(name: str) -> Blend | None:
+    """A blend's parts (None: `name` has no '+', or a weight alone on one voice)."""
+    if "+" not in name and "(" not in name:
+        return None
+    parts: list[tuple[str, float]] = []
+    for piece in name.split("+"):
+        match = _PART.fullmatch(piece)
+        if match is None:
+            raise VoiceNameError(
+                f"cannot read the voice blend {name[:80]!r}: write voices joined by '+', each "
+                "with an optional weight, e.g. 'en_female(2)+seed_2222(1)'"
+            )
+        weight = float(match.group(2)) if match.group(2) else 1.0
+        if not 0 < weight <= MAX_WEIGHT:
+            raise VoiceNameError(f"a blend's weights are above 0 and at most {MAX_WEIGHT:g}")
+        parts.append((match.group(1), weight))
+    if len(parts) > MAX_BLEND_PARTS:
+        raise VoiceNameError(f"a blend mixes at most {MAX_BLEND_PARTS} voices")
+    return Blend(tuple(parts))
+
+
+def is_derived(name: str) -> bool:
+    """A name the engines speak without the registry: built-in, seed or blend (as canonical)."""
+    if name in BUILTIN_BY_NAME or seed_of(name) is not None:
+        return True
+    try:
+        blend = blend_of(name)
+    except VoiceNameError:
+        return False
+    return blend is not None and all(_plain(part) for part, _ in blend.parts)
+
+
+def _plain(name: str) -> bool:
+    return name in BUILTIN_BY_NAME or seed_of(name) is not None
+
+
+def alias(name: str, text: str) -> str | None:
+    """Ours for another service's name: OpenAI's by the text's language, Kokoro's by its
+    language and gender (None: neither)."""
+    lowered = name.strip().lower()
+    mapped = OPENAI_VOICES.get(lowered)
+    if mapped is not None:
+        return mapped[1] if mostly_mandarin(text) else mapped[0]
+    kokoro = _KOKORO.fullmatch(lowered)
+    if kokoro is not None:
+        language = KOKORO_LANGUAGES[kokoro.group(1)]
+        gender = "female" if kokoro.group(2) == "f" else "male"
+        suffix = "_2" if language.endswith("_2") else ""
+        return f"{language.removesuffix('_2')}_{gender}{suffix}"
+    return None
+
+
+def canonical(name: str, text: str) -> str:
+    """A request's voice as the queue keeps it: aliases mapped, a bare seed as `seed_N`, a blend
+    written out with its weights; any other name as given (a registered voice, or unknown)."""
+    name = name.strip()
+    seed = seed_of(name)
+    if seed is not None:
+        return f"{SEED_PREFIX}{seed}"
+    blend = blend_of(name)
+    if blend is None:
+        return alias(name, text) or name
+    parts = tuple((_single(part, text), weight) for part, weight in blend.parts)
+    if len(parts) == 1:
+        return parts[0][0]
+    return Blend(parts).name
+
+
+def _single(part: str, text: str) -> str:
+    seed = seed_of(part)
+    if seed is not None:
+        return f"{SEED_PREFIX}{seed}"
+    resolved = alias(part, text) or part
+    if resolved not in BUILTIN_BY_NAME:
+        raise VoiceNameError(
+            f"a blend mixes built-in and seed voices; {part!r} is neither (GET /v1/voices)"
+        )
+    return resolved
+
+
+def language_of(name: str, text: str) -> str:
+    """The language a derived voice reads in: a built-in's own, a blend's first built-in's,
+    else the text's ("zh" or "en")."""
+    blend = blend_of(name) if "+" in name or "(" in name else None
+    for part in [p for p, _ in blend.parts] if blend is not None else [name]:
+        builtin = BUILTIN_BY_NAME.get(part)
+        if builtin is not None:
+            return "en" if builtin.language.startswith("en") else "zh"
+    return "zh" if mostly_mandarin(text) else "en"

@@ -1,0 +1,104 @@
+"""`/tts`, ChatTTS-ui's API, replayed as its clients call it: pyVideoTrans' form post to its
+lowercased URL (and its reading of `filename` from disk on localhost), a bot's GET with ChatTTS-ui's
+fields, `wav=1`, and its errors as `{"code": 1}` with HTTP 200."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+from typing import Any
+
+import requests
+import soundfile as sf
+from aiohttp.test_utils import TestClient
+from yarl import URL
+
+from tests.conftest import ClientFactory, WorkerProcess
+
+Client = TestClient[Any, Any]
+
+
+def _post_as_pyvideotrans(base: str, text: str, role: str) -> Any:
+    """pyVideoTrans' ChatTTS channel, as it sends: its URL lowercased, a form, a long timeout."""
+    api_url = "http://" + base.strip().rstrip("/").lower().replace("http://", "").replace(
+        "/tts", ""
+    )
+    data = {"text": text.strip(), "voice": role, "prompt": "", "is_split": 1}
+    return requests.post(f"{api_url}/tts", data=data, proxies={"http": "", "https": ""}, timeout=60)
+
+
+async def test_pyvideotrans_form_post_and_its_file_on_disk(
+    make_client: ClientFactory, start_worker: Any, tmp_path: Path
+) -> None:
+    store = f"file://{tmp_path / 'audio'}"
+    client = await make_client(audio_store=store)
+    start_worker(CHATTTS_AUDIO_STORE=store)
+    base = str(client.make_url("/")).upper().replace("HTTP://", "http://")  # lowercased by it
+    answer = await asyncio.to_thread(_post_as_pyvideotrans, base, "Hello from a video.", "2222")
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["code"] == 0 and body["msg"] == "ok", body
+    assert body["filename"] == body["audio_files"][0]["filename"]
+    assert body["url"] == body["audio_files"][0]["url"] and body["url"].startswith("http://")
+    assert body["audio_files"][0]["audio_duration"] > 0.5
+    on_disk = Path(body["filename"])  # what it reads when the server is on localhost
+    stored = await asyncio.to_thread(on_disk.read_bytes)
+    assert on_disk.is_absolute() and stored[:4] == b"RIFF"
+    fetched = await asyncio.to_thread(requests.get, body["url"], timeout=10)  # elsewhere
+    assert fetched.status_code == 200 and fetched.content == stored
+    samples, rate = sf.read(io.BytesIO(fetched.content))
+    assert rate == 24_000 and len(samples) / rate > 0.5
+
+
+async def test_a_bots_get_with_chatttsuis_fields(client: Client, worker: WorkerProcess) -> None:
+    query = {
+        "text": "你好，欢迎。",
+        "voice": "1031",
+        "temperature": "0.3",
+        "top_p": "0.7",
+        "top_k": "20",
+        "skip_refine": "1",
+        "speed": "7",
+        "text_seed": "42",
+        "refine_max_new_token": "384",
+        "infer_max_new_token": "2048",
+    }
+    first = await (await client.get("/tts", params=query)).json()
+    assert first["code"] == 0, first
+    assert first["filename"].endswith(".wav")  # the audio lives in Redis here: a name, no path
+    again = await (await client.get("/tts", params=query)).json()
+    assert again["code"] == 0  # seeded with text_seed as ChatTTS-ui seeds: the same audio
+    one = await client.get(URL(first["url"]).path)
+    two = await client.get(URL(again["url"]).path)
+    assert await one.read() == await two.read()
+
+
+async def test_wav_1_answers_the_wav_itself(client: Client, worker: WorkerProcess) -> None:
+    response = await client.post("/tts", data={"text": "Hello.", "wav": "1", "voice": "en_male"})
+    assert response.status == 200 and response.headers["Content-Type"] == "audio/x-wav"
+    samples, rate = sf.read(io.BytesIO(await response.read()))
+    assert rate == 24_000 and samples.size
+
+
+async def test_errors_are_code_1_with_http_200(client: Client, worker: WorkerProcess) -> None:
+    cases = [
+        ({"voice": "2222"}, "text params lost"),
+        ({"text": "Hello.", "temperature": "hot"}, "'temperature' must be a number"),
+        ({"text": "Hello.", "voice": "nobody"}, "unknown voice"),
+        ({"text": "Hello.", "voice": "en_female+en_male"}, "cannot mix voices"),
+    ]
+    for form, message in cases:
+        response = await client.post("/tts", data=form)
+        assert response.status == 200
+        body = await response.json()
+        assert body["code"] == 1 and message in body["msg"], (form, body)
+
+
+async def test_a_page_elsewhere_cannot_speak_through_a_get(client: Client) -> None:
+    """`<img src="http://127.0.0.1:8000/tts?text=…">` on another site: no job made."""
+    headers = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}
+    body = await (await client.get("/tts", params={"text": "Hi."}, headers=headers)).json()
+    assert body["code"] == 1 and "another site" in body["msg"]
+    listed = await (await client.get("/v1/tts/jobs")).json()
+    assert listed["jobs"] == []

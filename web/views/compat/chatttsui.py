@@ -1,0 +1,111 @@
+"""`/tts`: ChatTTS-ui's API, as pyVideoTrans and bots call it: `GET` or `POST`, fields in the query
+string or a form, an answer once the audio is made.
+
+The call becomes one interactive job (a WAV, seeded with `text_seed` as ChatTTS-ui seeds it). Its
+answer is ChatTTS-ui's: `{"code": 0, "msg": "ok", "audio_files": [...], "filename", "url"}`,
+or with `wav=1` the WAV itself; errors are `{"code": 1, "msg": ...}` with HTTP 200, which its
+clients read. `url` is absolute; `filename` is the file's path on this machine when the audio
+store is a directory (pyVideoTrans reads it from disk when the server is on localhost), else the
+file's name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+from multidict import MultiDict, MultiDictProxy
+
+from web import job_service
+from web.appkeys import FORWARDED_TLS, QUEUE, SETTINGS
+from web.clients.identity import client_id
+from web.clients.limits import check_submit, stream_lease
+from web.errors import ApiError, json_response
+from web.intake.bodies import read_body
+from web.intake.submissions import synthesis_request
+from web.middlewares.origin import origin_allowed
+from web.monitors.memory import address
+from web.replies.sending import holding, send_bytes
+from web.replies.waiting import succeeded
+from web.schemas.chatttsui import answer, failure, tts_call
+
+_FORM = "application/x-www-form-urlencoded"
+_MULTIPART = "multipart/form-data"
+
+
+async def tts(request: web.Request) -> web.StreamResponse:
+    try:
+        return await _tts(request)
+    except ApiError as exc:
+        return json_response(failure(exc.message), headers=exc.headers)
+
+
+async def _tts(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    if request.method == "GET" and not _own_page_or_no_page(request):
+        raise ApiError(
+            403,
+            "a page of another site cannot make this server speak through its visitors' "
+            "browsers; call /tts from a program, or add the site to CHATTTS_ALLOWED_ORIGINS",
+            code="origin_not_allowed",
+        )
+    client = client_id(request)
+    call = tts_call(await _fields(request))
+    limit = app[SETTINGS].limits.max_text_chars
+    job = await synthesis_request(
+        app[QUEUE], {**call.job, "priority": "high"}, limit, client=client
+    )
+    await check_submit(request)
+    async with stream_lease(request, client):  # an open connection while its job is made
+        submitted = await job_service.enqueue(app, job, client, source=address(request))
+        finished = await succeeded(request, submitted.job_id, submitted.event_id)
+    if finished is None:
+        return web.Response(status=499, headers={"X-Job-Id": submitted.job_id})
+    job_id = submitted.job_id
+    if call.wav:
+        with holding(request, int(finished.get("audio_size") or 0)):
+            data = await app[QUEUE].stored.file(job_id)
+            if data is None:
+                raise ApiError(404, "the audio expired", code="audio_expired")
+            headers = {"Content-Type": "audio/x-wav", "X-Job-Id": job_id}
+            return await send_bytes(request, data, headers)
+    url = _origin(request) + str(app.router["job_audio"].url_for(job_id=job_id))
+    filename = await app[QUEUE].stored.local_path(job_id) or f"tts-{job_id}.wav"
+    made_s = float(finished.get("finished_at") or 0) - float(finished.get("created_at") or 0)
+    body = answer(filename, url, max(0.0, made_s), float(finished.get("duration_s") or 0))
+    return json_response(body, headers={"X-Job-Id": job_id})
+
+
+async def _fields(request: web.Request) -> MultiDict[str]:
+    """The form's fields overlaid with the query string's (ChatTTS-ui reads the query string
+    first); a JSON body is not read, as ChatTTS-ui reads none."""
+    fields: MultiDict[str] = MultiDict()
+    if request.method == "POST":
+        if request.content_type == _FORM:
+            raw = await read_body(request)
+            fields.extend(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+        elif request.content_type == _MULTIPART:
+            form: MultiDictProxy[Any] = await request.post()
+            fields.extend((k, v) for k, v in form.items() if isinstance(v, str))
+    merged: dict[str, str] = dict(fields)
+    merged.update((k, v) for k, v in request.query.items() if v.strip())
+    return MultiDict(merged)
+
+
+def _own_page_or_no_page(request: web.Request) -> bool:
+    """A GET that makes a job: not from a page elsewhere (an `<img src>` sends no Origin, but
+    every current browser sends Sec-Fetch-Site)."""
+    site = request.headers.get("Sec-Fetch-Site", "none")
+    return site in ("none", "same-origin") or (
+        "Origin" in request.headers and origin_allowed(request)
+    )
+
+
+def _origin(request: web.Request) -> str:
+    """This server as its caller reached it (the configured public URL first)."""
+    public = request.app[SETTINGS].web.public_url
+    if public:
+        return public.rstrip("/")
+    scheme = "https" if request.get(FORWARDED_TLS, request.secure) else "http"
+    return f"{scheme}://{request.host}"
