@@ -45,6 +45,7 @@ from web.derived import DerivedFiles
 from web.hub import Connections, EventHub
 from web.metrics import Metrics
 from web.middlewares.access_log import JobAccessLogger, quiet_malformed_requests
+from web.middlewares.cors import cors_headers, cors_middleware
 from web.middlewares.error_handling import error_middleware, json_error_bodies
 from web.middlewares.forwarded import forwarded_middleware
 from web.middlewares.metrics import metrics_middleware
@@ -144,6 +145,9 @@ def create_app(settings: Settings) -> web.Application:
             metrics_middleware,
             error_middleware,
             origin_middleware,
+            # After the Host check, before the key and identity checks: a preflight carries no
+            # key, and is given no identity.
+            cors_middleware,
             key_guesses_middleware,
             identity_middleware,
         ],
@@ -176,6 +180,7 @@ def create_app(settings: Settings) -> web.Application:
     app.on_shutdown.append(_close_connections)
     app.on_response_prepare.append(set_client_cookie)
     app.on_response_prepare.append(_security_headers)
+    app.on_response_prepare.append(cors_headers)
     app.on_response_prepare.append(json_error_bodies)
     return app
 

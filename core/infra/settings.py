@@ -336,7 +336,10 @@ class WebSettings:
     trusted_proxies: str = ""
     # Signs identity cookies; empty: a secret generated into data_dir. Replicas must share one.
     cookie_secret: str = ""
-    allowed_origins: str = ""  # extra origins whose pages may change state (comma-separated)
+    # Origins (comma-separated) whose pages may use the API from a browser: change state, open
+    # the WebSocket, read answers with the identity cookie (CORS); `*`: any page, without
+    # credentials. Empty: only the service's own page.
+    allowed_origins: str = ""
     # Host names answered (comma-separated, or *); empty: loopback names only when bound to
     # loopback (no DNS rebinding), any when bound to a public address.
     allowed_hosts: str = ""

@@ -237,7 +237,10 @@ async def identity_middleware(request: web.Request, handler: Handler) -> web.Str
 
 
 async def set_client_cookie(request: web.Request, response: web.StreamResponse) -> None:
-    """on_response_prepare: give every response to a cookie-less client its identity cookie."""
+    """on_response_prepare: give every response to a cookie-less client its identity cookie
+    (not an OPTIONS answer: a browser's preflight, which carries no cookie and keeps none)."""
+    if request.method == "OPTIONS":
+        return
     cookie = request.cookies.get(COOKIE)
     token = request.get(CLIENT_TOKEN)
     if token is not None and token in (cookie, request.headers.get(TOKEN_HEADER)):

@@ -62,11 +62,13 @@ def _where(request: web.Request) -> str:
 
 def _store_down(request: web.Request) -> bool:
     """Redis failed its last probes (web/monitors/store.py) and this request needs it. Long-lived
-    streams are let through: they wait for the store to come back by design."""
+    streams are let through: they wait for the store to come back by design; so are browsers'
+    preflights (OPTIONS), so that a page reads the 503 of the request that follows."""
     meter = request.app.get(THROUGHPUT)
     return (
         meter is not None
         and meter.store_down
+        and request.method != "OPTIONS"
         and request.path.startswith(_NEEDS_STORE)
         and request.path not in _WAITS_FOR_STORE
     )

@@ -32,7 +32,8 @@ def _names(csv: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=8)
-def _allowed_origins(csv: str) -> frozenset[str]:
+def configured_origins(csv: str) -> frozenset[str]:
+    """CHATTTS_ALLOWED_ORIGINS as a set: lower case, no trailing slash (`*`: any page)."""
     return _names(csv)
 
 
@@ -54,7 +55,7 @@ def origin_allowed(request: web.Request) -> bool:
     if origin is None:
         return True
     origin = origin.strip().rstrip("/").lower()
-    allowed = _allowed_origins(request.app[SETTINGS].web.allowed_origins)
+    allowed = configured_origins(request.app[SETTINGS].web.allowed_origins)
     if "*" in allowed or origin in allowed:
         return True
     _, sep, authority = origin.partition("://")
