@@ -15,7 +15,7 @@ from web.middlewares.origin import configured_origins
 # The paths a page of another origin may call; the page, the console and the probes stay
 # same-origin.
 _API_PREFIXES = ("/v1/", "/tts/", "/dev/")
-_API_PATHS = frozenset({"/v1", "/openapi.json"})
+_API_PATHS = frozenset({"/v1", "/tts", "/openapi.json"})
 # Request headers the API reads: always allowed in a preflight's answer. Any other header a
 # browser asks for is allowed too (an SDK's own, such as OpenAI's `X-Stainless-*`): the service
 # ignores the headers it does not read, so allowing them lets a page do nothing curl could not.
@@ -43,6 +43,7 @@ RESPONSE_HEADERS = (
     "WWW-Authenticate",
     "X-Cache",
     "X-Client-Token",
+    "X-Download-Path",
     "X-Job-Id",
     "X-Sample-Rate",
 )
