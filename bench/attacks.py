@@ -230,6 +230,27 @@ async def attack(
         await asyncio.wait(asks, timeout=1.0)  # those still waiting are held open meanwhile
         held.extend(asks)
 
+    async def held_tts(http: aiohttp.ClientSession) -> None:
+        """ChatTTS-ui's `/tts` answers held open, four at a time, as its form posts: the same
+        lease as OpenAI's; a refusal is its `{"code": 1}` with HTTP 200 (counted by the
+        status it stands for: 429 with Retry-After)."""
+        form = {"text": "Hold this answer open. " * 40, "voice": "2222", "is_split": "1"}
+
+        async def one() -> None:
+            try:
+                response = await http.post(f"{url}/tts", data=form)
+                body = await response.json(content_type=None)
+            except (aiohttp.ClientError, ValueError):
+                tally.add("ChatTTS-ui answer held", 0)
+                return
+            refused = body.get("code") == 1
+            status = (429 if "Retry-After" in response.headers else 422) if refused else 200
+            tally.add("ChatTTS-ui answer held", status)
+
+        asks = [asyncio.create_task(one()) for _ in range(4)]
+        await asyncio.wait(asks, timeout=1.0)
+        held.extend(asks)
+
     async def wrong_keys(http: aiohttp.ClientSession) -> None:
         guess = {"Authorization": f"Bearer guess-{time.monotonic_ns()}"}
         await request(tally, "admin key guess", http.get(f"{url}/admin/v1/queue", headers=guess))
@@ -295,7 +316,7 @@ async def attack(
         stalled.append(sock)
     plan = [fresh_identities] * 4 + [churn, open_streams, voice_bombs, digits, cross_site]
     plan += [dropped_characters, callback_churn, never_read, spoken_numbers, unheard_streams]
-    plan += [subtitles_again, held_answers, wrong_keys, bad_ws_ops, live_floods]
+    plan += [subtitles_again, held_answers, held_tts, wrong_keys, bad_ws_ops, live_floods]
     plan = [body for body in plan if body.__name__ not in skip]
     try:
         await asyncio.gather(*(loop(ATTACKERS[i % 8], body) for i, body in enumerate(plan)))
