@@ -395,3 +395,21 @@ async def test_each_segment_is_heard_and_its_verdict_told(
         # same order, the audio only once its job had heard it.
         assert kinds.index("segment") < kinds.index("check")
         assert 1 < len(main.pcm) / 48_000 < 8
+
+
+async def test_a_seed_is_a_voice_here_too(client: Client, worker: WorkerProcess) -> None:
+    """A ChatTTS seed as users share it (`2222`), as a live context's voice: its jobs keep it as
+    `seed_2222`, as every other API does."""
+    heard: dict[str, Heard] = {}
+    async with client.ws_connect("/v1/live") as ws:
+        await ws.send_json({"op": "open", "voice": "2222"})
+        await receive(ws, heard, "opened")
+        await ws.send_json({"op": "text", "text": "Hello there.", "flush": True})
+        await ws.send_json({"op": "close"})
+        await receive(ws, heard, "done")
+    assert heard["main"].pcm
+    submitted = await client.post("/v1/tts/jobs", json={"text": "Hi.", "voice": "2222"})
+    assert submitted.status == 202
+    listed = await (await client.get("/v1/tts/jobs", params={"limit": "50"})).json()
+    jobs = [await client.app[QUEUE].get(job["id"]) for job in listed["jobs"]]
+    assert {j.request.voice for j in jobs if j} == {"seed_2222"}
