@@ -216,6 +216,8 @@ class Continuous:
             self.hearings.pop(key, None)
         else:
             self.in_flight.pop(key, None)
+            if result.error is None:  # what the engine made in the time it was busy
+                self.metrics.made(result.audio.size / self.engine.sample_rate)
         job = self.in_hand.get(segment.job_id)
         storing = job is not None and job.job_id in self.outcomes.storing
         if job is None or job.hold is Hold.LOST or storing:

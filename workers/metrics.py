@@ -64,6 +64,9 @@ class Tally:
     segments: int = 0
     audio_seconds: float = 0.0
     busy_s: float = 0.0
+    # Audio the engine made in that time, every segment (a job's audio_seconds counts only jobs
+    # that succeeded: cancelled, failed and unfinished ones spent engine time too).
+    made_s: float = 0.0
     largest_batch: int = 0  # most segments in one engine call
     batch_jobs_max: int = 0  # most distinct jobs in one engine call (cross-request batching)
     # Segments heard, by voice: {"passed", "failed", "unheard", "remade": n, "reasons": {r: n}}.
@@ -277,6 +280,10 @@ class WorkerMetrics:
     def busy(self, elapsed_s: float) -> None:
         """Engine time spent on segments, as it passes."""
         self.tally.busy_s += elapsed_s
+
+    def made(self, audio_s: float) -> None:
+        """A segment's audio came out of the engine (kept or not: its busy time was spent)."""
+        self.tally.made_s += audio_s
 
     def segment_stored(self, job: ActiveJob, index: int) -> None:
         if index == 0:

@@ -53,8 +53,8 @@ class StreamRoom:
             own = int(stats.get("stream_capacity") or 0) if measured is not None else 1
             return own, measured
         tally = self.metrics.tally  # no measure before a segment has come back
-        measured = tally.busy_s > 0 and tally.audio_seconds > 0
-        return None, tally.audio_seconds / tally.busy_s if measured else None
+        measured = tally.busy_s > 0 and tally.made_s > 0
+        return None, tally.made_s / tally.busy_s if measured else None
 
     def capacity(self) -> int:
         """Streams carried at once, each `CHATTTS_STREAM_HEADROOM` times faster than real time."""
@@ -108,8 +108,8 @@ class StreamRoom:
                 return
             self._warned = True
             log.warning(
-                "worker %s: this device makes %.2fx real time for one stream, below the "
-                "%.2fx of CHATTTS_STREAM_HEADROOM: streams are batched like other work, and "
+                "worker %s: this device makes %.3gx real time for one stream, below the "
+                "%.3gx of CHATTTS_STREAM_HEADROOM: streams are batched like other work, and "
                 "each one's first audio waits until the rest can follow without a gap; add a "
                 "faster device for streams that start at once",
                 self.name,

@@ -146,3 +146,24 @@ async def test_the_capacity_is_measured_and_reaches_the_fleet_reading(
     fleet = (await queue.readings.queue()).streams_fleet
     assert fleet.capacity == streams["capacity"]
     assert fleet.below_realtime == (streams["capacity"] == 0)
+
+
+async def test_espeaks_speed_counts_every_segment_made(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    """eSpeak NG's stream speed is the audio it made per second busy, jobs that never finished
+    included: a cancelled document spent engine time and made audio all the same, and must not
+    read as a device below real time."""
+    queue = Queue(aredis, settings)
+    long_text = "A document read for a while and then cancelled by its client. " * 300
+    submitted = await queue.enqueue(SynthesisRequest(text=long_text, voice="en_male"), "key-a")
+    deadline = time.monotonic() + 30
+    while (job := await queue.get(submitted.job_id)) and job.segments_done < 3:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    await queue.cancel(submitted.job_id, "key-a")
+    await wait_terminal(queue, submitted.job_id, timeout=30)
+    streams = await streams_beat(aredis, queue, worker.name, 0)
+    assert streams["speed"] is not None and streams["speed"] > 10, streams
+    assert streams["capacity"] >= 1
+    assert "below the" not in worker.log()
