@@ -94,17 +94,19 @@ function applyEvent(rec, type, data, eventId) {
   }
   const live = nowS() - entry.ts < FRESH_S;
   if (live && TERMINAL.has(data.job.state)) rec.fresh = true;
-  applySnapshot(rec, data.job, undefined, { announce: live });
+  applySnapshot(rec, data.job, undefined, { announce: live, reopen: data.requeued === true });
   if (type === "progress" && entry.seg && player.has(rec.id)) {
     player.segment(rec.id, entry.seg[0], entry.seg[1]);
   }
 }
 
-export function applySnapshot(rec, snap, position, { announce: speak = false } = {}) {
+export function applySnapshot(rec, snap, position, options = {}) {
+  const { announce: speak = false, reopen = false } = options;
   if (position !== undefined) rec.position = position;
   const before = rec.snap;
-  // Terminal states are absorbing: a late answer never takes a finished job back.
-  if (before && TERMINAL.has(before.state) && !TERMINAL.has(snap.state)) {
+  // Terminal states are absorbing: a late answer never takes a finished job back. Only an
+  // operator's requeue of a dead job (its `queued` event says `requeued`) starts it again.
+  if (before && TERMINAL.has(before.state) && !TERMINAL.has(snap.state) && !reopen) {
     renderJob(rec);
     return;
   }

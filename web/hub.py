@@ -331,18 +331,29 @@ async def follow(
                 delay = min(delay * 2, BACKOFF_MAX_S)
                 continue
             delay = BACKOFF_START_S
-            for stream_id, event in batch:
+            for at, (stream_id, event) in enumerate(batch):
                 if cursor is not None and _id_key(stream_id) <= _id_key(cursor):
                     continue  # never twice, whatever a read returns
                 cursor = stream_id
                 yield stream_id, event
                 if job_id is not None and event.get("type") in TERMINAL_TYPES:
-                    return
+                    # The job's end, unless it ran again after (a dead letter requeued): its
+                    # next run's events follow this one, and its followers follow them.
+                    if at == len(batch) - 1 and not await _ran_again(queue, stream, cursor):
+                        return
             if len(batch) >= READ_BATCH:
                 continue
             quiet = not await sub.wait(poll_s)
     finally:
         hub.unsubscribe(sub)
+
+
+async def _ran_again(queue: Queue, stream: str, cursor: str) -> bool:
+    """Events follow a job's terminal one (it was requeued); False when Redis cannot say."""
+    try:
+        return bool(await queue.events.after(stream, cursor, 1))
+    except REDIS_DOWN:
+        return False
 
 
 class Connections:

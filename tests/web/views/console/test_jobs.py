@@ -224,3 +224,29 @@ async def test_a_requeued_document_whose_parts_expired_starts_afresh(
     done = await wait_job(client, job_id, ("succeeded",), timeout=60)
     assert done["segments_done"] == done["segments_total"] > 2
     assert await aredis.llen(keys.parts(job_id)) == done["segments_total"]
+
+
+async def test_a_requeued_jobs_followers_see_its_new_run(
+    make_client: ClientFactory, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """Following a requeued job from its start (SSE without a cursor, WebSocket `after: null`)
+    replays its death, then goes on with its new run to its new end: it did not stay dead."""
+    client = await make_client(admin_keys=ADMIN_KEY)
+    [job_id] = await _dead_jobs(client, start_worker, ["Dead once, then alive again."])
+    response = await client.post(f"/admin/v1/dlq/{job_id}/requeue", headers=ADMIN)
+    assert response.status == 200
+    stream = await client.get(f"/v1/tts/jobs/{job_id}/events")  # the README's way: no cursor
+    async with client.ws_connect("/v1/ws") as ws:
+        await ws.send_json({"op": "subscribe", "job_id": job_id, "after": None})
+        start_worker("healthy")
+        async with asyncio.timeout(20):
+            kinds = [event.event async for event in sse_events(stream)]
+            frames: list[str] = []
+            while not frames or frames[-1] != "succeeded":  # its subscription's end, after it
+                frame = await ws.receive_json()
+                if frame.get("type") == "event":
+                    frames.append(frame["event"]["type"])
+    stream.close()
+    for seen in (kinds, frames):
+        assert "dead" in seen and seen[-1] == "succeeded", seen
+        assert seen[seen.index("dead") + 1] == "queued", seen
