@@ -336,11 +336,11 @@ async def follow(
                     continue  # never twice, whatever a read returns
                 cursor = stream_id
                 yield stream_id, event
-                if job_id is not None and event.get("type") in TERMINAL_TYPES:
-                    # The job's end, unless it ran again after (a dead letter requeued): its
-                    # next run's events follow this one, and its followers follow them.
-                    if at == len(batch) - 1 and not await _ran_again(queue, stream, cursor):
-                        return
+                # The job's end, unless it ran again after (a dead letter requeued): its next
+                # run's events follow this one, and its followers follow them.
+                ended = job_id is not None and event.get("type") in TERMINAL_TYPES
+                if ended and at == len(batch) - 1 and not await _ran_again(queue, stream, cursor):
+                    return
             if len(batch) >= READ_BATCH:
                 continue
             quiet = not await sub.wait(poll_s)

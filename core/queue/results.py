@@ -20,6 +20,20 @@ class QueueError(Exception):
     code = "queue_refused"
 
 
+class IdempotencyKeyReused(QueueError):
+    """An Idempotency-Key sent again with another request (the IETF draft's 422)."""
+
+    status = 422
+    code = "idempotency_key_reused"
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(
+            f"this Idempotency-Key was first sent with another request (job {job_id}); a retry "
+            "sends the same body, and a new request a new key"
+        )
+        self.job_id = job_id
+
+
 class BacklogFull(QueueError):
     status = 429
     code = "backlog_full"

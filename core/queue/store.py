@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
@@ -26,6 +27,7 @@ from core.queue.results import (
     BacklogFull,
     BacklogShareFull,
     ClientCapReached,
+    IdempotencyKeyReused,
     QueueError,
     QueuePaused,
     Room,
@@ -47,6 +49,7 @@ __all__ = [
     "BacklogFull",
     "BacklogShareFull",
     "ClientCapReached",
+    "IdempotencyKeyReused",
     "Queue",
     "QueueError",
     "QueuePaused",
@@ -128,6 +131,7 @@ class Queue:
         still take, as last sampled)."""
         job_id = job_id or new_job_id()
         settings = self.settings
+        request_json = request.model_dump_json()
         account = f"address:{source}" if source else client
         keys = self._submission_keys(job_id, client, account, request.priority, idempotency_key)
         fair = settings.scheduling.scheduler == "fair"
@@ -138,7 +142,7 @@ class Queue:
         args = {
             "id": job_id,
             "client": client,
-            "request": request.model_dump_json(),
+            "request": request_json,
             "now": time.time(),
             "ttl": self._scripts.ttl,
             "max_backlog": settings.limits.max_backlog,
@@ -147,6 +151,7 @@ class Queue:
             "voice": request.voice,
             "format": request.format,
             "has_idem": "1" if idempotency_key else "0",
+            "fingerprint": _fingerprint(request_json, callback_url) if idempotency_key else "",
             "callback_url": callback_url or "",
             "document": "1" if document else "0",
             "bytes": expected_bytes,
@@ -170,6 +175,8 @@ class Queue:
         except NotReplicated as exc:
             raise Unreplicated(exc, job_id) from None
         status = as_text(result[0])
+        if status == "idem_mismatch":
+            raise IdempotencyKeyReused(as_text(result[1]))
         if status not in ("ok", "dup"):
             raise self._refusal(result, expected_bytes, chunk_bytes, room, backlog_owner == client)
         if status == "ok":
@@ -348,3 +355,9 @@ class Queue:
     async def stats(self) -> dict[str, float]:
         raw = await self._redis.hgetall(self.keys.stats)
         return {as_text(k): float(v) for k, v in raw.items()}
+
+
+def _fingerprint(request_json: str, callback_url: str | None) -> str:
+    """What an Idempotency-Key stands for: the request it was first sent with."""
+    digest = hashlib.sha256(f"{request_json}\n{callback_url or ''}".encode())
+    return digest.hexdigest()[:24]

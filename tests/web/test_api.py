@@ -169,6 +169,17 @@ async def test_idempotency_key_makes_one_job(client: Client) -> None:
     assert b["status_url"] == a["status_url"] and b["state"] == "queued"
     assert b["events_cursor"] == a["events_cursor"]
 
+    # The same key with another body is another request: refused, never the first job's audio.
+    other = await client.post("/v1/tts/jobs", json={"text": "twice"}, headers=headers)
+    assert other.status == 422
+    error = (await other.json())["error"]
+    assert error["code"] == "idempotency_key_reused" and a["id"] in error["message"]
+    assert error["param"] == "Idempotency-Key" and "Retry-After" not in other.headers
+    same_text_other_voice = {"text": "once", "voice": "en_male"}
+    assert (
+        await client.post("/v1/tts/jobs", json=same_text_other_voice, headers=headers)
+    ).status == 422
+
     bad = await client.post("/v1/tts/jobs", json={"text": "x"}, headers={"Idempotency-Key": "é"})
     assert bad.status == 400
     assert (await bad.json())["error"]["param"] == "Idempotency-Key"

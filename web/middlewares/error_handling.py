@@ -21,6 +21,7 @@ from core.queue.store import (
     BacklogFull,
     BacklogShareFull,
     ClientCapReached,
+    IdempotencyKeyReused,
     QueueError,
     QueuePaused,
     StorageQuotaReached,
@@ -166,6 +167,8 @@ def retry_after_s(exc: QueueError, app: web.Application) -> int:
 def refusal(app: web.Application, exc: QueueError) -> ApiError:
     """The answer to a refusal of the queue (backlog full, client at its cap, unreplicated):
     its status and message, with Retry-After from the measured throughput."""
+    if isinstance(exc, IdempotencyKeyReused):  # no retry makes it right
+        return ApiError(exc.status, str(exc), code=exc.code, param="Idempotency-Key")
     headers = {"Retry-After": str(retry_after_s(exc, app))}
     return ApiError(exc.status, str(exc), code=exc.code, headers=headers)
 

@@ -1,7 +1,7 @@
 --- keys: jobs job ev_job ev_client idem active stats other_jobs usage usage_expiry
 --- keys: source_usage source_expiry
 --- args: id client request now ttl:n max_backlog:n max_active:n maxlen_job maxlen_client voice
---- args: format has_idem callback_url document bytes:n client_quota:n source_quota:n
+--- args: format has_idem fingerprint callback_url document bytes:n client_quota:n source_quota:n
 --- args: source_account lane who weight cost chars head store_room chunk_bytes:n
 --- args: chunk_budget:n backlog_owner backlog_share:n
 -- jobs: this job's stream; idem: its idempotency key (the job key itself when none);
@@ -32,7 +32,11 @@ if has_idem == '1' then
     -- A write (the key's TTL refreshed) even here: a WAIT after this script then confirms
     -- that replicas hold everything before it, the earlier submission's job included.
     redis.call('EXPIRE', idem, ttl)
-    return {'dup', existing}
+    -- "<job id> <fingerprint of its request>": the key reused for another request is refused.
+    local earlier, print_of = string.match(existing, '^(%S+) (%S+)$')
+    if not earlier then return {'dup', existing} end
+    if print_of ~= fingerprint then return {'idem_mismatch', earlier} end
+    return {'dup', earlier}
   end
 end
 local base = base_of(job)
@@ -143,7 +147,7 @@ if document == '1' then field('document', '1') end
 redis.call('HINCRBY', K.backlog(base), backlog_owner, 1)
 field('backlog_owner', backlog_owner)
 if has_idem == '1' then
-  redis.call('SET', idem, id, 'EX', ttl)
+  redis.call('SET', idem, id .. ' ' .. fingerprint, 'EX', ttl)
   field('idem_key', idem)  -- a cancel before it starts shortens its life
 end
 redis.call('HSET', job, unpack(fields))
