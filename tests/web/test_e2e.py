@@ -113,6 +113,15 @@ async def test_segments_stream_and_replay(client: Client, worker: WorkerProcess)
     assert samples.size > 0
     missing = await client.get(f"{job['status_url']}/segments/{total + 1}")
     assert missing.status == 404
+    # A one-segment job has one segment (its file); none has a segment 0.
+    one = await submit(client, text="Short.", voice="en_male")
+    await collect_sse(await client.get(one["events_url"]))
+    for n, says in ((2, "it has 1"), (0, "numbered from 1; it has 1")):
+        answer = await client.get(f"{one['status_url']}/segments/{n}")
+        error = (await answer.json())["error"]
+        assert answer.status == 404 and error["code"] == "segment_not_found", error
+        assert says in error["message"], error
+    assert (await client.get(f"{one['status_url']}/segments/1")).status == 200
 
     # Replay after a cursor: only what follows it, by header or query.
     cursor = events[1].id

@@ -93,9 +93,14 @@ async def job_segment(request: web.Request) -> web.StreamResponse:
     """Segment n (1-based) of a job, as soon as it is synthesized (before the job finishes)."""
     job = await job_service.get(request.app, request.match_info["job_id"])
     n = int(request.match_info["n"])
-    if n < 1 or (job.segments_total and n > job.segments_total):
-        total = job.segments_total or "an unknown number of"
-        raise not_found(f"job {job.id} has no segment {n} (it has {total})", "segment_not_found")
+    # A one-segment job records no count: its file is its one segment.
+    total = job.segments_total or (1 if job.state == JobState.SUCCEEDED else 0)
+    if n < 1 or (total and n > total):
+        has = f"it has {total}" if total else "how many it has is known once it runs"
+        raise not_found(
+            f"job {job.id} has no segment {n} (segments are numbered from 1; {has})",
+            "segment_not_found",
+        )
     # A segment's size is known once it is read: a bound is reserved first, so that a crowd
     # of requests is refused before any reads, then corrected to the size read.
     memory, source = request.app[MEMORY], address(request)

@@ -69,6 +69,15 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
     if response is None:
         if failure is not None:
             raise failure
+        if skip > 0:  # the offset asked for more than the whole stream holds
+            total = _offset(request) - skip
+            raise ApiError(
+                416,
+                f"offset {total + skip} is past the end of this job's stream ({total} bytes); "
+                "you have it all",
+                code="offset_past_end",
+                headers={"Content-Range": f"bytes */{total}"},
+            )
         return await _open(request, job_id)  # nothing streamed (a cache hit): an empty body
     if failure is not None and request.transport is not None:
         request.transport.close()  # the body ends short: the client sees a broken transfer

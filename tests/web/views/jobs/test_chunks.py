@@ -43,6 +43,8 @@ async def test_the_stream_is_the_jobs_samples_from_any_byte(
     for offset in (2, 4800, len(body) // 2 & ~1, len(body)):
         status, rest, _ = await _stream(client, job["id"], f"?offset={offset}")
         assert status == 200 and rest == body[offset:], offset
+    status, rest, _ = await _stream(client, job["id"], f"?offset={len(body) + 2}")
+    assert status == 416 and b"offset_past_end" in rest and str(len(body)).encode() in rest
 
 
 async def test_a_stream_opened_mid_job_starts_from_the_first_sample(
