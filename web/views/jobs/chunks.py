@@ -32,12 +32,7 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
     job_id = valid_job_id(request.match_info["job_id"])
     job = await job_service.get(app, job_id)
     if not job.request.stream:
-        raise ApiError(
-            409,
-            f'job {job_id} was not submitted with "stream": true, so it sends no audio while it '
-            f"is made; its file is at /v1/tts/jobs/{job_id}/audio once it succeeds",
-            code="not_streamed",
-        )
+        raise _not_streamed(job_id)
     skip = _offset(request)
     response: web.StreamResponse | None = None
     failure: ApiError | None = None
@@ -70,18 +65,30 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
         if failure is not None:
             raise failure
         if skip > 0:  # the offset asked for more than the whole stream holds
-            total = _offset(request) - skip
-            raise ApiError(
-                416,
-                f"offset {total + skip} is past the end of this job's stream ({total} bytes); "
-                "you have it all",
-                code="offset_past_end",
-                headers={"Content-Range": f"bytes */{total}"},
-            )
+            raise _past_end(_offset(request) - skip, skip)
         return await _open(request, job_id)  # nothing streamed (a cache hit): an empty body
     if failure is not None and request.transport is not None:
         request.transport.close()  # the body ends short: the client sees a broken transfer
     return response
+
+
+def _not_streamed(job_id: str) -> ApiError:
+    return ApiError(
+        409,
+        f'job {job_id} was not submitted with "stream": true, so it sends no audio while it is '
+        f"made; its file is at /v1/tts/jobs/{job_id}/audio once it succeeds",
+        code="not_streamed",
+    )
+
+
+def _past_end(total: int, beyond: int) -> ApiError:
+    return ApiError(
+        416,
+        f"offset {total + beyond} is past the end of this job's stream ({total} bytes); you "
+        "have it all",
+        code="offset_past_end",
+        headers={"Content-Range": f"bytes */{total}"},
+    )
 
 
 def _offset(request: web.Request) -> int:
