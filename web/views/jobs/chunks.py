@@ -61,6 +61,17 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
         if request.transport is not None:
             request.transport.abort()
         return response or web.Response(status=499)
+    return await _ended(request, job_id, response, failure, skip)
+
+
+async def _ended(
+    request: web.Request,
+    job_id: str,
+    response: web.StreamResponse | None,
+    failure: ApiError | None,
+    skip: int,
+) -> web.StreamResponse:
+    """The answer once the job's stream ended (`skip`: offset bytes the stream never held)."""
     if response is None:
         if failure is not None:
             raise failure
