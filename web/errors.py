@@ -7,10 +7,11 @@ middleware that gives every failure this shape is in error_handling.py.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired
 
 import orjson
 from aiohttp import web
+from typing_extensions import TypedDict
 
 LEGACY_PREFIX = "/tts/"  # the previous design's endpoints, which keep its error shape
 
@@ -21,6 +22,29 @@ _TYPES = {
     409: "conflict_error",
     429: "rate_limit_error",
 }
+
+
+class ErrorDetail(TypedDict):
+    """What failed and what to fix (OpenAI's error object)."""
+
+    message: str
+    type: str  # invalid_request_error, authentication_error, rate_limit_error, server_error, …
+    param: str | None  # the parameter or field at fault
+    code: str  # stable, for programs: job_not_found, text_too_long, rate_limited, …
+    limit: NotRequired[str]  # a 429's: which limit was reached
+
+
+class ErrorBody(TypedDict):
+    """Every error of the API: `{"error": {...}}`."""
+
+    error: ErrorDetail
+    state: NotRequired[str]  # the job's state, where it is why (409 not_ready, job_finished)
+
+
+class LegacyError(TypedDict):
+    """An error of the seed-era `/tts/...` endpoints, as FastAPI wrote it."""
+
+    detail: str
 
 
 def dumps(obj: Any) -> str:
@@ -51,7 +75,7 @@ class ApiError(Exception):
         param: str | None = None,
         type: str | None = None,
         headers: Mapping[str, str] | None = None,
-        extra: Mapping[str, Any] | None = None,
+        state: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -60,20 +84,24 @@ class ApiError(Exception):
         self.param = param
         self.type = type or error_type(status)
         self.headers = dict(headers or {})
-        self.extra = dict(extra or {})
+        self.state = state
 
-    def error(self) -> dict[str, Any]:
+    def error(self) -> ErrorDetail:
         """The inner object (also the `error` of a WebSocket error frame)."""
         return {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
 
-    def body(self) -> dict[str, Any]:
-        return {"error": self.error(), **self.extra}
+    def body(self) -> ErrorBody:
+        body: ErrorBody = {"error": self.error()}
+        if self.state is not None:
+            body["state"] = self.state
+        return body
 
     def response(self) -> web.Response:
         return json_response(self.body(), status=self.status, headers=self.headers)
 
     def legacy_response(self) -> web.Response:
-        return json_response({"detail": self.message}, status=self.status, headers=self.headers)
+        body: LegacyError = {"detail": self.message}
+        return json_response(body, status=self.status, headers=self.headers)
 
 
 def redis_unavailable() -> ApiError:

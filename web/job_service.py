@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
 from core.audio.catalog import DOCUMENT_FORMATS
 from core.audio.sizes import expected_bytes
-from core.queue.job import Job, SynthesisRequest, is_job_id
+from core.queue.job import Job, JobSnapshot, SynthesisRequest, is_job_id
 from core.queue.store import QueueError, Room, Submitted
 from web.appkeys import CALLBACK_SECRET, HUB, KEY_SHARES, METRICS, QUEUE, SETTINGS, THROUGHPUT
 from web.callbacks.signing import client_secret
@@ -19,6 +19,7 @@ from web.errors import ApiError, job_not_found
 from web.hub import TERMINAL_TYPES, follow
 from web.intake.submissions import synthesis_request
 from web.middlewares.error_handling import refusal
+from web.schemas.answers import JobLinks, ListedJob, SubmittedJob
 from web.schemas.jobs import callback_url, position, valid_job_id
 
 # Chunks fetched per read of a replay: half a second each, a few seconds of audio, so that one
@@ -43,22 +44,20 @@ class Restarted(ApiError):
         )
 
 
-_JOB_URLS = {
-    "status_url": "job",
-    "audio_url": "job_audio",
-    "events_url": "job_events",
-    "subtitles_url": "job_subtitles",
-}
-
-
-def job_urls(app: web.Application, job_id: str) -> dict[str, str]:
+def job_urls(app: web.Application, job_id: str) -> JobLinks:
     """A job's URLs, as every answer that names a job gives them."""
     router = app.router
     if is_job_id(job_id):
         # What url_for builds, at a fraction of its cost (it runs on every submit): a job id is
         # hex, nothing in it to quote.
+        def url(name: str) -> str:
+            return router[name].canonical.format(job_id=job_id)
+
         return {
-            key: router[name].canonical.format(job_id=job_id) for key, name in _JOB_URLS.items()
+            "status_url": url("job"),
+            "audio_url": url("job_audio"),
+            "events_url": url("job_events"),
+            "subtitles_url": url("job_subtitles"),
         }
     return {
         "status_url": str(router["job"].url_for(job_id=job_id)),
@@ -112,7 +111,7 @@ async def submit(
     idem: str | None = None,
     source: str | None = None,
     **fixed: Any,
-) -> dict[str, Any]:
+) -> SubmittedJob:
     """Validate and enqueue a job request body; the body of the 202 (with `"duplicate": true`
     for a repeat)."""
     settings = app[SETTINGS]
@@ -195,11 +194,12 @@ def check_document(request: SynthesisRequest, max_text_chars: int) -> None:
         )
 
 
-async def submitted_body(app: web.Application, submitted: Submitted) -> dict[str, Any]:
+async def submitted_body(app: web.Application, submitted: Submitted) -> SubmittedJob:
     """The job's snapshot with the cursor of the very event it comes from (consistent pair)."""
     job_id = submitted.job_id
+    snapshot: JobSnapshot | None
     if submitted.event is not None:  # a new job: the enqueue script returned all we need
-        snapshot: dict[str, Any] = submitted.event["job"]
+        snapshot = submitted.event["job"]
         cursor, seq, started = submitted.event_id, submitted.seq, submitted.started_seq
     else:
         # A duplicate has no event of its own: the latest event says where the job stands.
@@ -208,22 +208,25 @@ async def submitted_body(app: web.Application, submitted: Submitted) -> dict[str
         cursor = event[0] if event is not None else None
         if event is not None:
             snapshot = event[1]["job"]
-        else:  # events trimmed or expired: the hash alone
+        else:  # events trimmed or expired: the hash alone, if it is still there
             job = await queue.get(job_id)
-            snapshot = job.public() if job else {"id": job_id, "state": "expired"}
-    body: dict[str, Any] = {
+            snapshot = job.public() if job else None
+    ahead = submitted.position
+    if ahead is None:
+        ahead = position(snapshot, seq, started) if snapshot is not None else None
+    links = job_urls(app, job_id)
+    body: SubmittedJob = {
         "id": job_id,
-        "state": snapshot.get("state"),
-        **job_urls(app, job_id),
+        "state": snapshot["state"] if snapshot is not None else "expired",
+        "status_url": links["status_url"],
+        "audio_url": links["audio_url"],
+        "events_url": links["events_url"],
+        "subtitles_url": links["subtitles_url"],
         "events_cursor": cursor,
-        "position": (
-            submitted.position
-            if submitted.position is not None
-            else position(snapshot, seq, started)
-        ),
+        "position": ahead,
+        "estimated_start_s": estimated_start(app, ahead),
         "job": snapshot,
     }
-    body["estimated_start_s"] = estimated_start(app, body["position"])
     if submitted.duplicate:
         body["duplicate"] = True
     return body
@@ -247,13 +250,13 @@ LIST_TEXT_CHARS = 500
 
 async def my_jobs(
     app: web.Application, client: str, states: frozenset[str], limit: int, cursor: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[ListedJob], str | None]:
     """The client's jobs, newest first, as its event stream remembers them (each job's
     submission, CHATTTS_CLIENT_EVENTS_MAXLEN events back at most: bounded work per request),
     those in `states` only (empty: all); and the cursor of the next page (None: no more)."""
     queue = app[QUEUE]
     stream, seen = queue.keys.client_events(client), set()
-    found: list[dict[str, Any]] = []
+    found: list[ListedJob] = []
     at, scanned = cursor, 0
     while len(found) < limit and scanned < app[SETTINGS].redis.client_events_maxlen:
         events = await queue.events.before(stream, at, LIST_SCAN_EVENTS)
@@ -279,11 +282,13 @@ async def my_jobs(
                 if record is None or (states and record.state.value not in states):
                     continue  # expired, or not asked for
                 text = record.request.text
-                preview = {
+                listed: ListedJob = {
+                    **record.public(),
+                    **job_urls(app, job_id),
                     "text": text[:LIST_TEXT_CHARS],
                     "text_truncated": len(text) > LIST_TEXT_CHARS,
                 }
-                found.append({**record.public(), **preview, **job_urls(app, job_id)})
+                found.append(listed)
                 if len(found) == limit:
                     return found, event_id
         at = events[-1][0]
@@ -298,7 +303,9 @@ async def get(app: web.Application, job_id: str) -> Job:
     return job
 
 
-async def cancel(app: web.Application, job_id: str, client: str) -> str:
+async def cancel(
+    app: web.Application, job_id: str, client: str
+) -> Literal["cancelled", "cancelling"]:
     """Cancel `client`'s job ("": an admin's, any job): 'cancelled' (it never ran) or
     'cancelling' (it stops at its next boundary). Reading a job by id is open (ids are
     capability URLs); ending it is its owner's."""
@@ -317,9 +324,9 @@ async def cancel(app: web.Application, job_id: str, client: str) -> str:
             409,
             f"job {job_id} already ended ({state}); there is nothing to cancel",
             code="job_finished",
-            extra={"state": state},
+            state=state,
         )
-    return verdict
+    return "cancelled" if verdict == "cancelled" else "cancelling"
 
 
 # -- following a job ----------------------------------------------------------------------------

@@ -6,9 +6,10 @@ import enum
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, cast
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict
 
 AudioFormat = Literal["wav", "mp3", "opus", "ogg", "flac", "pcm", "aac"]
 
@@ -97,6 +98,44 @@ def _num(value: str | None) -> float | None:
     return float(value) if value not in (None, "") else None
 
 
+class CheckCounts(TypedDict):
+    """Segments the worker heard (workers/checks/): by verdict, and those made again."""
+
+    passed: int
+    failed: int
+    unheard: int
+    remade: int
+
+
+class JobSnapshot(TypedDict):
+    """A job as clients see it: `Job.public()` and the `job` of every event (lua/_prelude.lua's
+    `snapshot`, which adds `starts`). Fields without a value are left out."""
+
+    id: str
+    state: JobState
+    voice: str
+    format: AudioFormat
+    attempts: int
+    created_at: float  # Unix seconds, as every *_at
+    started_at: NotRequired[float]
+    finished_at: NotRequired[float]
+    error: NotRequired[str]
+    segments_done: NotRequired[int]
+    segments_total: NotRequired[int]
+    duration_s: NotRequired[float]
+    audio_size: NotRequired[int]  # bytes of its file
+    sample_rate: NotRequired[int]
+    cancel_requested: NotRequired[Literal["1"]]
+    cached: NotRequired[Literal["1"]]  # its audio came from the result cache
+    chunks_done: NotRequired[int]  # a streaming job's chunks out so far
+    callback: NotRequired[Literal["pending", "delivered", "failed"]]
+    callback_attempts: NotRequired[int]
+    callback_error: NotRequired[str]
+    document: NotRequired[Literal["1"]]  # its audio is kept in parts
+    checks: NotRequired[CheckCounts]
+    starts: NotRequired[int]  # times a worker started it (events' snapshots only)
+
+
 @dataclass(frozen=True)
 class Job:
     """A snapshot of one job hash."""
@@ -126,7 +165,7 @@ class Job:
     document: bool = False  # its audio is kept in parts (core/audio/documents.py)
     samples_done: int = 0  # samples of its audio stored so far, pauses included
     # What the worker heard in its segments (workers/checks/): passed, failed, unheard, remade.
-    checks: dict[str, int] | None = None
+    checks: CheckCounts | None = None
 
     @classmethod
     def from_hash(cls, fields: dict[bytes, bytes]) -> Job:
@@ -160,7 +199,7 @@ class Job:
             checks=_checks(h),
         )
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> JobSnapshot:
         """The snapshot clients see (same fields as the snapshot inside events)."""
         out: dict[str, Any] = {
             "id": self.id,
@@ -189,14 +228,24 @@ class Job:
             "checks": self.checks,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
-        return out
+        # Built field by field: the API document's tests check real snapshots against the type.
+        return cast(JobSnapshot, out)
 
 
 CHECK_COUNTS = ("passed", "failed", "unheard", "remade")
 
 
-def _checks(h: dict[str, str]) -> dict[str, int] | None:
+def _checks(h: dict[str, str]) -> CheckCounts | None:
     """The job's counts of heard segments (lua/_prelude.lua: count_check), if any was heard."""
     if not any(h.get(f"checks_{name}") for name in CHECK_COUNTS[:3]):
         return None
-    return {name: int(h.get(f"checks_{name}") or 0) for name in CHECK_COUNTS}
+
+    def count(name: str) -> int:
+        return int(h.get(f"checks_{name}") or 0)
+
+    return CheckCounts(
+        passed=count("passed"),
+        failed=count("failed"),
+        unheard=count("unheard"),
+        remade=count("remade"),
+    )

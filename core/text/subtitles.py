@@ -4,13 +4,14 @@ and `webvtt-py`: for the web tier's subtitles route, and for the CLI without the
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import srt
 import webvtt
 
 
-def to_srt(cues: list[dict[str, Any]]) -> str:
+def to_srt(cues: Sequence[Mapping[str, Any]]) -> str:
     return str(
         srt.compose(
             srt.Subtitle(
@@ -24,7 +25,7 @@ def to_srt(cues: list[dict[str, Any]]) -> str:
     )
 
 
-def to_vtt(cues: list[dict[str, Any]]) -> str:
+def to_vtt(cues: Sequence[Mapping[str, Any]]) -> str:
     document = webvtt.WebVTT()
     for cue in cues:
         document.captions.append(

@@ -30,7 +30,7 @@ from aiohttp import web
 from core.queue.limits import Bucket, Limits
 from web.appkeys import QUEUE, SETTINGS
 from web.clients.identity import client_id
-from web.errors import ApiError
+from web.errors import ApiError, ErrorDetail
 from web.monitors.memory import address
 
 # A connection's lease: renewed every LEASE_S / 3 while it lives, gone LEASE_S after a crash.
@@ -49,8 +49,10 @@ class RateLimited(ApiError):
         self.limit = what
         self.retry_after_s = retry_after_s
 
-    def error(self) -> dict[str, Any]:
-        return {**super().error(), "limit": self.limit}
+    def error(self) -> ErrorDetail:
+        detail = super().error()
+        detail["limit"] = self.limit
+        return detail
 
 
 async def check_rate(

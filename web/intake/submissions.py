@@ -18,7 +18,7 @@ from web.appkeys import QUEUE, SETTINGS
 from web.errors import ApiError
 from web.monitors.fleet import check_blend, check_registered_voice, check_speakable
 from web.schemas import openai
-from web.schemas.jobs import synthesis
+from web.schemas.jobs import check_length, synthesis
 from web.schemas.voices import voice_owner
 
 # Cleaning this many characters takes well under a millisecond; longer text is cleaned off-loop.
@@ -40,6 +40,7 @@ async def synthesis_request(
     payload = {**payload, **fixed}
     text = payload.get("text")
     if isinstance(text, str):
+        check_length(text, max_chars, document_chars)  # as sent: never cleaned past the limit
         payload["text"] = await clean(text)
     request = synthesis(payload, max_chars, document_chars)
     await check_voice(queue, request.voice, client)

@@ -10,6 +10,8 @@ from core.queue.console import DeadLetter
 from core.queue.readings import QueueReading
 from core.queue.store import Queue
 from web.clients.identity import shown_client
+from web.schemas.answers import DeadLetter as DeadLetterView
+from web.schemas.answers import QueueView
 
 # The windows of the throughput figures, in minutes.
 WINDOWS_MIN = (1, 5, 15)
@@ -28,7 +30,7 @@ def _rates(minutes: list[dict[str, float]], now: float) -> dict[str, dict[str, f
     return out
 
 
-async def queue_view(queue: Queue) -> dict[str, Any]:
+async def queue_view(queue: Queue) -> QueueView:
     """The queue at a glance (the console's first view, also sent live)."""
     reading: QueueReading = await queue.readings.queue(usage=False)  # (usage has its own view)
     pause = await queue.console.paused()
@@ -155,7 +157,7 @@ def listed_job(record: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def dead_letter_view(letter: DeadLetter) -> dict[str, Any]:
+def dead_letter_view(letter: DeadLetter) -> DeadLetterView:
     return {
         "entry": letter.entry,
         "id": letter.job_id,
@@ -167,7 +169,7 @@ def dead_letter_view(letter: DeadLetter) -> dict[str, Any]:
     }
 
 
-async def dead_letter_page(queue: Queue, limit: int) -> list[dict[str, Any]]:
+async def dead_letter_page(queue: Queue, limit: int) -> list[DeadLetterView]:
     """The newest `limit` dead letters (the live view's)."""
     letters, _ = await queue.console.dead_letters(limit)
     return [dead_letter_view(letter) for letter in letters]

@@ -11,6 +11,7 @@ from core.audio.formats import SAMPLE_RATE
 from core.queue.job import Job
 from core.text.cues import PlacedSegment, segment_cues, word_times
 from core.text.subtitles import to_srt, to_vtt
+from web.schemas.answers import Cue, TimedText, WordTime
 
 # The subtitle formats and their media types.
 SUBTITLE_FORMATS = {
@@ -38,9 +39,9 @@ def placed_segments(job: Job, raw: list[bytes]) -> list[PlacedSegment]:
     ]
 
 
-def cues_of(text: str, segments: list[PlacedSegment]) -> list[dict[str, Any]]:
+def cues_of(text: str, segments: list[PlacedSegment]) -> list[Cue]:
     """A job's cues in seconds, with their text, their characters and their segment."""
-    out: list[dict[str, Any]] = []
+    out: list[Cue] = []
     for number, segment in enumerate(segments, start=1):
         for cue in segment_cues(text, segment):
             out.append(
@@ -57,11 +58,11 @@ def cues_of(text: str, segments: list[PlacedSegment]) -> list[dict[str, Any]]:
     return out
 
 
-def words_of(text: str, segments: list[PlacedSegment]) -> tuple[list[dict[str, Any]], bool]:
+def words_of(text: str, segments: list[PlacedSegment]) -> tuple[list[WordTime], bool]:
     """Word timestamps in Kokoro's captioned-speech shape (`{"word", "start_time", "end_time"}`
     in seconds), and whether any is estimated: eSpeak NG reports its words' times, ChatTTS
     does not (core/text/cues.py estimates them as it does the cues)."""
-    out: list[dict[str, Any]] = []
+    out: list[WordTime] = []
     estimated = False
     for segment in segments:
         estimated = estimated or not segment.words
@@ -76,11 +77,17 @@ def subtitles_file(job: Job, raw: list[bytes], fmt: str) -> bytes:
     cues = cues_of(job.request.text, segments)
     if fmt == "json":
         words, estimated = words_of(job.request.text, segments)
-        timed = {"job_id": job.id, "cues": cues, "words": words, "words_estimated": estimated}
+        timed: TimedText = {
+            "job_id": job.id,
+            "cues": cues,
+            "words": words,
+            "words_estimated": estimated,
+        }
         # What the worker heard in each segment, and the job's counts (docs/checks.md).
         checks = [orjson.loads(cue).get("check") for cue in raw]
         if any(checks):
-            timed.update(checks=job.checks, segment_checks=checks)
+            timed["checks"] = job.checks
+            timed["segment_checks"] = checks
         return orjson.dumps(timed)
     return (to_srt(cues) if fmt == "srt" else to_vtt(cues)).encode()
 

@@ -16,6 +16,7 @@ MAX_PAGE = 500
 MAX_IDS = 1_000
 MAX_USAGE_DAYS = USAGE_DAYS_KEPT  # what the tallies keep
 MAX_REASON_CHARS = 200
+MAX_KEY_CHARS = 512  # an admin key sent to sign in
 # What Retry-After a paused queue answers by default, and at most (a day: a client backs off,
 # it does not give up).
 PAUSE_RETRY_AFTER_S = 60
@@ -28,7 +29,7 @@ def _invalid(param: str, message: str) -> ApiError:
 
 def integer(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
     raw = query.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
     if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
         raise _invalid(name, f"'{name}' is a whole number from {low} to {high}")
@@ -38,7 +39,7 @@ def integer(query: Mapping[str, str], name: str, default: int, low: int, high: i
 def timestamp(query: Mapping[str, str], name: str) -> float | None:
     """A time as Unix seconds (what every `*_at` field of a job holds)."""
     raw = query.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return None
     try:
         value = float(raw)
@@ -76,6 +77,8 @@ def job_ids(body: Any) -> list[str] | None:
         raise ApiError(
             400, 'send a JSON object: {"ids": [...]} or {"all": true}', code="invalid_body"
         )
+    if not isinstance(body.get("all", False), bool):
+        raise ApiError(400, "'all' is true or false", code="invalid_body", param="all")
     if body.get("all") is True and "ids" not in body:
         return None
     ids = body.get("ids")
@@ -99,8 +102,6 @@ def job_ids(body: Any) -> list[str] | None:
 
 def pause(body: Any) -> tuple[str, int]:
     """A pause's reason (shown to refused clients) and its Retry-After."""
-    if body is None:
-        body = {}
     if not isinstance(body, dict) or set(body) - {"reason", "retry_after_s"}:
         raise ApiError(
             400,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from web.errors import ApiError
+from web.schemas.answers import TtsAnswer, TtsFailure, TtsFile
 
 DEFAULT_VOICE = "2222"  # ChatTTS-ui's: a seed
 DEFAULT_TEXT_SEED = 42  # ChatTTS-ui seeds every request's sampling with it unless told 0
@@ -42,7 +43,7 @@ class TtsCall:
     wav: bool
 
 
-def failure(message: str) -> dict[str, Any]:
+def failure(message: str) -> TtsFailure:
     """ChatTTS-ui's error answer (sent with HTTP 200: its clients read `code`)."""
     return {"code": 1, "msg": message}
 
@@ -103,10 +104,10 @@ def tts_call(fields: Mapping[str, str]) -> TtsCall:
     return TtsCall(job, _cast(fields, "wav", int, 0) > 0)
 
 
-def answer(filename: str, url: str, inference_s: float, duration_s: float) -> dict[str, Any]:
+def answer(filename: str, url: str, inference_s: float, duration_s: float) -> TtsAnswer:
     """ChatTTS-ui's success answer: its list of files, and the first one's `filename` and `url`
     at the top (what pyVideoTrans reads)."""
-    audio = {
+    audio: TtsFile = {
         "filename": filename,
         "url": url,
         "inference_time": round(inference_s, 2),

@@ -4,6 +4,7 @@ parts of a job's answer computed from what is at hand."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -141,32 +142,38 @@ def callback_url(payload: dict[str, Any], allow: tuple[Network, ...]) -> str | N
         raise ApiError(422, str(exc), code="invalid_callback_url", param="callback_url") from None
 
 
-def check_text(cleaned: str, max_chars: int, document_chars: int | None = None) -> None:
-    """Refuse empty, overlong or unspeakable text. With `document_chars` (POST /v1/tts/jobs:
-    a job may be a whole document), past that many characters is a 413 that names the limit."""
-    if document_chars is not None and len(cleaned) > document_chars:
+def check_length(text: str, max_chars: int, document_chars: int | None = None) -> None:
+    """Refuse text past its limit, as sent (the limit the API document states) and once
+    cleaned alike. With `document_chars` (POST /v1/tts/jobs: a job may be a whole document),
+    past that many characters is a 413 that names the limit."""
+    if document_chars is not None and len(text) > document_chars:
         raise ApiError(
             413,
-            f"'text' has {len(cleaned)} characters; a job holds at most {document_chars} "
+            f"'text' has {len(text)} characters; a job holds at most {document_chars} "
             "(CHATTTS_MAX_DOCUMENT_CHARS): split it into several jobs",
             code="text_too_long",
             param="text",
         )
     max_chars = max(max_chars, document_chars or 0)
+    if len(text) > max_chars:
+        raise ApiError(
+            422,
+            f"'text' has {len(text)} characters; the limit is {max_chars}: "
+            "split it into several jobs",
+            code="text_too_long",
+            param="text",
+        )
+
+
+def check_text(cleaned: str, max_chars: int, document_chars: int | None = None) -> None:
+    """Refuse empty, overlong or unspeakable text (overlong: as check_length)."""
+    check_length(cleaned, max_chars, document_chars)
     if not cleaned:
         raise ApiError(
             422,
             "'text' is empty once invisible and control characters are removed; "
-            f"send 1 to {max_chars} characters",
+            f"send 1 to {max(max_chars, document_chars or 0)} characters",
             code="text_empty",
-            param="text",
-        )
-    if len(cleaned) > max_chars:
-        raise ApiError(
-            422,
-            f"'text' has {len(cleaned)} characters; the limit is {max_chars}: "
-            "split it into several jobs",
-            code="text_too_long",
             param="text",
         )
     try:
@@ -194,7 +201,7 @@ def check_prompt(prompt: str) -> str:
 # -- response bodies ---------------------------------------------------------------------------
 
 
-def position(snapshot: dict[str, Any], seq: int, started_seq: int) -> int | None:
+def position(snapshot: Mapping[str, Any], seq: int, started_seq: int) -> int | None:
     """Jobs ahead of a queued job (0 = next); None once it left the queue. As Queue.position.
     (`seq`, the job's place in the queue-wide count, is kept from clients: it tells volume.)"""
     if snapshot.get("state") != "queued":

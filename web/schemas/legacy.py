@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.queue.voices import BUILTIN_VOICES
 from core.text.sentences import has_speakable
+from web.schemas.answers import LegacyProblem
 
 MAX_CHARS = 500
 VOICE_PATTERN = "^(" + "|".join(v.name for v in BUILTIN_VOICES) + ")$"
@@ -32,11 +33,11 @@ class LegacyRequest(BaseModel):
         return value
 
 
-def fastapi_detail(errors: list[Any]) -> list[dict[str, Any]]:
+def fastapi_detail(errors: list[Any]) -> list[LegacyProblem]:
     """Pydantic's errors as FastAPI wrote them in a 422's `detail`."""
     detail = []
     for error in errors:
-        item = {
+        item: LegacyProblem = {
             "type": error["type"],
             "loc": ["body", *error["loc"]],
             "msg": error["msg"],

@@ -9,6 +9,7 @@ from typing import Any
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.voices import DEFAULT_VOICES, OPENAI_VOICES
+from web.schemas import admin
 from web.schemas import openai as speech
 from web.schemas import voices as registration
 from web.schemas.legacy import LegacyRequest
@@ -25,17 +26,24 @@ def job_request(settings: Settings) -> Schema:
     schema.pop("title", None)
     voice = schema["properties"]["voice"]
     voice.pop("default", None)  # the web tier picks by the text's language
-    voice["description"] = (
-        f"a voice of GET /v1/voices, or an OpenAI voice name ({', '.join(OPENAI_VOICES)}); "
-        f"left out: {DEFAULT_VOICES['zh']} for Mandarin text, {DEFAULT_VOICES['en']} otherwise"
-    )
+    schema["properties"]["voice"] = {
+        "anyOf": [voice, {"type": "null"}],
+        "description": (
+            f"a voice of GET /v1/voices, or an OpenAI voice name ({', '.join(OPENAI_VOICES)}); "
+            f"null or left out: {DEFAULT_VOICES['zh']} for Mandarin text, "
+            f"{DEFAULT_VOICES['en']} otherwise"
+        ),
+    }
     schema["properties"]["callback_url"] = {
-        "type": "string",
-        "format": "uri",
+        "anyOf": [{"type": "string", "format": "uri"}, {"type": "null"}],
         "description": "POSTed (Standard Webhooks) when the job ends",
     }
     schema["description"] = "A synthesis job."
     return schema
+
+
+def _nullable(schema: Schema) -> Schema:
+    return {"anyOf": [schema, {"type": "null"}]}
 
 
 def speech_request(settings: Settings) -> Schema:
@@ -76,6 +84,25 @@ def speech_request(settings: Settings) -> Schema:
             "cache": {"type": "boolean"},
             "stream_start": job_request(settings)["properties"]["stream_start"],
             "stream_check": job_request(settings)["properties"]["stream_check"],
+            # Kokoro-FastAPI's (web/schemas/openai.py: KOKORO).
+            "stream": _nullable({"type": "boolean"}),
+            "lang_code": _nullable({"type": "string", "maxLength": 8}),
+            "volume_multiplier": _nullable(
+                {
+                    "type": "number",
+                    "exclusiveMinimum": speech.VOLUME_RANGE[0],
+                    "maximum": speech.VOLUME_RANGE[1],
+                }
+            ),
+            "return_download_link": _nullable({"type": "boolean"}),
+            "normalization_options": _nullable(
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {n: {"type": "boolean"} for n in speech.KOKORO_NORMALIZATION},
+                }
+            ),
+            "download_format": _nullable({"type": "string", "maxLength": 8}),
         },
     }
 
@@ -85,7 +112,8 @@ def captioned_request(settings: Settings) -> Schema:
     properties = schema["properties"]
     properties.pop("stream_format")  # it comes whole
     properties["return_timestamps"] = {"type": "boolean", "default": True}
-    properties["stream"] = {"const": False, "description": "it comes whole"}
+    # Only false (it comes whole): a boolean, not `const: false`, which generators choke on.
+    properties["stream"] = {"type": "boolean", "default": False, "description": "false only"}
     properties["lang_code"] = {"type": "string", "description": "accepted; the text decides"}
     assert set(properties) >= set(speech.CAPTIONED_EXTENSIONS)
     return schema
@@ -94,6 +122,8 @@ def captioned_request(settings: Settings) -> Schema:
 def legacy_request(settings: Settings) -> Schema:
     schema = LegacyRequest.model_json_schema()
     schema.pop("title", None)
+    text = schema["properties"]["text"]  # a server's lower CHATTTS_MAX_TEXT_CHARS holds too
+    text["maxLength"] = min(text["maxLength"], settings.limits.max_text_chars)
     return schema
 
 
@@ -130,3 +160,38 @@ def voice_form(settings: Settings) -> Schema:
     }
     assert set(properties) == set(registration.FORM_FIELDS)
     return {"type": "object", "required": ["name", "transcript", "audio"], "properties": properties}
+
+
+# -- the operators' console (web/schemas/admin.py) ----------------------------------------------
+
+
+def admin_key(settings: Settings) -> Schema:
+    key = {"type": "string", "minLength": 1, "maxLength": admin.MAX_KEY_CHARS}
+    return {"type": "object", "required": ["key"], "properties": {"key": key}}
+
+
+def pause_request(settings: Settings) -> Schema:
+    """Both optional (the body too): the reason refused clients read, their Retry-After."""
+    after = {"type": "integer", "minimum": 1, "maximum": admin.MAX_PAUSE_RETRY_AFTER_S}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "reason": {"type": "string", "maxLength": admin.MAX_REASON_CHARS},
+            "retry_after_s": {**after, "default": admin.PAUSE_RETRY_AFTER_S},
+        },
+    }
+
+
+def job_ids(settings: Settings) -> Schema:
+    """`{"ids": [...]}`, or `{"all": true}` (a boolean here: generators choke on `const`)."""
+    ids = {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": admin.MAX_IDS,
+        "items": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+    }
+    return {
+        "type": "object",
+        "properties": {"ids": ids, "all": {"type": "boolean", "description": "true: every one"}},
+    }

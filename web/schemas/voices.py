@@ -4,13 +4,14 @@ form takes), and what a registered voice's stored metadata says and shows."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from core.queue.voice_names import alias, seed_of
 from core.queue.voices import BUILTIN_BY_NAME
 from web.errors import ApiError
+from web.schemas.answers import Voice
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{1,40}")
 _MAX_FIELD_CHARS = 256
@@ -100,7 +101,7 @@ def voice_field(raw: bytes | str, name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def public_fields(name: str, raw: bytes) -> dict[str, Any]:
+def public_fields(name: str, raw: bytes) -> Voice:
     """What a registered voice shows: its short scalar fields, never its data, owner or source."""
     try:
         data = orjson.loads(raw)
@@ -116,4 +117,4 @@ def public_fields(name: str, raw: bytes) -> dict[str, Any]:
             or (isinstance(v, str) and len(v) <= _MAX_FIELD_CHARS)
         )
     }
-    return {**fields, "name": name, "builtin": False}
+    return cast(Voice, {**fields, "name": name, "builtin": False})

@@ -21,6 +21,7 @@ from web.monitors.memory import address
 from web.replies.sending import holding
 from web.replies.timings import words_file
 from web.replies.waiting import succeeded
+from web.schemas.answers import CaptionedSpeech
 from web.schemas.openai import Speech
 
 
@@ -76,7 +77,7 @@ async def _answer(
         job = await job_service.get(app, job_id)
         build = functools.partial(words_file, job, await queue.stored.cues(job_id))
         timed = orjson.loads(await app[DERIVED].get((job_id, "words"), build, address(request)))
-        body = {
+        body: CaptionedSpeech = {
             "audio": base64.b64encode(data).decode(),
             "audio_format": params.format,
             "timestamps": timed["words"] if timestamps else None,

@@ -6,14 +6,13 @@ back to OpenAI's six voices on any other shape). Open to callers without a key u
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from core.queue.voices import BUILTIN_VOICES, OPENAI_VOICES
 from web.appkeys import QUEUE
 from web.clients.identity import client_id, is_admin
 from web.errors import ApiError, json_response
+from web.schemas import answers
 from web.schemas.voices import voice_owner
 
 # `/v1/audio/speech` takes any model name: these are the ones OpenAI clients send, all served by
@@ -28,13 +27,16 @@ async def _model_names(request: web.Request) -> list[str]:
     return [*MODEL_ALIASES, *(e for e in engines if e not in MODEL_ALIASES)]
 
 
-def _model(name: str) -> dict[str, Any]:
+def _model(name: str) -> answers.Model:
     return {"id": name, "object": "model", "created": 0, "owned_by": OWNER}
 
 
 async def list_models(request: web.Request) -> web.Response:
-    data = [_model(name) for name in await _model_names(request)]
-    return json_response({"object": "list", "data": data})
+    body: answers.ModelList = {
+        "object": "list",
+        "data": [_model(name) for name in await _model_names(request)],
+    }
+    return json_response(body)
 
 
 async def get_model(request: web.Request) -> web.Response:
@@ -52,7 +54,10 @@ async def get_model(request: web.Request) -> web.Response:
 
 
 async def list_audio_models(request: web.Request) -> web.Response:
-    return json_response({"models": [{"id": name} for name in await _model_names(request)]})
+    body: answers.AudioModelList = {
+        "models": [{"id": name} for name in await _model_names(request)]
+    }
+    return json_response(body)
 
 
 async def list_audio_voices(request: web.Request) -> web.Response:
@@ -62,9 +67,11 @@ async def list_audio_voices(request: web.Request) -> web.Response:
     mine = [
         name for name in sorted(registered) if admin or voice_owner(registered[name]) in (None, me)
     ]
-    voices = [
-        *({"id": name, "name": f"{name} ({en}, {zh})"} for name, (en, zh) in OPENAI_VOICES.items()),
-        *({"id": v.name, "name": v.description} for v in BUILTIN_VOICES),
-        *({"id": name, "name": name} for name in mine),
+    named = [
+        *((name, f"{name} ({en}, {zh})") for name, (en, zh) in OPENAI_VOICES.items()),
+        *((v.name, v.description) for v in BUILTIN_VOICES),
+        *((name, name) for name in mine),
     ]
-    return json_response({"voices": voices})
+    voices = [answers.VoiceName(id=voice, name=said) for voice, said in named]
+    body: answers.VoiceNames = {"voices": voices}
+    return json_response(body)

@@ -16,27 +16,39 @@ from web.errors import ApiError, json_response
 from web.intake.bodies import json_body
 from web.replies.console import queue_view, speech_quality, workers_page
 from web.schemas import admin as params
+from web.schemas.answers import (
+    AuditPage,
+    Draining,
+    PauseState,
+    QueueView,
+    Usage,
+    UsageRow,
+    Workers,
+)
 
 
 async def get_queue(request: web.Request) -> web.Response:
     require_operator(request)
-    return json_response(await queue_view(request.app[QUEUE]))
+    view: QueueView = await queue_view(request.app[QUEUE])
+    return json_response(view)
 
 
 async def pause_queue(request: web.Request) -> web.Response:
     """POST /admin/v1/queue/pause: every web process refuses new submissions (503 `paused`
     with Retry-After) from the next one on; accepted jobs go on."""
     by = require_operator(request)
-    body = await json_body(request) if request.body_exists else None
+    body = await json_body(request) if request.body_exists else {}  # (null: refused)
     reason, retry_after = params.pause(body)
     pause = await request.app[QUEUE].console.pause(by, reason, retry_after)
-    return json_response({"paused": pause.public()})
+    state: PauseState = {"paused": pause.public()}
+    return json_response(state)
 
 
 async def resume_queue(request: web.Request) -> web.Response:
     by = require_operator(request)
     was_paused = await request.app[QUEUE].console.resume(by)
-    return json_response({"paused": None, "was_paused": was_paused})
+    state: PauseState = {"paused": None, "was_paused": was_paused}
+    return json_response(state)
 
 
 # -- workers -----------------------------------------------------------------------------------
@@ -45,7 +57,8 @@ async def resume_queue(request: web.Request) -> web.Response:
 async def list_workers(request: web.Request) -> web.Response:
     require_operator(request)
     workers = await workers_page(request.app[QUEUE])
-    return json_response({"workers": workers, "quality": speech_quality(workers)})
+    page: Workers = {"workers": workers, "quality": speech_quality(workers)}
+    return json_response(page)
 
 
 async def drain_worker(request: web.Request) -> web.Response:
@@ -62,7 +75,8 @@ async def drain_worker(request: web.Request) -> web.Response:
         )
     await queue.console.drain(name, by)
     period = request.app[SETTINGS].worker.heartbeat_s
-    return json_response({"name": name, "draining": True, "within_s": period}, status=202)
+    draining: Draining = {"name": name, "draining": True, "within_s": period}
+    return json_response(draining, status=202)
 
 
 # -- usage -------------------------------------------------------------------------------------
@@ -90,7 +104,7 @@ async def usage(request: web.Request) -> web.StreamResponse:
         raise ApiError(400, "'format' is json or csv", code="invalid_parameter", param="format")
     tallies = await request.app[QUEUE].console.usage(days)
     labels = client_labels(request)
-    rows = [
+    rows: list[UsageRow] = [
         {
             "day": _day(day),
             "client": shown_client(client),
@@ -106,7 +120,8 @@ async def usage(request: web.Request) -> web.StreamResponse:
         for client, measures in sorted(clients.items(), key=lambda kv: -kv[1].get("jobs", 0))
     ]
     if wanted == "json":
-        return json_response({"days": days, "usage": rows})
+        usage: Usage = {"days": days, "usage": rows}
+        return json_response(usage)
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(rows[0]) if rows else ["day", "client"])
     writer.writeheader()
@@ -125,4 +140,5 @@ async def audit(request: web.Request) -> web.Response:
     before = params.entry_cursor(request.query)
     entries = await request.app[QUEUE].console.audit_log(limit, before)
     more = len(entries) == limit
-    return json_response({"audit": entries, "next_cursor": entries[-1]["entry"] if more else None})
+    page: AuditPage = {"audit": entries, "next_cursor": entries[-1]["entry"] if more else None}
+    return json_response(page)

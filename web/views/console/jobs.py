@@ -3,7 +3,7 @@ one or many, purge)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from aiohttp import web
 
@@ -15,6 +15,15 @@ from web.intake.bodies import json_body
 from web.job_service import job_urls
 from web.replies.console import dead_letter_view, listed_job
 from web.schemas import admin as params
+from web.schemas.answers import (
+    ConsoleJobPage,
+    DeadLetterPage,
+    JobRecord,
+    Purged,
+    Requeue,
+    Requeued,
+    RequeueResults,
+)
 from web.schemas.jobs import valid_job_id
 
 
@@ -40,7 +49,8 @@ async def search_jobs(request: web.Request) -> web.Response:
     found, next_cursor = await request.app[QUEUE].console.search(
         match, limit, since, cursor if cursor is not None else until, fragment
     )
-    return json_response({"jobs": [listed_job(r) for r in found], "next_cursor": next_cursor})
+    page: ConsoleJobPage = {"jobs": [listed_job(r) for r in found], "next_cursor": next_cursor}
+    return json_response(page)
 
 
 def _names(record: dict[str, str]) -> tuple[str | None, ...]:
@@ -59,7 +69,8 @@ async def job_record(request: web.Request) -> web.Response:
     record["job"]["client"] = shown_client(record["job"].get("client", ""))
     if record["callback"]:
         record["callback"]["client"] = shown_client(str(record["callback"].get("client", "")))
-    return json_response({**record, "links": job_urls(request.app, job_id)})
+    whole = cast(JobRecord, {**record, "links": job_urls(request.app, job_id)})
+    return json_response(whole)
 
 
 async def dead_letters(request: web.Request) -> web.Response:
@@ -68,11 +79,14 @@ async def dead_letters(request: web.Request) -> web.Response:
     limit = params.integer(request.query, "limit", 50, 1, params.MAX_PAGE)
     cursor = params.entry_cursor(request.query)
     letters, next_cursor = await request.app[QUEUE].console.dead_letters(limit, cursor)
-    body = [dead_letter_view(letter) for letter in letters]
-    return json_response({"dead_letters": body, "next_cursor": next_cursor})
+    page: DeadLetterPage = {
+        "dead_letters": [dead_letter_view(letter) for letter in letters],
+        "next_cursor": next_cursor,
+    }
+    return json_response(page)
 
 
-async def _requeue(request: web.Request, job_id: str, by: str) -> dict[str, Any]:
+async def _requeue(request: web.Request, job_id: str, by: str) -> Requeue:
     verdict, detail = await request.app[QUEUE].requeue(job_id, by)
     if verdict == "ok":
         return {"id": job_id, "requeued": True, "state": "queued", "events_cursor": detail}
@@ -94,9 +108,10 @@ async def requeue_one(request: web.Request) -> web.Response:
             f"job {job_id} is {result['state']}, not dead: only a dead job is requeued (a "
             "second requeue finds the first one's job queued or running)",
             code="job_not_dead",
-            extra={"state": result["state"]},
+            state=result["state"],
         )
-    return json_response({**result, **job_urls(request.app, job_id)})
+    requeued: Requeued = {**result, **job_urls(request.app, job_id)}
+    return json_response(requeued)
 
 
 async def requeue_many(request: web.Request) -> web.Response:
@@ -108,8 +123,12 @@ async def requeue_many(request: web.Request) -> web.Response:
         letters, cursor = await request.app[QUEUE].console.dead_letters(params.MAX_IDS)
         ids, more = list(dict.fromkeys(letter.job_id for letter in letters)), cursor is not None
     results = [await _requeue(request, job_id, by) for job_id in ids]
-    requeued = sum(1 for r in results if r["requeued"])
-    return json_response({"results": results, "requeued": requeued, "more": more})
+    outcome: RequeueResults = {
+        "results": results,
+        "requeued": sum(1 for r in results if r["requeued"]),
+        "more": more,
+    }
+    return json_response(outcome)
 
 
 async def purge(request: web.Request) -> web.Response:
@@ -117,5 +136,5 @@ async def purge(request: web.Request) -> web.Response:
     jobs' records expire as any ended job's)."""
     by = require_operator(request)
     ids = params.job_ids(await json_body(request))
-    removed = await request.app[QUEUE].console.purge(ids, by)
-    return json_response({"removed": removed})
+    purged: Purged = {"removed": await request.app[QUEUE].console.purge(ids, by)}
+    return json_response(purged)

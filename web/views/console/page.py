@@ -26,6 +26,8 @@ from web.errors import ApiError, dumps, json_response
 from web.intake.bodies import json_body
 from web.replies.console import dead_letter_page, queue_view, speech_quality, workers_page
 from web.replies.sending import send_timeout_s
+from web.schemas.admin import MAX_KEY_CHARS
+from web.schemas.answers import SignedIn
 
 log = logging.getLogger("chattts_online.web.admin")
 
@@ -48,13 +50,14 @@ async def sign_in(request: web.Request) -> web.Response:
     """POST /admin/session {"key": ...}: a console session for this admin key (a cookie)."""
     body = await json_body(request)
     key = body.get("key") if isinstance(body, dict) else None
-    if not isinstance(key, str) or not key or len(key) > 512:
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS:
         raise ApiError(400, 'send {"key": "<an admin key>"}', code="invalid_body", param="key")
     if not request.app[SETTINGS].web.admin_key_set:
         require_operator(request)  # the console-off answer
     if not is_admin_key(request, key):
         raise ApiError(403, "that key is not one of CHATTTS_ADMIN_KEYS", code="not_an_admin")
-    response = json_response({"signed_in": True})
+    signed: SignedIn = {"signed_in": True}
+    response = json_response(signed)
     response.headers.add("Set-Cookie", session_cookie(request, key))
     return response
 
@@ -64,7 +67,8 @@ async def sign_out(request: web.Request) -> web.Response:
     if session is not None:  # ended everywhere, not only in this browser
         expires, _, signature = session
         await request.app[QUEUE].console.revoke_session(signature, expires)
-    response = json_response({"signed_in": False})
+    signed: SignedIn = {"signed_in": False}
+    response = json_response(signed)
     response.headers.add("Set-Cookie", ended_session_cookie())
     return response
 

@@ -29,7 +29,7 @@ def _not_ready(job: Job, what: str) -> ApiError:
         "or retry shortly",
         code="not_ready",
         headers={"Retry-After": "1"},
-        extra={"state": job.state.value},
+        state=job.state.value,
     )
 
 
@@ -39,7 +39,7 @@ def _ended(job: Job) -> ApiError:
         409,
         f"the job ended {job.state.value}{reason}; it has no audio",
         code=f"job_{job.state.value}",
-        extra={"state": job.state.value},
+        state=job.state.value,
     )
 
 
@@ -141,7 +141,7 @@ async def _segment_bytes(request: web.Request, job: Job, n: int) -> bytes:
                 f"segment {n} of job {job.id} is not synthesized yet ({done}); retry shortly",
                 code="segment_not_ready",
                 headers={"Retry-After": "1"},
-                extra={"state": job.state.value},
+                state=job.state.value,
             )
         if job.state != JobState.SUCCEEDED:
             raise _ended(job)

@@ -13,6 +13,7 @@ from web.clients.limits import check_submit
 from web.errors import ApiError, json_response
 from web.intake.bodies import json_body
 from web.monitors.memory import address
+from web.schemas.answers import Cancelling, JobPage, JobView
 from web.schemas.jobs import (
     DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
@@ -61,20 +62,27 @@ async def list_jobs(request: web.Request) -> web.Response:
     found, next_cursor = await job_service.my_jobs(
         request.app, client_id(request), states, int(raw_limit), cursor
     )
-    return json_response({"jobs": found, "next_cursor": next_cursor})
+    page: JobPage = {"jobs": found, "next_cursor": next_cursor}
+    return json_response(page)
 
 
 async def get_job(request: web.Request) -> web.Response:
     job = await job_service.get(request.app, request.match_info["job_id"])
-    body = {**job.public(), **job_service.job_urls(request.app, job.id)}
+    links = job_service.job_urls(request.app, job.id)
+    # (mypy asks the ** items for the keys that a queued job's view adds below, too.)
+    body: JobView = {**job.public(), **links}  # type: ignore[typeddict-item]
     if job.state == "queued":
-        body["position"] = await request.app[QUEUE].position(job)
-        body["estimated_start_s"] = job_service.estimated_start(request.app, body["position"])
+        ahead = await request.app[QUEUE].position(job)
+        body["position"] = ahead
+        body["estimated_start_s"] = job_service.estimated_start(request.app, ahead)
     return json_response(body)
 
 
 async def delete_job(request: web.Request) -> web.Response:
     job_id = request.match_info["job_id"]
     client = "" if is_admin(request) else client_id(request)
-    state = await job_service.cancel(request.app, job_id, client)
-    return json_response({"id": job_id, "state": state}, status=202)
+    body: Cancelling = {
+        "id": job_id,
+        "state": await job_service.cancel(request.app, job_id, client),
+    }
+    return json_response(body, status=202)

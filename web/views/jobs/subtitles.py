@@ -43,7 +43,7 @@ async def job_subtitles(request: web.Request) -> web.StreamResponse:
             f"the subtitles follow the audio: the job is {job.state.value}",
             code="not_ready" if not job.state.terminal else f"job_{job.state.value}",
             headers={"Retry-After": "1"} if not job.state.terminal else None,
-            extra={"state": job.state.value},
+            state=job.state.value,
         )
     derived = request.app[DERIVED]
     data = derived.kept((job_id, fmt))

@@ -1,60 +1,68 @@
-"""`/openapi.json`: the OpenAPI 3.1 document of every route, built from the router, the request
-models and the validators' own constants (never a hand-kept copy); `/docs`: it as a page.
-
-Each route of `web/routes.py` has an entry in `OPERATIONS` (its test checks that none is
-missing): its summary, its parameters and its body's schema. A body's schema comes from the
-pydantic model that validates it (`SynthesisRequest`, `LegacyRequest`) or, where a body is
-validated by hand (OpenAI's, a voice's), from the constants web/schemas checks it against. Both
-are made once per process and kept (web/derived.py).
-"""
+"""`/openapi.json`: the OpenAPI 3.1 document of every route, its bodies and answers from the types
+the service validates and builds them as (never a hand-kept copy); `/docs`: it as a page."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp_jinja2
 import orjson
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
 
+from core.audio.formats import mime_type
 from core.infra.settings import Settings
 from core.queue.job import JobState
 from web.appkeys import DERIVED, SETTINGS
 from web.live.elevenlabs_audio import supported_formats
 from web.monitors.memory import address
 from web.replies.timings import SUBTITLE_FORMATS
-from web.schemas import chatttsui
+from web.schemas import answers, chatttsui
+from web.schemas import openai as speech
+from web.schemas.admin import MAX_PAGE, MAX_USAGE_DAYS
 from web.schemas.jobs import MAX_LIST_LIMIT
+from web.schemas.openapi_answers import (
+    AUDIO,
+    HTML,
+    SSE,
+    Operation,
+    described,
+    empty,
+    errors,
+    json,
+    legacy_errors,
+    media,
+)
 from web.schemas.openapi_bodies import (
     Schema,
+    admin_key,
     captioned_request,
+    job_ids,
     job_request,
     legacy_request,
+    pause_request,
     speech_request,
     voice_form,
     voice_json,
 )
 
-JSON = "application/json"
-
-
-@dataclass(frozen=True)
-class Operation:
-    summary: str
-    tag: str
-    body: Callable[[Settings], Schema] | None = None  # the JSON request body's schema
-    query: tuple[tuple[str, Schema, str], ...] = ()  # (name, schema, description)
-    ok: tuple[int, str, str] = (200, JSON, "")  # (status, media type, description)
-    form: Callable[[Settings], Schema] | None = None  # a multipart/form-data body's schema
-    urlencoded: Callable[[Settings], Schema] | None = None  # an urlencoded form's schema
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 CURSOR = ("last_event_id", {"type": "string"}, "resume after this event id (the SSE id)")
 DOWNLOAD = ("download", {"type": "string"}, "1: as an attachment")
 STATES = [state.value for state in JobState]
+PAGE = (200, (HTML,), "")
+WEBSOCKET = (
+    empty(101, "Switching Protocols: the WebSocket; its frames are in docs/api.md"),
+    *errors(400, 403, 429),
+)
+# A file's answers: the bytes, a part of them (Range), unchanged (If-None-Match), elsewhere.
+AUDIO_FILE = (
+    media(200, AUDIO, "the audio, in the job's format", "ETag"),
+    media(206, AUDIO, "the Range asked for", "Content-Range"),
+    empty(304, "unchanged since the ETag sent in If-None-Match"),
+    *errors(404, 409, 416, 429, 503),
+)
+ADMIN = errors(401, 403)  # no admin key or session; a wrong one, or the console off
 
 # ElevenLabs' query parameters this service reads (web/views/live/elevenlabs.py).
 ELEVENLABS_QUERY = (
@@ -64,137 +72,257 @@ ELEVENLABS_QUERY = (
     ("auto_mode", {"enum": ["true", "false"]}, "true: each text frame is spoken at once"),
     ("sync_alignment", {"enum": ["true", "false"]}, "true: times from the context's start"),
 )
+PAGE_QUERY = (  # a console list's page: its size, and where the page before ended
+    ("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}, ""),
+    ("cursor", {"type": "string"}, "next_cursor of the page before"),
+)
+SEGMENT_NUMBER = ("n", {"type": "integer", "minimum": 1, "maximum": 999_999})
 
-# ChatTTS-ui's /tts fields (web/schemas/chatttsui.py), all strings as its clients send them.
+# ChatTTS-ui's /tts fields (web/schemas/chatttsui.py), all strings as its clients send them; its
+# answer (or, with wav=1, the WAV itself), and its errors as {"code": 1} with HTTP 200.
 CHATTTSUI_QUERY = tuple((name, {"type": "string"}, "") for name in chatttsui.FIELDS)
+CHATTTSUI_ANSWERS = (
+    json(200, answers.TtsAnswer | answers.TtsFailure, "the audio made, or {code: 1, msg}"),
+    media(200, ("audio/x-wav",), "with wav=1: the WAV itself"),
+)
 
 
 def chatttsui_form(_: Settings) -> Schema:
     return {"type": "object", "properties": {name: {"type": "string"} for name in chatttsui.FIELDS}}
 
 
+# Every route of web/routes.py, by (method, route name) (a test checks that none is missing): its
+# summary, tag, answers, and its body's and parameters' schemas. An answer names the type the
+# view builds its body as, so that the document and the answers cannot drift apart:
+#
+#     (json(200, answers.VoiceList), *errors(404))  # a VoiceList, or 404 in the error shape
+#
+# json(status, T): a JSON body, T a TypedDict of web/schemas/answers.py that the view annotates
+# its body with; media(status, types, what): audio or text; empty(status, what); errors(*s) and
+# legacy_errors(*s): the error shapes. What every route of its kind may answer (a body's 413, an
+# API route's 503) is added by common_errors. Tests check real answers against the document.
 OPERATIONS: dict[tuple[str, str], Operation] = {
-    ("GET", "index"): Operation("The demo page", "page", ok=(200, "text/html", "")),
-    ("GET", "api_docs"): Operation("This page", "page", ok=(200, "text/html", "")),
-    ("GET", "openapi"): Operation("This document", "page"),
+    ("GET", "index"): Operation("The demo page", "page", (media(*PAGE),)),
+    # (Both made once per process: 429 while an address has too many files being made.)
+    ("GET", "api_docs"): Operation("This page", "page", (media(*PAGE), *errors(429))),
+    ("GET", "openapi"): Operation(
+        "This document", "page", (json(200, Schema, "OpenAPI 3.1"), *errors(429))
+    ),
     ("POST", "jobs"): Operation(
-        "Submit a job", "jobs", body=job_request, ok=(202, JSON, "queued: the job's snapshot")
+        "Submit a job",
+        "jobs",
+        (
+            json(202, answers.SubmittedJob, headers=("Location",)),
+            *errors(400, 403, 413, 422, 429, 503),
+        ),
+        body=job_request,
     ),
     ("GET", "jobs"): Operation(
         "My jobs, newest first",
         "jobs",
+        (json(200, answers.JobPage), *errors(400)),
         query=(
             ("state", {"type": "string"}, f"comma-separated: {', '.join(STATES)}"),
             ("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT}, ""),
             ("cursor", {"type": "string"}, "next_cursor of the page before"),
         ),
     ),
-    ("GET", "job"): Operation("A job's snapshot", "jobs"),
-    ("DELETE", "job"): Operation("Cancel a job", "jobs", ok=(202, JSON, "cancelling")),
+    ("GET", "job"): Operation(
+        "A job's snapshot", "jobs", (json(200, answers.JobView), *errors(404))
+    ),
+    ("DELETE", "job"): Operation(
+        "Cancel a job", "jobs", (json(202, answers.Cancelling), *errors(403, 404, 409))
+    ),
     ("GET", "job_audio"): Operation(
-        "A job's audio (Range, ETag)", "audio", query=(DOWNLOAD,), ok=(200, "audio/*", "")
+        "A job's audio (Range, ETag)",
+        "audio",
+        (*AUDIO_FILE, empty(307, "fetch it from the audio store: Location", "Location")),
+        query=(DOWNLOAD,),
     ),
     ("GET", "job_segment"): Operation(
-        "One segment's audio, as soon as it is made", "audio", ok=(200, "audio/*", "")
+        "One segment's audio, as soon as it is made", "audio", AUDIO_FILE, path=(SEGMENT_NUMBER,)
     ),
     ("GET", "job_subtitles"): Operation(
         "Subtitles and word times",
         "audio",
+        (
+            media(200, ("application/x-subrip", "text/vtt"), "SRT or WebVTT"),
+            json(200, answers.TimedText, "SRT, WebVTT, or JSON: cues and words' times"),
+            *errors(400, 404, 409, 429),
+        ),
         query=(("format", {"enum": list(SUBTITLE_FORMATS)}, "srt by default"), DOWNLOAD),
-        ok=(200, "text/plain", "SRT, WebVTT or JSON"),
     ),
     ("GET", "job_stream"): Operation(
         "PCM while it is made (resumable)",
         "audio",
-        query=(("offset", {"type": "integer", "minimum": 0}, "bytes already read"),),
-        ok=(200, "audio/L16", ""),
+        (
+            media(200, (mime_type("pcm"),), "16-bit mono PCM at X-Sample-Rate", "X-Sample-Rate"),
+            *errors(400, 404, 409, 429, 500, 503),
+        ),
+        query=(("offset", {"type": "integer", "minimum": 0}, "bytes already read (even)"),),
     ),
     ("GET", "job_events"): Operation(
-        "A job's events (SSE)", "events", query=(CURSOR,), ok=(200, "text/event-stream", "")
+        "A job's events (SSE)",
+        "events",
+        (
+            media(200, (SSE,), "replayed, then live; it ends after the job's last event"),
+            empty(204, "the job ended and the cursor is past its last event"),
+            *errors(400, 404, 429),
+        ),
+        query=(CURSOR,),
     ),
     ("GET", "client_events"): Operation(
-        "All my jobs' events (SSE)", "events", query=(CURSOR,), ok=(200, "text/event-stream", "")
+        "All my jobs' events (SSE)",
+        "events",
+        (media(200, (SSE,), "replayed, then live"), *errors(400, 429)),
+        query=(CURSOR,),
     ),
-    ("GET", "ws"): Operation("Submit and follow over a WebSocket", "events", ok=(101, JSON, "")),
+    ("GET", "ws"): Operation("Submit and follow over a WebSocket", "events", WEBSOCKET),
     ("GET", "live"): Operation(
-        "A live session: text in as it is written, audio out (WebSocket)",
-        "live",
-        ok=(101, JSON, ""),
+        "A live session: text in as it is written, audio out (WebSocket)", "live", WEBSOCKET
     ),
-    ("GET", "speech_stream"): Operation(
-        "vLLM-Omni's text-in speech WebSocket", "live", ok=(101, JSON, "")
-    ),
+    ("GET", "speech_stream"): Operation("vLLM-Omni's text-in speech WebSocket", "live", WEBSOCKET),
     ("GET", "elevenlabs_multi_stream_input"): Operation(
         "ElevenLabs' multi-context text-in WebSocket (voice-agent plugins)",
         "live",
+        WEBSOCKET,
         query=ELEVENLABS_QUERY,
-        ok=(101, JSON, ""),
     ),
     ("GET", "elevenlabs_stream_input"): Operation(
-        "ElevenLabs' single-context text-in WebSocket",
-        "live",
-        query=ELEVENLABS_QUERY,
-        ok=(101, JSON, ""),
+        "ElevenLabs' single-context text-in WebSocket", "live", WEBSOCKET, query=ELEVENLABS_QUERY
     ),
-    ("GET", "voices"): Operation("The voices", "voices"),
+    ("GET", "voices"): Operation("The voices", "voices", (json(200, answers.VoiceList),)),
     ("POST", "voices_register"): Operation(
-        "Register a voice", "voices", body=voice_json, form=voice_form, ok=(201, JSON, "")
+        "Register a voice",
+        "voices",
+        (json(201, answers.Voice, headers=("Location",)), *errors(409, 422, 429, 503)),
+        body=voice_json,
+        form=voice_form,
     ),
-    ("GET", "voice"): Operation("One voice", "voices"),
-    ("DELETE", "voice"): Operation("Delete a registered voice", "voices", ok=(204, JSON, "")),
+    ("GET", "voice"): Operation("One voice", "voices", (json(200, answers.Voice), *errors(404))),
+    ("DELETE", "voice"): Operation(
+        "Delete a registered voice",
+        "voices",
+        (json(200, answers.VoiceDeleted), *errors(403, 404, 409)),
+    ),
     ("POST", "openai_speech"): Operation(
-        "OpenAI-compatible speech", "openai", body=speech_request, ok=(200, "audio/*", "")
+        "OpenAI-compatible speech",
+        "openai",
+        (
+            media(200, [mime_type(f) for f in speech.FORMATS], "the audio (response_format)"),
+            media(200, (SSE,), "stream_format sse: speech.audio.delta, speech.audio.done"),
+            *errors(400, 429, 500, 503),
+        ),
+        body=speech_request,
     ),
     ("POST", "captioned_speech"): Operation(
         "Speech with word timestamps (Kokoro's captioned speech)",
         "openai",
+        (json(200, answers.CaptionedSpeech), *errors(400, 429, 500, 503)),
         body=captioned_request,
     ),
-    ("GET", "openai_models"): Operation("Models (OpenAI's shape)", "openai"),
-    ("GET", "openai_model"): Operation("One model (OpenAI's shape)", "openai"),
-    ("GET", "openai_audio_models"): Operation("Speech models (Open WebUI's shape)", "openai"),
-    ("GET", "openai_voices"): Operation("Voices by id and name (Open WebUI's shape)", "openai"),
+    ("GET", "openai_models"): Operation(
+        "Models (OpenAI's shape)", "openai", (json(200, answers.ModelList),)
+    ),
+    ("GET", "openai_model"): Operation(
+        "One model (OpenAI's shape)", "openai", (json(200, answers.Model), *errors(404))
+    ),
+    ("GET", "openai_audio_models"): Operation(
+        "Speech models (Open WebUI's shape)", "openai", (json(200, answers.AudioModelList),)
+    ),
+    ("GET", "openai_voices"): Operation(
+        "Voices by id and name (Open WebUI's shape)", "openai", (json(200, answers.VoiceNames),)
+    ),
     ("GET", "chatttsui_tts"): Operation(
-        "Speak (ChatTTS-ui's API: fields in the query string)", "chatttsui", query=CHATTTSUI_QUERY
+        "Speak (ChatTTS-ui's API: fields in the query string)",
+        "chatttsui",
+        CHATTTSUI_ANSWERS,
+        query=CHATTTSUI_QUERY,
     ),
     ("POST", "chatttsui_tts"): Operation(
         "Speak (ChatTTS-ui's API: fields in a form)",
         "chatttsui",
+        CHATTTSUI_ANSWERS,
         form=chatttsui_form,
         urlencoded=chatttsui_form,
     ),
-    ("GET", "callback_secret"): Operation("My callbacks' signing secret", "jobs"),
+    ("GET", "callback_secret"): Operation(
+        "My callbacks' signing secret", "jobs", (json(200, answers.CallbackSecret),)
+    ),
     ("POST", "legacy_submit"): Operation(
-        "Submit (the previous API)", "legacy", body=legacy_request
+        "Submit (the previous API)",
+        "legacy",
+        (json(200, answers.LegacySubmitted), *legacy_errors(422, 429, 503)),
+        body=legacy_request,
     ),
-    ("GET", "legacy_query"): Operation("Query (the previous API)", "legacy"),
-    ("GET", "healthz"): Operation("Alive", "operations"),
-    ("GET", "readyz"): Operation("Ready: Redis, workers, streams", "operations"),
-    ("GET", "metrics"): Operation("Prometheus metrics", "operations", ok=(200, "text/plain", "")),
+    ("GET", "legacy_query"): Operation(
+        "Query (the previous API)", "legacy", (json(200, answers.LegacyStatus), *legacy_errors(404))
+    ),
+    ("GET", "healthz"): Operation("Alive", "operations", (json(200, answers.Health),)),
+    ("GET", "readyz"): Operation(
+        "Ready: Redis, workers, streams",
+        "operations",
+        (json(200, answers.Readiness), json(503, answers.Readiness, "not ready")),
+    ),
+    ("GET", "metrics"): Operation(
+        "Prometheus metrics",
+        "operations",
+        (media(200, (CONTENT_TYPE_LATEST,), "the exposition format"), *errors(403)),
+    ),
     # The operators' console: an admin key (CHATTTS_ADMIN_KEYS) as a bearer token, or a session.
-    ("GET", "admin"): Operation("The console page", "admin", ok=(200, "text/html", "")),
-    ("POST", "admin_session"): Operation("Sign in to the console with an admin key", "admin"),
-    ("DELETE", "admin_session"): Operation("Sign out of the console", "admin"),
-    ("GET", "admin_live"): Operation(
-        "The console's live view (SSE)", "admin", ok=(200, "text/event-stream", "")
+    ("GET", "admin"): Operation("The console page", "admin", (media(*PAGE),)),
+    ("POST", "admin_session"): Operation(
+        "Sign in to the console with an admin key",
+        "admin",
+        (json(200, answers.SignedIn), *errors(403)),
+        body=admin_key,
     ),
-    ("GET", "admin_queue"): Operation("The queue at a glance", "admin"),
-    ("POST", "admin_pause"): Operation("Pause intake (503 paused)", "admin"),
-    ("POST", "admin_resume"): Operation("Resume intake", "admin"),
-    ("GET", "admin_workers"): Operation("Live workers", "admin"),
-    ("POST", "admin_drain"): Operation("Drain a worker", "admin", ok=(202, JSON, "")),
+    ("DELETE", "admin_session"): Operation(
+        "Sign out of the console", "admin", (json(200, answers.SignedIn),)
+    ),
+    ("GET", "admin_live"): Operation(
+        "The console's live view (SSE)",
+        "admin",
+        (media(200, (SSE,), "a `console` event a second"), *ADMIN, *errors(429)),
+    ),
+    ("GET", "admin_queue"): Operation(
+        "The queue at a glance", "admin", (json(200, answers.QueueView), *ADMIN)
+    ),
+    ("POST", "admin_pause"): Operation(
+        "Pause intake (503 paused)",
+        "admin",
+        (json(200, answers.PauseState), *ADMIN),
+        body=pause_request,
+        optional_body=True,
+    ),
+    ("POST", "admin_resume"): Operation(
+        "Resume intake", "admin", (json(200, answers.PauseState), *ADMIN)
+    ),
+    ("GET", "admin_workers"): Operation(
+        "Live workers", "admin", (json(200, answers.Workers), *ADMIN)
+    ),
+    ("POST", "admin_drain"): Operation(
+        "Drain a worker", "admin", (json(202, answers.Draining), *ADMIN, *errors(404))
+    ),
     ("GET", "admin_usage"): Operation(
         "Usage per day and client",
         "admin",
+        (json(200, answers.Usage), media(200, ("text/csv",), "format=csv"), *ADMIN, *errors(400)),
         query=(
-            ("days", {"type": "integer", "minimum": 1}, ""),
+            ("days", {"type": "integer", "minimum": 1, "maximum": MAX_USAGE_DAYS}, ""),
             ("format", {"enum": ["json", "csv"]}, ""),
         ),
     ),
-    ("GET", "admin_audit"): Operation("The operators' actions", "admin"),
+    ("GET", "admin_audit"): Operation(
+        "The operators' actions",
+        "admin",
+        (json(200, answers.AuditPage), *ADMIN, *errors(400)),
+        query=PAGE_QUERY,
+    ),
     ("GET", "admin_jobs"): Operation(
         "Search jobs",
         "admin",
+        (json(200, answers.ConsoleJobPage), *ADMIN, *errors(400)),
         query=(
             ("state", {"type": "string"}, f"comma-separated: {', '.join(STATES)}"),
             ("client", {"type": "string"}, "a client id, or the address or key it is fair to"),
@@ -202,63 +330,35 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
             ("since", {"type": "number"}, "Unix seconds"),
             ("until", {"type": "number"}, "Unix seconds"),
             ("text", {"type": "string"}, "a fragment of the text, any case"),
-            ("limit", {"type": "integer", "minimum": 1}, ""),
+            ("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}, ""),
             ("cursor", {"type": "number"}, "next_cursor of the page before"),
         ),
     ),
-    ("GET", "admin_job"): Operation("A job's whole record", "admin"),
-    ("GET", "admin_dlq"): Operation("Dead letters, newest first", "admin"),
-    ("POST", "admin_requeue"): Operation("Requeue dead jobs ({ids} or {all})", "admin"),
-    ("POST", "admin_requeue_one"): Operation("Requeue a dead job", "admin"),
-    ("POST", "admin_purge"): Operation("Purge dead letters ({ids} or {all})", "admin"),
+    ("GET", "admin_job"): Operation(
+        "A job's whole record", "admin", (json(200, answers.JobRecord), *ADMIN, *errors(404))
+    ),
+    ("GET", "admin_dlq"): Operation(
+        "Dead letters, newest first",
+        "admin",
+        (json(200, answers.DeadLetterPage), *ADMIN, *errors(400)),
+        query=PAGE_QUERY,
+    ),
+    ("POST", "admin_requeue"): Operation(
+        "Requeue dead jobs ({ids} or {all})",
+        "admin",
+        (json(200, answers.RequeueResults), *ADMIN, *errors(400)),
+        body=job_ids,
+    ),
+    ("POST", "admin_requeue_one"): Operation(
+        "Requeue a dead job", "admin", (json(200, answers.Requeued), *ADMIN, *errors(404, 409))
+    ),
+    ("POST", "admin_purge"): Operation(
+        "Purge dead letters ({ids} or {all})",
+        "admin",
+        (json(200, answers.Purged), *ADMIN, *errors(400)),
+        body=job_ids,
+    ),
 }
-
-ERROR = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["message", "code"],
-            "properties": {
-                "message": {"type": "string", "description": "what to fix"},
-                "type": {"type": "string"},
-                "code": {"type": "string"},
-                "param": {"type": ["string", "null"]},
-            },
-        }
-    },
-}
-
-
-def _operation(method: str, name: str, path: str, op: Operation, settings: Settings) -> Schema:
-    out: Schema = {"summary": op.summary, "tags": [op.tag], "operationId": f"{name}_{method}"}
-    params = [
-        {"name": part[1:-1], "in": "path", "required": True, "schema": {"type": "string"}}
-        for part in path.split("/")
-        if part.startswith("{")
-    ]
-    params += [
-        {"name": n, "in": "query", "schema": s, **({"description": d} if d else {})}
-        for n, s, d in op.query
-    ]
-    if params:
-        out["parameters"] = params
-    content: Schema = {}
-    if op.body is not None:
-        content[JSON] = {"schema": op.body(settings)}
-    if op.form is not None:
-        content["multipart/form-data"] = {"schema": op.form(settings)}
-    if op.urlencoded is not None:
-        content["application/x-www-form-urlencoded"] = {"schema": op.urlencoded(settings)}
-    if content:
-        out["requestBody"] = {"required": True, "content": content}
-    status, media, description = op.ok
-    out["responses"] = {
-        str(status): {"description": description or op.summary, "content": {media: {}}},
-        "4XX": {"description": "what to fix", "content": {JSON: {"schema": ERROR}}},
-    }
-    return out
 
 
 def _path(resource: Any) -> str:
@@ -270,16 +370,13 @@ def _path(resource: Any) -> str:
 
 
 def document(app: web.Application) -> Schema:
-    paths: dict[str, Schema] = {}
-    for route in app.router.routes():
-        resource = route.resource
-        if resource is None or route.method == "HEAD" or resource.name in (None, "static"):
-            continue
-        op = OPERATIONS[(route.method, resource.name)]  # KeyError: a route without its entry
-        path = _path(resource)
-        paths.setdefault(path, {})[route.method.lower()] = _operation(
-            route.method, resource.name, path, op, app[SETTINGS]
-        )
+    routes = [
+        (route.method, route.resource.name, _path(route.resource))
+        for route in app.router.routes()
+        if route.resource is not None and route.method != "HEAD"
+        if route.resource.name not in (None, "static")
+    ]
+    paths, components = described(routes, OPERATIONS, app[SETTINGS])
     return {
         "openapi": "3.1.0",
         "info": {
@@ -288,7 +385,7 @@ def document(app: web.Application) -> Schema:
             "description": "Text to speech over HTTP: jobs, their audio, events and subtitles.",
         },
         "paths": paths,
-        "components": {"schemas": {"Error": ERROR}},
+        "components": {"schemas": components},
     }
 
 

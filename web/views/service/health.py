@@ -13,12 +13,14 @@ from redis.exceptions import RedisError
 from web.appkeys import HUB, QUEUE, SETTINGS, THROUGHPUT
 from web.clients.identity import from_operators_network
 from web.errors import json_response
+from web.schemas.answers import Health, Readiness
 
 READY_TIMEOUT_S = 2.0
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return json_response({"status": "ok"})
+    health: Health = {"status": "ok"}
+    return json_response(health)
 
 
 async def readyz(request: web.Request) -> web.Response:
@@ -47,8 +49,9 @@ async def readyz(request: web.Request) -> web.Response:
     status = 200 if ready else 503
     if not from_operators_network(request):
         # A load balancer's check from a public range gets its answer, not the fleet's layout.
-        return json_response({"status": "ready" if ready else "not_ready"}, status=status)
-    body: dict[str, Any] = {
+        brief: Readiness = {"status": "ready" if ready else "not_ready"}
+        return json_response(brief, status=status)
+    body: Readiness = {
         "status": "ready" if ready else "not_ready",
         "redis": redis_ok,
         "workers": workers,  # ready ones: a worker still loading its model is not counted

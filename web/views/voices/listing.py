@@ -3,7 +3,8 @@ ones) and shown one at a time (`GET /v1/voices/{name}`); a registered voice only
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -12,15 +13,22 @@ from web.appkeys import QUEUE
 from web.clients.identity import client_id, is_admin
 from web.errors import json_response, not_found
 from web.monitors.fleet import capabilities_of
+from web.schemas.answers import Engine, Voice, VoiceList
 from web.schemas.voices import NAME, public_fields, voice_owner
+
+
+def _listed(voice: Mapping[str, Any], engines: list[str]) -> Voice:
+    """A voice as the listing shows it (a heartbeat's, a built-in's, a registered one's), with
+    the live engines that speak it."""
+    return cast(Voice, {**voice, "engines": engines})
 
 
 async def list_voices(request: web.Request) -> web.Response:
     queue = request.app[QUEUE]
     beats = await queue.fleet.heartbeats()  # the workers alive now
     registered = await queue.voices.all()
-    voices: dict[str, dict[str, Any]] = {}
-    engines: dict[tuple[str, str], dict[str, Any]] = {}
+    voices: dict[str, Voice] = {}
+    engines: dict[tuple[str, str], Engine] = {}
     speakers: set[str] = set()  # engines that speak registered voices
     for beat in beats:
         engine = str(beat.get("engine", "unknown"))
@@ -41,27 +49,26 @@ async def list_voices(request: web.Request) -> web.Response:
         for voice in beat.get("voices") or []:
             if not isinstance(voice, dict) or "name" not in voice:
                 continue
-            entry = voices.setdefault(voice["name"], {**voice, "engines": []})
+            entry = voices.setdefault(voice["name"], _listed(voice, []))
             if engine not in entry["engines"]:
                 entry["engines"].append(engine)
     if not engines:  # no worker alive: what every engine will speak
-        voices = {v.name: {**v.public(), "engines": []} for v in BUILTIN_VOICES}
+        voices = {v.name: _listed(v.public(), []) for v in BUILTIN_VOICES}
     me, admin = client_id(request), is_admin(request)
     # A registered voice is speaker data: the engines that speak registered voices speak it.
     for name, raw in sorted(registered.items()):
         owner = voice_owner(raw)
         if owner is not None and owner != me and not admin:
             continue  # another client's voice: theirs to list
-        voices.setdefault(name, {**public_fields(name, raw), "engines": sorted(speakers)})
-    return json_response(
-        {
-            "voices": list(voices.values()),
-            "default": DEFAULT_VOICE,  # for Mandarin text; any other gets the English one
-            "default_by_language": DEFAULT_VOICES,
-            "engines": list(engines.values()),
-            "workers": len(beats),
-        }
-    )
+        voices.setdefault(name, _listed(public_fields(name, raw), sorted(speakers)))
+    listing: VoiceList = {
+        "voices": list(voices.values()),
+        "default": DEFAULT_VOICE,  # for Mandarin text; any other gets the English one
+        "default_by_language": DEFAULT_VOICES,
+        "engines": list(engines.values()),
+        "workers": len(beats),
+    }
+    return json_response(listing)
 
 
 async def get_voice(request: web.Request) -> web.Response:

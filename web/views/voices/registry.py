@@ -26,6 +26,7 @@ from web.clients.limits import RateLimited
 from web.errors import ApiError, json_response, not_found
 from web.intake.voices import read_registration
 from web.monitors.memory import address
+from web.schemas.answers import VoiceDeleted
 from web.schemas.voices import NAME, public_fields, voice_field, voice_owner
 
 
@@ -93,7 +94,8 @@ async def delete_voice(request: web.Request) -> web.Response:
         )
     if not await queue.voices.delete(name, owner, voice_field(raw, "source")):
         raise not_found(f"no registered voice named {name[:64]!r}", "voice_not_found")
-    return json_response({"name": name, "deleted": True})
+    deleted: VoiceDeleted = {"name": name, "deleted": True}
+    return json_response(deleted)
 
 
 async def register_voice(request: web.Request) -> web.Response:
