@@ -35,9 +35,10 @@ TERMINAL_NAMES: tuple[str, ...] = tuple(s.value for s in JobState if s in TERMIN
 
 
 class SynthesisRequest(BaseModel):
-    """What a client asks for. Stored as JSON in the job hash; the worker reads it back."""
+    """What a client asks for. Stored as JSON in the job hash; the worker reads it back. Typed
+    strictly: "1.5" is no speed and 0 or "yes" no boolean (docs/api.md)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     text: str = Field(min_length=1, description="Text to speak (cleaned of invisible characters)")
     voice: str = Field(default="zh_female", min_length=1, max_length=128)

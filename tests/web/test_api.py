@@ -65,6 +65,11 @@ async def test_cleaned_text_is_what_gets_queued(client: Client, aredis: Any, key
         ({"text": "hi", "format": "avi"}, 422, "format", "invalid_format", "'mp3'"),
         ({"text": 42}, 422, "text", "invalid_text", "valid string"),
         ({"text": "hi", "speed": 9}, 422, "speed", "invalid_speed", "2"),
+        # Typed strictly: a number's string, 0/1 or "yes" for a boolean are refused.
+        ({"text": "hi", "speed": "1.5"}, 422, "speed", "invalid_speed", "number"),
+        ({"text": "hi", "stream": "yes"}, 422, "stream", "invalid_stream", "boolean"),
+        ({"text": "hi", "cache": 0}, 422, "cache", "invalid_cache", "boolean"),
+        ({"text": "hi", "seed": "7"}, 422, "seed", "invalid_seed", "integer"),
         ({"text": "hi", "colour": "red"}, 422, "colour", "unknown_field", "callback_url"),
         ({"voice": "zh_male"}, 422, "text", "missing_field", "required"),
         (["text"], 422, None, "invalid_body", "JSON object"),

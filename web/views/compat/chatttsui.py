@@ -86,7 +86,12 @@ async def _fields(request: web.Request) -> MultiDict[str]:
             raw = await read_body(request)
             fields.extend(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
         elif request.content_type == _MULTIPART:
-            form: MultiDictProxy[Any] = await request.post()
+            try:
+                form: MultiDictProxy[Any] = await request.post()
+            except ValueError as exc:  # no boundary, a broken part
+                raise ApiError(
+                    400, f"the form cannot be read: {exc}", code="invalid_form"
+                ) from None
             fields.extend((k, v) for k, v in form.items() if isinstance(v, str))
     merged: dict[str, str] = dict(fields)
     merged.update((k, v) for k, v in request.query.items() if v.strip())
