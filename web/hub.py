@@ -335,12 +335,14 @@ async def follow(
                 if cursor is not None and _id_key(stream_id) <= _id_key(cursor):
                     continue  # never twice, whatever a read returns
                 cursor = stream_id
-                yield stream_id, event
                 # The job's end, unless it ran again after (a dead letter requeued): its next
-                # run's events follow this one, and its followers follow them.
+                # run's events follow this one, and its followers follow them. Known before the
+                # event goes out: a follower that has it may subscribe again at once.
                 ended = job_id is not None and event.get("type") in TERMINAL_TYPES
                 if ended and at == len(batch) - 1 and not await _ran_again(queue, stream, cursor):
+                    yield stream_id, event
                     return
+                yield stream_id, event
             if len(batch) >= READ_BATCH:
                 continue
             quiet = not await sub.wait(poll_s)
