@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.errors import OK, REJECTED, UNAVAILABLE, USAGE, CliError, exit_code
+from cli.running import service_url
 
 TIMEOUT_S = 15.0
 
@@ -32,7 +33,10 @@ def add_parser(sub: Any, default_url: str) -> None:
         help="the operators' console: queues, jobs, dead letters, workers, usage",
         epilog="exit codes: 0 done, 2 usage, 3 server unreachable or unavailable, 4 refused",
     )
-    admin.add_argument("--url", help=f"the service (env CHATTTS_URL, default {default_url})")
+    admin.add_argument(
+        "--url",
+        help=f"the service (env CHATTTS_URL; else the one `run` started, else {default_url})",
+    )
     admin.add_argument(
         "--admin-key-file",
         metavar="FILE",
@@ -284,7 +288,7 @@ def run(args: argparse.Namespace, default_url: str) -> int:
             file=sys.stderr,
         )
         return USAGE
-    console = Console(args.url or os.environ.get("CHATTTS_URL") or default_url, key)
+    console = Console(service_url(args.url), key)
     try:
         answer, text = _show(args, console)
     except CliError as exc:

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from redis.exceptions import RedisError
 
+from cli.running import running
 from core.infra.embedded_redis import running_url
 from core.infra.redis_client import connect, mask_url, target_of
 from core.infra.settings import ENV_PREFIX, SETTINGS, Settings
@@ -32,11 +33,11 @@ def masked_settings(settings: Settings) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in SETTINGS:
         value = settings.value(name)
-        if name in ("api_keys", "admin_keys") and value:
+        if name in ("api_keys", "admin_keys", "key_weights") and value:
             value = f"*** ({len([k for k in value.split(',') if k.strip()])} keys)"
         elif name == "redis_url" and value:
             value = mask_url(value)
-        elif ("secret" in name or "password" in name) and value:
+        elif ("secret" in name or "password" in name or name.endswith("_key")) and value:
             value = "***"
         out[name] = value
     return out
@@ -160,21 +161,35 @@ def main(settings: Settings, live: bool = False, ready: bool = False, named: boo
     `named`: the worker's name was given on the command line (else only the environment names
     one; without either, `live` looks for any worker of this host).
     """
-    if not settings.redis.redis_url:  # `run` on the same data: its embedded Redis
-        found = running_url(Path(settings.data_dir) / "redis")
-        if found is not None:
-            print(f"redis: the embedded Redis of `chattts-online run` in {settings.data_dir}")
-            settings = settings.replace(redis_url=found)
+    service = running()
+    shown = masked_settings(settings)
+    origin = f"this shell's environment variables {ENV_PREFIX}<NAME>"
+    if not settings.redis.redis_url:  # `run`'s embedded Redis: in this data directory, or
+        # in the one the running `run` announced (from any directory)
+        data_dirs = [settings.data_dir, *([service.data_dir] if service else [])]
+        for data_dir in data_dirs:
+            found = running_url(Path(data_dir) / "redis")
+            if found is not None:
+                print(f"redis: the embedded Redis of `chattts-online run` in {data_dir}")
+                settings = settings.replace(redis_url=found, data_dir=data_dir)
+                break
+        if service is not None and settings.data_dir == service.data_dir:
+            shown = service.settings
+            origin = f"the running service's, at {service.url} (pid {service.pid}), masked"
     if live or ready:
         named = named or os.environ.get(ENV_PREFIX + "WORKER_NAME") is not None
         return probe(settings, live, settings.worker.worker_name if named else None)
-    print(f"settings (environment variables {ENV_PREFIX}<NAME>):")
-    for name, value in masked_settings(settings).items():
+    print(f"settings ({origin}):")
+    for name, value in shown.items():
         print(f"  {name} = {value!r}")
     engine_ok, line = _engine_line(settings)
     print(line)
     if not settings.redis.redis_url:
-        print("redis: no URL configured (CHATTTS_REDIS_URL); `chattts-online run` starts one")
+        print(
+            "redis: no service is running here (`chattts-online run` starts one, with its own "
+            f"Redis), and no {ENV_PREFIX}REDIS_URL names another; --data-dir names the data "
+            "directory of a `run` elsewhere"
+        )
         return 1
     redis_ok = asyncio.run(_probe(settings))
     return 0 if redis_ok and engine_ok else 1

@@ -28,6 +28,7 @@ import orjson
 from cli.errors import FAILED, INTERRUPTED, OK, UNAVAILABLE, USAGE, CliError, exit_code
 from cli.interrupts import CANCEL_TIMEOUT_S, until_interrupted
 from cli.output import PcmWriter, Progress, opened
+from cli.running import DEFAULT_URL, service_url
 from cli.sse import sse_events
 from core.audio.catalog import FORMATS, OPENAI_FORMATS
 from core.audio.formats import SAMPLE_RATE, SEGMENT_GAP_S, extension
@@ -35,7 +36,6 @@ from core.queue.job import TERMINAL_NAMES as TERMINAL
 from core.text.sentences import clean_text, split_sentences
 from core.text.subtitles import to_srt, to_vtt
 
-DEFAULT_URL = "http://127.0.0.1:8000"
 SAY_FORMATS = OPENAI_FORMATS  # what /v1/audio/speech returns
 EXTENSIONS = {f".{extension(f)}": f for f in FORMATS} | {".oga": "ogg", ".raw": "pcm"}
 # Server default of CHATTTS_MAX_TEXT_CHARS: one job's text at most.
@@ -114,7 +114,8 @@ class Api:
         except aiohttp.ClientConnectionError as exc:
             raise CliError(
                 f"cannot reach the server at {self.url} ({exc}); is `chattts-online run` "
-                "running? (--url or CHATTTS_URL)",
+                "running? (--url or CHATTTS_URL; without them, the address `run` announced, else "
+                f"{DEFAULT_URL})",
                 UNAVAILABLE,
             ) from None
         except aiohttp.ClientPayloadError as exc:
@@ -329,8 +330,7 @@ class JobTracker:
 
 def connection(args: Any) -> tuple[str, str | None]:
     """The service's URL and the API key: the flags, else the environment."""
-    url = args.url or os.environ.get("CHATTTS_URL") or DEFAULT_URL
-    return url, args.api_key or os.environ.get("CHATTTS_API_KEY") or None
+    return service_url(args.url), args.api_key or os.environ.get("CHATTTS_API_KEY") or None
 
 
 def run(command: str, args: Any) -> int:

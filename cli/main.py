@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cli import admin, client, live
-from cli.client import DEFAULT_URL, MAX_CHARS, SAY_FORMATS
+from cli.client import MAX_CHARS, SAY_FORMATS
+from cli.running import DEFAULT_URL
 from core.audio.catalog import FORMATS
 from core.infra import logs
 from core.infra.settings import Settings
@@ -54,7 +55,10 @@ def _client_options(
         help="audio format (default: from --output's extension, else mp3)",
     )
     parser.add_argument("--speed", type=float, help="speaking rate, 0.5 to 2.0 (default 1.0)")
-    parser.add_argument("--url", help=f"the service (env CHATTTS_URL, default {DEFAULT_URL})")
+    parser.add_argument(
+        "--url",
+        help=f"the service (env CHATTTS_URL; else the one `run` started, else {DEFAULT_URL})",
+    )
     parser.add_argument("--api-key", help="sent as 'Authorization: Bearer' (env CHATTTS_API_KEY)")
 
 
@@ -78,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     _worker_options(worker)
     check = sub.add_parser("check", help="check the configuration, Redis and the engine")
     _common(check)
+    check.add_argument(
+        "--data-dir",
+        help="the data directory of the `run` to check (env CHATTTS_DATA_DIR; default ./data, "
+        "else the one the running `run` announced)",
+    )
     _worker_options(check)
     probe = check.add_mutually_exclusive_group()
     probe.add_argument(

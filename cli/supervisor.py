@@ -17,6 +17,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from cli import running
+from cli.check import masked_settings
 from core.infra.embedded_redis import EmbeddedRedis, die_with_parent
 from core.infra.ports import PORT_IN_USE_EXIT, port_in_use_message, port_taken
 from core.infra.redis_client import mask_url
@@ -198,7 +200,13 @@ def main(settings: Settings, workers: int = 1) -> int:
 def _serve(supervisor: Supervisor) -> int:
     supervisor.start()
     if supervisor.wait_web_ready():
-        page = f"http://{supervisor._display_host()}:{supervisor.settings.web.port}/"
+        settings = supervisor.settings
+        page = f"http://{supervisor._display_host()}:{settings.web.port}/"
+        # `say`, `submit`, `admin` and `check` find this service from any directory.
+        running.announce(page, settings.data_dir, masked_settings(settings))
         print(f"\n  ChatTTS Online is running: open {page}\n  (Ctrl-C stops it)\n", flush=True)
-    supervisor.supervise()
+    try:
+        supervisor.supervise()
+    finally:
+        running.withdraw()
     return 0

@@ -87,8 +87,10 @@ def test_run_starts_supervises_and_stops_everything(tmp_path: Path) -> None:
             "CHATTTS_HEARTBEAT_S": "0.3",
             "CHATTTS_DATA_DIR": str(tmp_path / "data"),
             "CHATTTS_WORKER_METRICS_PORT": str(metrics_port),
+            "XDG_STATE_HOME": str(tmp_path / "state"),  # where `run` says it runs
         }
     )
+    env.pop("CHATTTS_URL", None)
     log = (tmp_path / "run.log").open("wb")
     run = subprocess.Popen(
         [sys.executable, "-m", "cli", "run", "--port", str(port)],
@@ -111,6 +113,32 @@ def test_run_starts_supervises_and_stops_everything(tmp_path: Path) -> None:
         workers = [pid for pid, cmd in kids.items() if cmd.endswith(" worker")]
         webs = [pid for pid, cmd in kids.items() if cmd.endswith(" web")]
         assert len(workers) == 1 and len(webs) == 1
+        # From another directory, with no URL and no data directory given, the command line
+        # finds this service: its port, its data, its own settings.
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        away = {k: v for k, v in env.items() if k != "CHATTTS_DATA_DIR"}
+        said = subprocess.run(
+            [sys.executable, "-m", "cli", "say", "Hello.", "-o", "hi.wav"],
+            cwd=elsewhere,
+            env=away,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert said.returncode == 0, said.stderr
+        assert (elsewhere / "hi.wav").read_bytes()[:4] == b"RIFF"
+        checked = subprocess.run(
+            [sys.executable, "-m", "cli", "check"],
+            cwd=elsewhere,
+            env=away,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert f"the running service's, at http://127.0.0.1:{port}/" in checked.stdout
+        assert f"port = {port}" in checked.stdout
         # The worker serves its own metrics on the base port (worker 1).
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2) as r:
             assert b"chattts_worker_ready 1.0" in r.read()
@@ -130,6 +158,7 @@ def test_run_starts_supervises_and_stops_everything(tmp_path: Path) -> None:
         run.send_signal(signal.SIGTERM)
         assert run.wait(60) == 0
         wait_for(lambda: not any(alive(pid) for pid in everything), 10, "orphans left")
+        assert not (tmp_path / "state" / "chattts-online" / "running.json").exists()
     finally:
         if run.poll() is None:
             run.kill()
