@@ -23,6 +23,7 @@ from core.infra.embedded_redis import EmbeddedRedis, die_with_parent
 from core.infra.ports import PORT_IN_USE_EXIT, port_in_use_message, port_taken
 from core.infra.redis_client import mask_url
 from core.infra.settings import Settings
+from workers.engines import chosen_engine
 
 log = logging.getLogger("chattts_online.run")
 
@@ -180,6 +181,19 @@ class Supervisor:
         )
 
 
+def _voices_line(settings: Settings) -> str:
+    """What the first voice heard will be: eSpeak NG stands in until ChatTTS can run here."""
+    name, fallback = chosen_engine(settings)
+    if name != "espeak":
+        return f"  Voices: {name}\n"
+    why = f" ({fallback})" if fallback else ""
+    return (
+        f"  Voices: eSpeak NG, built in; ChatTTS is not running{why}.\n"
+        "  To speak with ChatTTS: make install-chattts, then .venv/bin/chattts-online models pull\n"
+        "  (docs/engines.md)\n"
+    )
+
+
 class PortInUse(Exception):
     """The web port is taken: `run` says so in one line and stops everything it started."""
 
@@ -204,7 +218,11 @@ def _serve(supervisor: Supervisor) -> int:
         page = f"http://{supervisor._display_host()}:{settings.web.port}/"
         # `say`, `submit`, `admin` and `check` find this service from any directory.
         running.announce(page, settings.data_dir, masked_settings(settings))
-        print(f"\n  ChatTTS Online is running: open {page}\n  (Ctrl-C stops it)\n", flush=True)
+        print(
+            f"\n  ChatTTS Online is running: open {page}\n{_voices_line(settings)}"
+            "  (Ctrl-C stops it)\n",
+            flush=True,
+        )
     try:
         supervisor.supervise()
     finally:

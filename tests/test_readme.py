@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+from core.infra.embedded_redis import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -58,7 +65,7 @@ def test_short_with_a_first_job_early() -> None:
     first_curl = next(
         i for i, line in enumerate(lines) if line.startswith("curl") or "curl " in line
     )
-    first_python = next(i for i, line in enumerate(lines) if line.startswith("import httpx"))
+    first_python = next(i for i, line in enumerate(lines) if line.startswith("import json"))
     assert first_curl < 60 and first_python < 60
 
 
@@ -66,3 +73,85 @@ def test_user_facing_text_tells_no_history() -> None:
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         text = path.read_text()
         assert not re.search(r"\bissue \d+|\bwas \d+ ?KB\b|earlier session", text), path
+
+
+def _block(after: str, language: str) -> str:
+    """The first ```language block of the README after the line `after`."""
+    rest = README.split(after, 1)[1]
+    return rest.split(f"```{language}\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_first_minutes_work_as_written(tmp_path: Path) -> None:
+    """`make run`'s service (here `run` itself, on a free port), then the README's first job:
+    its curl block, its Python block and its `say` line, as written but for the port, with
+    nothing installed beyond what `make run` installs."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if "REDIS_URL" not in k and k != "CHATTTS_URL"}
+    env |= {
+        "CHATTTS_ENGINE": "espeak",
+        "CHATTTS_DATA_DIR": str(tmp_path / "data"),
+        "CHATTTS_WORKER_METRICS_PORT": str(free_port()),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+    }
+    log = (tmp_path / "run.log").open("wb")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "cli", "run", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    here = tmp_path / "me"
+    here.mkdir()
+    try:
+        deadline = time.monotonic() + 60
+        while b"is running: open" not in (tmp_path / "run.log").read_bytes():
+            assert run.poll() is None and time.monotonic() < deadline, "run never got ready"
+            time.sleep(0.2)
+        shell = _block("## A first job", "bash").replace("localhost:8000", f"localhost:{port}")
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", shell],
+            cwd=here,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "succeeded" in done.stdout
+        for name in ("hello.mp3", "hello2.mp3"):
+            assert (here / name).stat().st_size > 1000, name
+        python = _block("## A first job", "python").replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+        done = subprocess.run(
+            [sys.executable, "-c", python],
+            cwd=here,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["queued", "running", "succeeded"], done.stdout
+        assert (here / "hello.wav").read_bytes()[:4] == b"RIFF"
+        say = re.search(r"`(\.venv/bin/chattts-online say [^`]*)`", README)
+        assert say is not None, "the README's say line"
+        command = say.group(1).replace(".venv/bin/", str(Path(sys.executable).parent) + "/")
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=here,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert (here / "hi.mp3").stat().st_size > 500
+    finally:
+        run.send_signal(signal.SIGTERM)
+        try:
+            run.wait(30)
+        except subprocess.TimeoutExpired:
+            run.kill()
+        log.close()
+    output = (tmp_path / "run.log").read_text()
+    assert "Voices: eSpeak NG" in output or "Voices: chattts" in output

@@ -22,16 +22,21 @@ ENGINES = {
 }
 
 
+def chosen_engine(settings: Settings) -> tuple[str, str | None]:
+    """The engine CHATTTS_ENGINE names, `auto` resolved here, and why it is not ChatTTS when
+    `auto` fell back (None otherwise)."""
+    name = settings.engine.name
+    if name != "auto":
+        return name, None
+    reason = _chattts_unavailable(settings)
+    return ("chattts", None) if reason is None else ("espeak", reason)
+
+
 def create_engine(settings: Settings) -> Engine:
     """Instantiate (not load) the engine CHATTTS_ENGINE names (`settings.engine.name`)."""
-    name = settings.engine.name
-    if name == "auto":
-        reason = _chattts_unavailable(settings)
-        if reason is None:
-            name = "chattts"
-        else:
-            log.info("engine auto: using espeak because %s", reason)
-            name = "espeak"
+    name, fallback = chosen_engine(settings)
+    if fallback is not None:
+        log.info("engine auto: using espeak because %s", fallback)
     module_name = ENGINES.get(name, name if "." in name else None)
     if module_name is None:
         known = ", ".join(["auto", *ENGINES])
