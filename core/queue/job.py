@@ -126,13 +126,13 @@ class JobSnapshot(TypedDict):
     duration_s: NotRequired[float]
     audio_size: NotRequired[int]  # bytes of its file
     sample_rate: NotRequired[int]
-    cancel_requested: NotRequired[Literal["1"]]
-    cached: NotRequired[Literal["1"]]  # its audio came from the result cache
+    cancel_requested: bool
+    cached: bool  # its audio came from the result cache
     chunks_done: NotRequired[int]  # a streaming job's chunks out so far
     callback: NotRequired[Literal["pending", "delivered", "failed"]]
     callback_attempts: NotRequired[int]
     callback_error: NotRequired[str]
-    document: NotRequired[Literal["1"]]  # its audio is kept in parts
+    document: bool  # its audio is kept in parts
     checks: NotRequired[CheckCounts]
     starts: NotRequired[int]  # times a worker started it (events' snapshots only)
 
@@ -209,6 +209,9 @@ class Job:
             "format": self.request.format,
             "attempts": self.attempts,
             "created_at": self.created_at,
+            "cancel_requested": self.cancel_requested,
+            "cached": self.cached,
+            "document": self.document,
         }
         optional = {
             "started_at": self.started_at,
@@ -219,13 +222,10 @@ class Job:
             "duration_s": self.duration_s,
             "audio_size": self.audio_size,
             "sample_rate": self.sample_rate,
-            "cancel_requested": "1" if self.cancel_requested else None,
-            "cached": "1" if self.cached else None,
             "chunks_done": self.chunks_done or None,
             "callback": self.callback,
             "callback_attempts": self.callback_attempts if self.callback else None,
             "callback_error": self.callback_error,
-            "document": "1" if self.document else None,
             "checks": self.checks,
         }
         out.update({k: v for k, v in optional.items() if v is not None})

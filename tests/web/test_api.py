@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient
 
 from core.infra.settings import Settings
 from tests.conftest import ClientFactory
-from tests.web.conftest import submit
+from tests.web.conftest import collect_sse, submit
 
 Client = TestClient[Any, Any]
 
@@ -398,3 +398,18 @@ async def test_key_weights_place_a_key_s_jobs(
     assert await placed("batch") == (b"b", b"1.0")
     assert await placed("plain") == (b"i", b"1.0")
     assert await placed("plain", priority="bulk") == (b"b", b"1.0")
+
+
+async def test_flags_are_booleans_everywhere(client: Client) -> None:
+    """`cached`, `document` and `cancel_requested` are JSON booleans, always present, in the
+    submit answer's snapshot, a job's snapshot and its events' (never "0", true in an `if`)."""
+    body = await submit(client, text="flags")
+    flags = ("cached", "document", "cancel_requested")
+    assert all(body["job"][flag] is False for flag in flags), body["job"]
+    snapshot = await (await client.get(body["status_url"])).json()
+    assert all(snapshot[flag] is False for flag in flags), snapshot
+    assert (await client.delete(body["status_url"])).status == 202
+    events = await collect_sse(await client.get(body["events_url"]))
+    jobs = [event.json()["job"] for event in events]
+    assert jobs[0]["cancel_requested"] is False
+    assert all(isinstance(job[flag], bool) for job in jobs for flag in flags), jobs

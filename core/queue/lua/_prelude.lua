@@ -22,6 +22,8 @@ end
 local NUMERIC = {attempts=true, created_at=true, started_at=true, finished_at=true,
   segments_total=true, segments_done=true, duration_s=true, audio_size=true, seq=true,
   sample_rate=true, chunks_done=true, callback_attempts=true, starts=true}
+-- Flags: JSON booleans in every snapshot, set or not ("0" would be true in a client's `if`).
+local FLAGS = {cancel_requested=true, cached=true, document=true}
 -- No `seq`: the queue-wide count of submissions would tell every client the traffic volume.
 local SNAPSHOT_FIELDS = {'id', 'state', 'voice', 'format', 'attempts', 'created_at',
   'started_at', 'finished_at', 'error', 'segments_total', 'segments_done', 'duration_s',
@@ -36,7 +38,9 @@ local function snapshot(job_key)
   local snap = {}
   for i, name in ipairs(SNAPSHOT_FIELDS) do
     local v = values[i]
-    if v and v ~= '' then
+    if FLAGS[name] then
+      snap[name] = (v == '1')
+    elseif v and v ~= '' then
       if NUMERIC[name] then snap[name] = tonumber(v) else snap[name] = v end
     end
   end

@@ -77,7 +77,7 @@ async def _whole(
         headers = {
             "Content-Type": mime_type(params.format),
             "X-Job-Id": job_id,
-            "X-Cache": "hit" if str(finished.get("cached")) == "1" else "miss",
+            "X-Cache": "hit" if finished.get("cached") is True else "miss",
         }
         if params.download_link:  # Kokoro's header: where the same file can be fetched again
             headers["X-Download-Path"] = str(request.app.router["job_audio"].url_for(job_id=job_id))

@@ -102,7 +102,7 @@ async def test_streamed_audio_every_format(client: Client, worker: WorkerProcess
             data = b"".join([chunk async for chunk in response.iter_bytes()])
         assert 10.0 < duration(data, fmt) < 60.0, fmt
         job = await (await client.get(f"/v1/tts/jobs/{response.headers['x-job-id']}")).json()
-        assert job["segments_total"] > 1 and "cached" not in job
+        assert job["segments_total"] > 1 and job["cached"] is False
         if fmt == "pcm":  # the stream is exactly the job's file: segments and the same pauses
             assert data == await (await client.get(f"/v1/tts/jobs/{job['id']}/audio")).read()
     # A cache hit streams too: the whole file at once, the same bytes.
@@ -114,7 +114,7 @@ async def test_streamed_audio_every_format(client: Client, worker: WorkerProcess
             streams.append(await again.read())
     assert streams[0] == streams[1]
     job = await (await client.get(f"/v1/tts/jobs/{again.headers['x-job-id']}")).json()
-    assert job["cached"] == "1"
+    assert job["cached"] is True
 
 
 async def test_sse_stream_as_openai_documents(client: Client, worker: WorkerProcess) -> None:
@@ -152,7 +152,7 @@ async def test_repeat_is_a_cache_hit_with_identical_bytes(
     assert first.headers["x-cache"] == "miss" and second.headers["x-cache"] == "hit"
     assert first.content == second.content
     job = await (await client.get(f"/v1/tts/jobs/{second.headers['x-job-id']}")).json()
-    assert job["cached"] == "1"
+    assert job["cached"] is True
     # The job's audio URL serves the same bytes, with Range and ETag.
     url = f"/v1/tts/jobs/{job['id']}/audio"
     part = await client.get(url, headers={"Range": "bytes=4-11"})
@@ -373,7 +373,7 @@ async def test_encoding_a_cached_answer_is_paced_per_address(
     data = await again.read()
     took = asyncio.get_running_loop().time() - started
     cached = await (await client.get(f"/v1/tts/jobs/{again.headers['X-Job-Id']}")).json()
-    assert cached["cached"] == "1", cached
+    assert cached["cached"] is True, cached
     assert abs(duration(data, "mp3") - float(job["duration_s"])) < 1.0
     assert took >= 0.9 * (pcm_bytes - rate) / rate, (took, pcm_bytes)
 

@@ -51,7 +51,7 @@ async def test_files_and_cached_results_live_in_the_store_and_serve_as_before(
     # The same request again: answered from the cache, with a file of its own.
     repeat = await submit(client, text="Kept on disk, not in Redis.", voice="en_male", format="wav")
     cached = await wait_job(client, repeat["id"], ("succeeded",))
-    assert cached.get("cached") == "1"
+    assert cached.get("cached") is True
     repeat_ref = (await aredis.hget(queue.keys.job(repeat["id"]), "audio_ref")).decode()
     assert repeat_ref != ref and (root / repeat_ref).read_bytes() == on_disk
     assert await (await client.get(f"/v1/tts/jobs/{repeat['id']}/audio")).read() == on_disk

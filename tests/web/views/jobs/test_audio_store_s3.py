@@ -54,7 +54,7 @@ async def test_files_segments_parts_cache_and_sweep_in_a_bucket(
     assert await store.read("absent/jobs/x/y.wav", 0, 10) is None
 
     repeat = await submit(client, text=text, voice="en_male", format="wav")
-    assert (await wait_job(client, repeat["id"], ("succeeded",))).get("cached") == "1"
+    assert (await wait_job(client, repeat["id"], ("succeeded",))).get("cached") is True
     repeat_ref = (await aredis.hget(queue.keys.job(repeat["id"]), "audio_ref")).decode()
     assert repeat_ref != ref and await store.get(repeat_ref) == stored  # a copy of its own
 

@@ -79,7 +79,7 @@ async def test_a_cache_hit_streams_nothing(client: Client, worker: WorkerProcess
     first = await submit(client, **request)
     await wait_job(client, first["id"], ("succeeded",))
     again = await submit(client, **request)
-    assert (await wait_job(client, again["id"], ("succeeded",))).get("cached") == "1"
+    assert (await wait_job(client, again["id"], ("succeeded",))).get("cached") is True
     status, body, _ = await _stream(client, again["id"])
     assert status == 200 and body == b""
 
