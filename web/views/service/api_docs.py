@@ -403,7 +403,9 @@ async def api_docs(request: web.Request) -> web.StreamResponse:
             for path, methods in doc["paths"].items()
             for method, op in methods.items()
         ]
-        context = {"operations": operations}
+        web_settings = request.app[SETTINGS].web  # this process's own address in the example
+        base = web_settings.public_url.rstrip("/") or f"localhost:{web_settings.port}"
+        context = {"operations": operations, "base": base}
         page = aiohttp_jinja2.render_string("docs.html", request, context).encode()
         derived.put("docs.html", page)
     return web.Response(body=page, content_type="text/html", charset="utf-8")

@@ -9,7 +9,8 @@ import pytest
 from aiohttp.test_utils import TestClient
 from jsonschema import Draft202012Validator
 
-from tests.conftest import WorkerProcess
+from tests.conftest import ClientFactory, WorkerProcess
+from web.appkeys import SETTINGS
 
 Client = TestClient[Any, Any]
 
@@ -88,3 +89,11 @@ async def test_the_docs_page_lists_every_operation_from_this_server(client: Clie
     for path in doc["paths"]:
         assert f"<code>{path}</code>" in html, path
     assert "http://" not in html and "https://" not in html  # nothing from elsewhere
+    port = client.app[SETTINGS].web.port  # its example names this service's port
+    assert f"curl -s localhost:{port}/v1/voices" in html
+
+
+async def test_the_docs_example_names_the_public_url(make_client: ClientFactory) -> None:
+    client = await make_client(port=8123, public_url="https://tts.example.com/")
+    html = await (await client.get("/docs")).text()
+    assert "curl -s https://tts.example.com/v1/voices" in html
