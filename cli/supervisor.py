@@ -70,7 +70,22 @@ class Supervisor:
         self._stop = False
 
     def _stop_signal(self, signum: int, _frame: object) -> None:
+        """The first Ctrl-C (or SIGTERM) stops everything gracefully, the second hands the
+        worker's jobs back at once (a terminal's Ctrl-C reaches the children itself)."""
+        if self._stop:
+            print("\n  Stopping now: the worker hands its jobs back to the queue.", flush=True)
+            for child in self.children:
+                if child.name != "web" and child.alive() and child.process is not None:
+                    child.process.send_signal(signal.SIGTERM)
+            return
         log.info("received %s: stopping", signal.Signals(signum).name)
+        grace = self.settings.worker.shutdown_grace_s
+        print(
+            f"\n  Stopping: the worker finishes the jobs it holds (up to {grace:.0f} s; a "
+            "document goes back to the queue at once and resumes later).\n"
+            "  Ctrl-C again to hand everything back now.",
+            flush=True,
+        )
         self._stop = True
 
     def start(self) -> None:

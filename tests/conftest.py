@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -27,6 +28,9 @@ from testing.s3_server import CREDENTIALS, S3Server
 from web.app import create_app
 
 ROOT = Path(__file__).resolve().parent.parent
+# Where `chattts-online run` notes that it runs (cli/running.py): a directory of the test
+# session's own, never the user's, for every `run` the tests start and every command that looks.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="chattts-state-")
 # Compressed intervals: minutes of production timing become fractions of a second.
 FAST = {
     "block_ms": 200,

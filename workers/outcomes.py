@@ -382,6 +382,14 @@ class Outcomes:
 
     async def release_all(self, reason: str) -> None:
         """Give every job in hand back to the queue; with Redis down, their leases will lapse."""
+        if self.in_hand:
+            log.info(
+                "worker %s: handing %d jobs back to the queue (%s): %s",
+                self.name,
+                len(self.in_hand),
+                reason,
+                ", ".join(self.in_hand),
+            )
         try:
             for job in list(self.in_hand.values()):
                 await self.queue.work.release(

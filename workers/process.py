@@ -46,6 +46,8 @@ from workers.stats import WorkerStats, publish_heartbeats
 from workers.sweeper import sweep_audio
 
 log = logging.getLogger("chattts_online.worker")
+# Stop requests this close together are one (a terminal's Ctrl-C, and `run` passing it on).
+SAME_STOP_S = 0.5
 T = TypeVar("T")
 
 # Back-off while Redis is unreachable: quick first retry, never a busy loop, capped.
@@ -68,6 +70,7 @@ class Worker:
         self._engine_thread = ThreadPoolExecutor(1, thread_name_prefix="engine")
         self._stopping = asyncio.Event()
         self._grace_deadline = float("inf")
+        self._stop_asked_at = 0.0
         self.engine_stuck = False
         # Set while the engine thread runs the engine's serving loop.
         self._serving: Engine | None = None
@@ -85,13 +88,28 @@ class Worker:
         return await asyncio.get_running_loop().run_in_executor(self._engine_thread, fn, *args)
 
     def request_stop(self) -> None:
-        if not self._stopping.is_set():
-            self._grace_deadline = time.monotonic() + self.settings.worker.shutdown_grace_s
-            self.metrics.ready.set(0)
-            log.info(
-                "worker %s: stopping (finishing %d jobs in hand)", self.name, len(self.in_hand)
-            )
-            self._stopping.set()
+        """The first SIGTERM or SIGINT: finish the jobs in hand within the grace period (a
+        document goes back at once: it resumes after its stored parts); the second: hand them
+        all back now."""
+        now = time.monotonic()
+        if self._stopping.is_set():
+            # A terminal's Ctrl-C reaches the worker and `run` alike, and `run` passes it on as
+            # SIGTERM at once: what comes within a moment of the first is the same request.
+            if now - self._stop_asked_at > SAME_STOP_S and self._grace_deadline > now:
+                log.info("worker %s: asked again: handing its jobs back now", self.name)
+                self._grace_deadline = 0.0
+            return
+        self._stop_asked_at = now
+        self._grace_deadline = now + self.settings.worker.shutdown_grace_s
+        self.metrics.ready.set(0)
+        log.info(
+            "worker %s: stopping: finishing %d jobs in hand (up to %.0f s; documents go back to "
+            "the queue and resume where they stopped)",
+            self.name,
+            len(self.in_hand),
+            self.settings.worker.shutdown_grace_s,
+        )
+        self._stopping.set()
 
     def drain(self, operator: str) -> None:
         """An operator asked this worker to drain (the console): it stops as on SIGTERM,
@@ -275,7 +293,10 @@ class Worker:
                 if not self.in_hand:
                     return
                 if time.monotonic() > self._grace_deadline:
-                    await self.outcomes.release_all("worker shut down past its grace period")
+                    await self.outcomes.release_all("its worker stopped before it was done")
+                    return
+                if all(job.started.document for job in self.in_hand.values()):
+                    await self.outcomes.release_all("stopped; it resumes after its stored parts")
                     return
             try:
                 if not self._stopping.is_set():

@@ -230,6 +230,12 @@ def test_ctrl_c_in_a_terminal_stops_everything_gracefully_redis_last(tmp_path: P
     output = (tmp_path / "run.log").read_text()
     for trouble in ("Redis unavailable", "did not stop in time", "Traceback", "lease"):
         assert trouble not in output, output[-3000:]
+    # It said what it waits for, and handed the document back at once rather than finishing it.
+    assert "Stopping: the worker finishes the jobs it holds" in output
+    assert (
+        f"handing 1 jobs back to the queue (stopped; it resumes after its stored parts): {job_id}"
+        in output
+    )
     assert check(env).returncode == 1  # stopped: nothing to find
     again = start("again.log")
     try:

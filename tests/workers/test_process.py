@@ -167,3 +167,36 @@ async def test_high_priority_jobs_run_before_the_bulk_backlog(
         assert job is not None and job.started_at is not None
         started[submitted.job_id] = job.started_at
     assert min(started, key=started.__getitem__) == urgent.job_id
+
+
+async def test_asked_twice_a_worker_hands_its_jobs_back_at_once(
+    settings: Settings, aredis: Redis, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """The first SIGTERM (or Ctrl-C) lets the job in hand finish within the grace period; a
+    second, a moment later, hands it back to the queue now and the worker exits."""
+    import signal
+    import time
+
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    worker = start_worker(
+        CHATTTS_ENGINE="tests.workers.engines.tone", CHATTTS_SHUTDOWN_GRACE_S="120"
+    )
+    text = " ".join(f"Word number {n}." for n in range(6000))  # many seconds of engine steps
+    submitted = await queue.enqueue(SynthesisRequest(text=text, voice="en_male"), "key-a")
+    deadline = time.monotonic() + 30
+    while (job := await queue.get(submitted.job_id)) and job.segments_done < 2:
+        assert time.monotonic() < deadline, "the job never got going"
+        await asyncio.sleep(0.05)
+    worker.process.send_signal(signal.SIGTERM)
+    await asyncio.sleep(1.5)
+    assert worker.process.poll() is None  # finishing the job, within its grace
+    job = await queue.get(submitted.job_id)
+    assert job is not None and job.state == JobState.RUNNING
+    asked = time.monotonic()
+    worker.process.send_signal(signal.SIGTERM)
+    await asyncio.to_thread(worker.process.wait, 10)
+    assert time.monotonic() - asked < 5
+    job = await queue.get(submitted.job_id)
+    assert job is not None and job.state == JobState.QUEUED, job
+    assert "handing its jobs back now" in worker.log()
