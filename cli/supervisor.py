@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,12 +18,15 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from redis.exceptions import RedisError
+
 from cli import running
 from cli.check import masked_settings
 from core.infra.embedded_redis import EmbeddedRedis, die_with_parent
 from core.infra.ports import PORT_IN_USE_EXIT, port_in_use_message, port_taken
-from core.infra.redis_client import mask_url
+from core.infra.redis_client import connect_sync, mask_url
 from core.infra.settings import Settings
+from core.queue.keys import Keys
 from workers.engines import chosen_engine
 
 log = logging.getLogger("chattts_online.run")
@@ -137,6 +141,8 @@ class Supervisor:
                     code = child.process.returncode if child.process else None
                     if child.name == "web" and code == PORT_IN_USE_EXIT:
                         raise PortInUse(port_in_use_message(self.settings.web.port))
+                    if child.name != "web" and code != 0 and child.process is not None:
+                        self._forget_worker(child)
                     delay = RESTART_BACKOFF_S[min(child.failures, len(RESTART_BACKOFF_S) - 1)]
                     if code == 0:  # it was asked to stop (an operator's drain): a new one
                         log.info("%s stopped (drained); starting another", child.name)
@@ -154,6 +160,22 @@ class Supervisor:
                 log.error("embedded Redis exited (%s); restarting it", redis_process.returncode)
                 self.redis.start()
             time.sleep(POLL_S)
+
+    def _forget_worker(self, child: Child) -> None:
+        """A worker that died without leaving (killed, crashed) leaves the fleet now: else it
+        stays listed, ready and holding its job, until its heartbeat lapses."""
+        assert child.process is not None
+        name = child.env.get("CHATTTS_WORKER_NAME") or f"{socket.gethostname()}-{child.process.pid}"
+        keys = Keys(self.settings.redis.key_prefix, self.settings.redis.queue)
+        try:
+            client = connect_sync(self.settings.redis.redis_url or "", socket_timeout=2)
+            try:
+                client.delete(keys.worker(name), keys.drain(name))
+                client.zrem(keys.workers, name)
+            finally:
+                client.close()
+        except RedisError as exc:  # its heartbeat lapses on its own
+            log.warning("could not remove the dead worker %s from the fleet: %s", name, exc)
 
     def stop(self) -> None:
         for child in self.children:

@@ -84,7 +84,8 @@ def test_run_starts_supervises_and_stops_everything(tmp_path: Path) -> None:
     env.update(
         {
             "CHATTTS_ENGINE": "espeak",
-            "CHATTTS_HEARTBEAT_S": "0.3",
+            # Slow enough that a dead worker's heartbeat would list it for seconds.
+            "CHATTTS_HEARTBEAT_S": "2",
             "CHATTTS_DATA_DIR": str(tmp_path / "data"),
             "CHATTTS_WORKER_METRICS_PORT": str(metrics_port),
             "XDG_STATE_HOME": str(tmp_path / "state"),  # where `run` says it runs
@@ -142,8 +143,10 @@ def test_run_starts_supervises_and_stops_everything(tmp_path: Path) -> None:
         # The worker serves its own metrics on the base port (worker 1).
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2) as r:
             assert b"chattts_worker_ready 1.0" in r.read()
-        # A child that dies is restarted.
+        # A child that dies is restarted, and leaves the fleet at once: never listed beside
+        # its replacement until its heartbeat lapses.
         os.kill(workers[0], signal.SIGKILL)
+        wait_for(lambda: get_json(f"{base}/readyz")[1].get("workers") == 0, 1.5, "still listed")
         wait_for(
             lambda: any(
                 cmd.endswith(" worker") and pid != workers[0]
