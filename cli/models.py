@@ -42,6 +42,13 @@ def pull(
     except EngineError as exc:
         print(f"chattts-online models pull: {exc}", file=sys.stderr)
         return FAILED
+    except ImportError as exc:  # the downloader comes with the chattts extra
+        print(
+            f"chattts-online models pull: {exc.name or exc} is not installed: it comes with "
+            "ChatTTS (make install-chattts, or pip install 'chattts-online[chattts]')",
+            file=sys.stderr,
+        )
+        return FAILED
     except Exception as exc:  # the hub client's errors: network, 404, a dropped connection
         print(
             f"chattts-online models pull: {type(exc).__name__}: {exc} (run it again: it resumes)",

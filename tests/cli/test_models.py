@@ -1,0 +1,32 @@
+"""`chattts-online models`: what it says when the downloader it needs is not installed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_pull_without_the_chattts_extra_says_how_to_get_it(tmp_path: Path) -> None:
+    """Without huggingface_hub (the chattts extra), the advice is to install ChatTTS, never
+    "run it again: it resumes"."""
+    shadow = tmp_path / "shadow" / "huggingface_hub"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'huggingface_hub'\", name='huggingface_hub')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "shadow"), "CHATTTS_MODEL_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "models", "pull"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "huggingface_hub is not installed" in done.stderr, done.stderr
+    assert "make install-chattts" in done.stderr and "resumes" not in done.stderr
