@@ -177,7 +177,17 @@ def client_id(request: web.Request) -> str:
     else:
         cookie = request.cookies.get(COOKIE)
         header = request.headers.get(TOKEN_HEADER)
-        if _valid_cookie(secret, header):  # explicit: it wins over a cookie
+        if header is not None and not _valid_cookie(secret, header):
+            # Sent on purpose, and not ours: a new identity would lose the caller's jobs quietly.
+            raise ApiError(
+                401,
+                f"the {TOKEN_HEADER} header is not a token this server gave (mistyped, cut, or "
+                "from another server): send the one an answer gave you, or leave the header out "
+                "to get a new identity",
+                code="invalid_client_token",
+                param=TOKEN_HEADER,
+            )
+        if header is not None:  # explicit: it wins over a cookie
             token = str(header)
         elif _valid_cookie(secret, cookie):
             token = str(cookie)

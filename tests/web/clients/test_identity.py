@@ -52,18 +52,25 @@ async def test_a_script_without_cookies_uses_its_own_jobs(
         async with script.get(url("/v1/callbacks/secret"), headers=mine) as response:
             assert (await response.json())["secret"] == secret
 
-        # Without its token, or with one the server did not sign, it is somebody new.
+        # With a token the server did not sign (mistyped, cut, forged): refused, saying so,
+        # never quietly somebody new who has none of its jobs.
         forged = {TOKEN_HEADER: first["client_token"][:-2] + "xx"}
-        for headers in ({}, forged):
-            async with script.get(url("/v1/tts/jobs"), headers=headers) as response:
-                assert (await response.json())["jobs"] == []
-            async with script.delete(url(f"/v1/tts/jobs/{first['id']}"), headers=headers) as r:
-                assert r.status == 403  # not its job
-            async with script.get(url("/v1/callbacks/secret"), headers=headers) as response:
-                assert (await response.json())["secret"] != secret
-            async with script.post(url("/v1/tts/jobs"), json=text, headers=headers) as response:
-                stranger = await response.json()
-            assert (await wait_job(client, stranger["id"], ("succeeded",)))["cached"] is False
+        for path in ("/v1/tts/jobs", f"/v1/tts/jobs/{first['id']}", "/v1/callbacks/secret"):
+            async with script.get(url(path), headers=forged) as response:
+                assert response.status == 401, path
+                error = (await response.json())["error"]
+                assert error["code"] == "invalid_client_token" and error["param"] == TOKEN_HEADER
+        # Without its token it is somebody new.
+        headers: dict[str, str] = {}
+        async with script.get(url("/v1/tts/jobs"), headers=headers) as response:
+            assert (await response.json())["jobs"] == []
+        async with script.delete(url(f"/v1/tts/jobs/{first['id']}"), headers=headers) as r:
+            assert r.status == 403  # not its job
+        async with script.get(url("/v1/callbacks/secret"), headers=headers) as response:
+            assert (await response.json())["secret"] != secret
+        async with script.post(url("/v1/tts/jobs"), json=text, headers=headers) as response:
+            stranger = await response.json()
+        assert (await wait_job(client, stranger["id"], ("succeeded",)))["cached"] is False
 
 
 async def test_a_browser_never_reads_its_cookie_back(client: Client) -> None:
