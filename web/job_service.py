@@ -13,6 +13,7 @@ from core.audio.catalog import DOCUMENT_FORMATS
 from core.audio.sizes import expected_bytes
 from core.queue.job import Job, JobSnapshot, SynthesisRequest, is_job_id
 from core.queue.store import QueueError, Room, Submitted
+from core.text.languages import notice
 from web.appkeys import CALLBACK_SECRET, HUB, KEY_SHARES, METRICS, QUEUE, SETTINGS, THROUGHPUT
 from web.callbacks.signing import client_secret
 from web.errors import ApiError, job_not_found
@@ -141,6 +142,9 @@ async def submit(
     expected = admit_storage(app, request, document)
     submitted = await enqueue(app, request, client, idem, callback, document, expected, source)
     body = await submitted_body(app, submitted)
+    said = notice(request.text)
+    if said is not None:  # taken, and told: the voices read Mandarin and English
+        body["warnings"] = [said]
     if callback is not None:  # what verifies it, for a script that keeps nothing else
         body["callback_secret"] = client_secret(app[CALLBACK_SECRET], client)
     return body

@@ -413,3 +413,9 @@ async def test_flags_are_booleans_everywhere(client: Client) -> None:
     jobs = [event.json()["job"] for event in events]
     assert jobs[0]["cancel_requested"] is False
     assert all(isinstance(job[flag], bool) for job in jobs for flag in flags), jobs
+
+
+async def test_text_the_voices_cannot_read_is_taken_and_told(client: Client) -> None:
+    japanese = await submit(client, text="こんにちは、世界。")
+    assert any("Japanese kana" in w for w in japanese["warnings"]), japanese
+    assert "warnings" not in await submit(client, text="Hello there.")

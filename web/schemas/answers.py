@@ -33,6 +33,7 @@ class SubmittedJob(JobLinks):
     duplicate: NotRequired[bool]  # the Idempotency-Key was seen: the first submission's job
     callback_secret: NotRequired[str]  # verifies its callbacks (with callback_url)
     client_token: NotRequired[str]  # send it as X-Client-Token to stay this client
+    warnings: NotRequired[list[str]]  # what the voices will not read as written
 
 
 class JobView(JobSnapshot, JobLinks):

@@ -155,7 +155,9 @@ def voice_form(settings: Settings) -> Schema:
         "audio": {
             "type": "string",
             "contentMediaType": "audio/*",
-            "description": f"1-20 s, WAV, FLAC, Ogg or MP3, up to {registration.MAX_RECORDING_BYTES} bytes",
+            "description": (
+                f"1-20 s, WAV, FLAC, Ogg or MP3, up to {registration.MAX_RECORDING_BYTES} bytes"
+            ),
         },
     }
     assert set(properties) == set(registration.FORM_FIELDS)

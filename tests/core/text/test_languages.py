@@ -1,0 +1,33 @@
+"""What the voices cannot read, told: other scripts and other languages' accented letters."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.text.languages import notice, unreadable
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("Hello there, 42 times.", []),
+        ("你好，世界。我有3个苹果！", []),
+        ("Mixed: 你好 and hello.", []),
+        ("こんにちは、世界。", ["Japanese kana"]),
+        ("カタカナ and 漢字", ["Japanese kana"]),
+        ("안녕하세요", ["Korean"]),
+        ("Привет, мир", ["Cyrillic"]),
+        ("Bonjour, ça va très bien, merci à vous.", ["letters of a language other than English"]),
+    ],
+)
+def test_what_the_voices_cannot_read(text: str, said: list[str]) -> None:
+    found = unreadable(text)
+    assert len(found) == len(said) and all(
+        f.startswith(s) for f, s in zip(found, said, strict=True)
+    )
+    assert (notice(text) is None) == (not said)
+
+
+def test_one_accented_name_in_english_is_english() -> None:
+    text = "We met at the café on Main Street and talked about the weather for an hour. " * 3
+    assert unreadable(text) == []
