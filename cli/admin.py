@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,9 @@ def add_parser(sub: Any, default_url: str) -> None:
     jobs.add_argument("--client", help="a client id, or the address or key it is fair to")
     jobs.add_argument("--voice")
     jobs.add_argument("--text", help="a fragment of the text, any case")
-    jobs.add_argument("--since", type=float, help="Unix seconds")
-    jobs.add_argument("--until", type=float, help="Unix seconds")
+    when = "a date or time (2026-12-06, 2026-12-06T14:30; local unless zoned) or Unix seconds"
+    jobs.add_argument("--since", type=moment, help=when)
+    jobs.add_argument("--until", type=moment, help=when)
     jobs.add_argument("--limit", type=int, default=50)
     job = what.add_parser("job", help="one job's whole record")
     job.add_argument("id")
@@ -114,8 +116,62 @@ def _error_of(exc: urllib.error.HTTPError) -> tuple[str, str | None]:
         return f"HTTP {exc.code}", None
 
 
+def moment(value: str) -> float:
+    """--since/--until: Unix seconds, or an ISO 8601 date or date and time (local time unless
+    it names its zone), as the tables print them."""
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(value.strip()).timestamp()
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a date or time: write 2026-12-06, 2026-12-06T14:30 or Unix seconds"
+        ) from None
+
+
 def _when(seconds: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(seconds))) if seconds else ""
+
+
+def _job_record(record: dict[str, Any]) -> str:
+    """A job's record as the other subcommands print theirs: its fields, then tables of its
+    runs and events (--json: all of it as the API answers it)."""
+    job = record["job"]
+    request = job.get("request") or {}
+    text = str(request.get("text", ""))
+    fields = [
+        ["state", job.get("state")],
+        ["client", job.get("client")],
+        ["voice, format", f"{request.get('voice')}, {request.get('format')}"],
+        ["submitted", _when(job.get("created_at"))],
+        ["started", _when(job.get("started_at"))],
+        ["finished", _when(job.get("finished_at"))],
+        ["attempts", job.get("attempts")],
+        ["error", job.get("error")],
+        ["text", text[:120] + ("…" if len(text) > 120 else "")],
+        ["audio", record["links"].get("audio_url")],
+    ]
+    out = [f"job {job.get('id')}", _table([f for f in fields if f[1] not in (None, "")], ["", ""])]
+    runs = [
+        [r.get("worker"), _when(r.get("at")), "found past its deliveries" if r.get("dead") else ""]
+        for r in record.get("runs") or []
+    ]
+    if runs:
+        out += ["", "runs:", _table(runs, ["worker", "started", ""])]
+    events = [
+        [_when(e.get("ts")), e.get("type"), e.get("error") or e.get("reason") or ""]
+        for e in record.get("events") or []
+    ]
+    if events:
+        out += ["", "events:", _table(events, ["when", "event", "detail"])]
+    if record.get("callback"):
+        callback = record["callback"]
+        out += ["", f"callback: {callback.get('state')} after {callback.get('attempts')} tries"]
+    if record.get("dead_letter"):
+        out += ["", f"dead letter: {record['dead_letter'].get('reason')}"]
+    return "\n".join(out)
 
 
 def _table(rows: list[list[Any]], header: list[str]) -> str:
@@ -184,7 +240,7 @@ def _show(args: argparse.Namespace, console: Console) -> tuple[Any, str]:
         )
     if what == "job":
         answer = console.call("GET", f"/admin/v1/jobs/{urllib.parse.quote(args.id)}")
-        return answer, json.dumps(answer, indent=2, ensure_ascii=False)
+        return answer, _job_record(answer)
     if what == "dlq":
         return _dlq(args, console)
     if what == "workers":

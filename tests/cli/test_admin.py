@@ -100,6 +100,14 @@ def test_pause_requeue_usage_and_audit_from_the_shell(
     assert "healthy" in workers.stdout and "espeak" in workers.stdout
     found = json.loads(admin(web, "--json", "jobs", "--text", "dies first").stdout)
     assert [j["id"] for j in found["jobs"]] == [job["id"]]
+    # One job's record reads like the rest: its fields, its runs and its events, in tables.
+    record = admin(web, "job", job["id"]).stdout
+    assert record.startswith(f"job {job['id']}") and "A job that dies first." in record
+    assert "runs:" in record and "reaper" in record and "healthy" in record
+    assert "events:" in record and "dead" in record and "succeeded" in record
+    assert '"' not in record.splitlines()[1]  # a table, not the raw record's JSON
+    since = admin(web, "jobs", "--since", time.strftime("%Y-%m-%d"), "--text", "dies first")
+    assert since.returncode == 0 and job["id"] in since.stdout, since.stderr
     usage = admin(web, "usage", "--csv")
     rows = list(csv.DictReader(io.StringIO(usage.stdout)))
     assert [int(r["jobs"]) for r in rows] == [2]  # ended twice: dead, then succeeded
