@@ -41,8 +41,20 @@ function button(label, name, onClick) {
   return b;
 }
 
+// Local time as the command line prints it (2026-12-06 14:30:05), whatever the browser's locale.
 function when(seconds) {
-  return seconds ? new Date(seconds * 1000).toLocaleString() : "";
+  if (!seconds) return "";
+  const d = new Date(seconds * 1000);
+  const two = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} `
+    + `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+}
+
+// A rate to read at a glance: three significant digits at most (0.12, 3.45, 12.3, 456).
+function figure(value) {
+  const x = Number(value);
+  if (!Number.isFinite(x)) return String(value);
+  return x >= 100 ? String(Math.round(x)) : x.toFixed(x >= 10 ? 1 : 2);
 }
 
 // What each table shows now: a refresh that brings the same rows changes nothing (no churn for
@@ -103,7 +115,7 @@ function renderQueue(view) {
   const figures = [
     ["Queued", c.queued], ["Running", c.running], ["Dead letters", c.dead_letters],
     ["Succeeded", c.succeeded], ["Failed", c.failed], ["Workers", view.workers_alive],
-    ["Jobs/s (1 min)", rate.jobs_per_s], ["Audio s/s (1 min)", rate.audio_s_per_s],
+    ["Jobs/s (1 min)", figure(rate.jobs_per_s)], ["Audio s/s (1 min)", figure(rate.audio_s_per_s)],
   ];
   const counts = document.getElementById("counts");
   const signature = JSON.stringify(figures);
@@ -120,6 +132,9 @@ function renderQueue(view) {
 }
 
 function renderLetters(letters) {
+  // None: say so, and no bulk buttons that would act on nothing.
+  document.getElementById("dlq-empty").hidden = letters.length > 0;
+  document.getElementById("dlq-bulk").hidden = letters.length === 0;
   fill(document.getElementById("dlq"), letters, (tr, letter) => {
     tr.dataset.jobId = letter.id;
     cell(tr, letter.id);
@@ -198,6 +213,7 @@ async function refreshAudit() {
     cell(tr, entry.by);
     cell(tr, entry.action);
     cell(tr, entry.target);
+    cell(tr, entry.detail || "");
   });
 }
 

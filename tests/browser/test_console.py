@@ -5,6 +5,7 @@ Chromium, keyboard only, with what a screen reader is told."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -117,6 +118,25 @@ def test_a_dead_job_requeued_and_intake_paused_from_the_page(
         ".map((td) => td.textContent);"
     )
     assert actions[:3] == ["queue.resume", "queue.pause", "dlq.requeue"], actions
+    # The pause's reason in its row; times as the command line prints them; no dead letters
+    # left: said so, and no bulk buttons acting on nothing.
+    details = driver.run(
+        "return [...document.querySelectorAll('#audit tbody tr')]"
+        ".map((tr) => [tr.children[0].textContent, tr.children[4].textContent]);"
+    )
+    assert details[1][1] == "maintenance", details
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", details[0][0]), details
+    wait_for(
+        driver,
+        "return !document.getElementById('dlq-empty').hidden"
+        " && document.getElementById('dlq-bulk').hidden;",
+        what="the empty dead letters said so",
+    )
+    rates = driver.run(
+        "return [...document.querySelectorAll('#counts dd')].filter((dd) =>"
+        " dd.dataset.figure.includes('/s')).map((dd) => dd.textContent);"
+    )
+    assert rates and all(re.fullmatch(r"\d+(\.\d{1,2})?", r) for r in rates), rates
     driver.screenshot(ARTIFACTS / f"console-{driver.engine}.png")
     assert driver.errors() == []
 
