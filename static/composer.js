@@ -188,17 +188,25 @@ async function submitFromForm() {
 // The request fields of the advanced settings, as the engines' capabilities name them.
 const KNOBS = { seed: "seed", temperature: "temperature", top_p: "Top P", top_k: "Top K", refine: "refine" };
 
-/** Say which advanced settings the running engines ignore (their capabilities list the ones
- * they honour); nothing when no worker runs or none says. */
+/** Offer only the advanced settings the running engines honour (their capabilities list them):
+ * the others are hidden, and the whole section when none is left; all of them when no worker
+ * runs or none says. */
 function showKnobs(body) {
   const hint = document.getElementById("knobs-hint");
   const engines = Array.isArray(body?.engines) ? body.engines : [];
   const known = engines.filter((e) => Array.isArray(e?.capabilities?.knobs));
   const honoured = new Set(known.flatMap((e) => e.capabilities.knobs));
-  const ignored = Object.keys(KNOBS).filter((knob) => !honoured.has(knob));
+  const ignored = known.length ? Object.keys(KNOBS).filter((knob) => !honoured.has(knob)) : [];
+  for (const knob of Object.keys(KNOBS)) {
+    const input = document.getElementById(knob);
+    const holder = input?.closest(".field") || input?.closest("label");
+    if (holder) holder.hidden = ignored.includes(knob);
+  }
+  const advanced = document.querySelector("details.advanced");
+  if (advanced) advanced.hidden = ignored.length === Object.keys(KNOBS).length;
   if (!hint) return;
-  hint.hidden = !known.length || !ignored.length;
-  hint.textContent = hint.hidden ? "" : `The running engines ignore: ${ignored.map((k) => KNOBS[k]).join(", ")}.`;
+  hint.hidden = !ignored.length;
+  hint.textContent = hint.hidden ? "" : `Not offered: the running engines ignore ${ignored.map((k) => KNOBS[k]).join(", ")}.`;
 }
 
 /** Rebuild the voice list from /v1/voices when it differs from what the server rendered. */
