@@ -121,7 +121,8 @@ export function renderJob(rec) {
       if (rec.params.format === "pcm") loadPcm(rec, audio);
       else audio.src = urls.audio(rec.id);
     }
-    audio.hidden = false;
+    // One player at a time: while the stream still plays, its row is the player.
+    audio.hidden = livePlaying(rec);
     audio.setAttribute("aria-label", `Audio: ${excerpt(rec.text, 40)}`);
   } else {
     audio.hidden = true;
@@ -279,14 +280,20 @@ export function renderLive(rec) {
   if (li) paintLive(rec, li);
 }
 
+/** The stream plays (or waits for a tap, or for its next part): its row is the card's player. */
+function livePlaying(rec) {
+  return ["playing", "buffering", "blocked"].includes(rec.liveStatus || "idle");
+}
+
 function paintLive(rec, li) {
   const row = li.querySelector("[data-role=live]");
   const status = rec.liveStatus || "idle";
   const state = stateOf(rec);
   // Waiting is worth showing once the job runs (with a way to stop); playing always.
-  const show = ["playing", "buffering", "blocked"].includes(status)
-    || (status === "waiting" && state === "running");
+  const show = livePlaying(rec) || (status === "waiting" && state === "running");
   row.hidden = !show;
+  // The final file's player appears once the stream's is done, never beside it.
+  li.querySelector("[data-role=audio]").hidden = state !== "succeeded" || livePlaying(rec);
   row.dataset.status = status;
   const labels = {
     playing: state === "running" ? "Playing as it arrives" : "Playing",

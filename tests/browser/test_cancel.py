@@ -71,8 +71,12 @@ def test_cancel_queued_then_retry(
         f"/v1/tts/jobs/{retried.get_attribute('data-job-id')}/segments/" in u
         for u in segment_requests
     )
+    # One player at a time: the finished file's waits while the stream still plays.
+    expect(live).to_be_visible()
+    expect(retried.locator("[data-role=audio]")).to_be_hidden()
     live.locator("[data-action=stop-live]").click()
     expect(live).to_be_hidden()
+    expect(retried.locator("[data-role=audio]")).to_be_visible()
     assert audio_duration(retried) > 5
     assert_no_console_errors(console)
 
