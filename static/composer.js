@@ -21,6 +21,8 @@ const els = {
 
 const config = {
   maxChars: Number(root.dataset.maxChars) || 4000,
+  // Longer than maxChars, up to this, a text is a document: made in parts, as WAV or PCM.
+  maxDocumentChars: Number(root.dataset.maxDocumentChars) || Number(root.dataset.maxChars) || 4000,
   // The voice a job that names none gets, by its text's language (as the server picks it).
   defaultVoices: JSON.parse(root.dataset.defaultVoices || "{}"),
 };
@@ -59,7 +61,7 @@ function readParams() {
 
 function updateCount() {
   const n = countChars(els.text.value);
-  const max = config.maxChars;
+  const max = config.maxDocumentChars;
   els.count.textContent = `${nf.format(n)} / ${nf.format(max)}`;
   const level = n > max ? "over" : n >= max * 0.9 ? "warn" : "ok";
   if (els.count.dataset.level !== level && level === "over") {
@@ -69,18 +71,25 @@ function updateCount() {
   if (n > max) {
     setFieldMessage(`Too long by ${nf.format(n - max)} characters — the limit is ${nf.format(max)}. `
       + "Shorten the text or split it into several jobs.");
-  } else if (els.textMsg.dataset.kind === "length" || els.textMsg.dataset.kind === "empty") {
+  } else if (n > config.maxChars) {
+    setFieldMessage(`A document of ${nf.format(n)} characters: it is made in parts and kept as `
+      + `${isDocumentFormat(els.format.value) ? els.format.value.toUpperCase() : "WAV"}; `
+      + "it plays as its parts are made.", "document");
+  } else if (["length", "empty", "document"].includes(els.textMsg.dataset.kind)) {
     setFieldMessage(null);
   }
   updateVoiceHint();
 }
+
+const isDocumentFormat = (format) => format === "wav" || format === "pcm";
 
 function setFieldMessage(message, kind = "length") {
   if (message) {
     els.textMsg.textContent = message;
     els.textMsg.dataset.kind = kind;
     els.textMsg.hidden = false;
-    els.text.setAttribute("aria-invalid", "true");
+    if (kind === "document") els.text.removeAttribute("aria-invalid"); // a fact, not a fault
+    else els.text.setAttribute("aria-invalid", "true");
   } else {
     els.textMsg.textContent = "";
     delete els.textMsg.dataset.kind;
@@ -156,18 +165,20 @@ async function submitFromForm() {
     els.text.focus();
     return;
   }
-  if (countChars(params.text) > config.maxChars) {
+  if (countChars(params.text) > config.maxDocumentChars) {
     updateCount();
     els.text.focus();
     return;
   }
+  const isDocument = countChars(params.text) > config.maxChars;
+  if (isDocument && !isDocumentFormat(params.format)) params.format = "wav"; // a document's formats
   player.unlock(); // inside the click / key press: lets live playback start later
   submitting = true;
   els.submit.setAttribute("aria-busy", "true");
   els.submit.classList.add("is-busy");
   els.submit.querySelector(".btn-label").textContent = "Submitting…";
   try {
-    await submitJob(params, { autoplay: els.livePlay.checked });
+    await submitJob(params, { autoplay: els.livePlay.checked, document: isDocument });
     showFormError(null);
   } catch (err) {
     const e = err instanceof ApiError ? err : new ApiError({ kind: "server", title: "Something went wrong", message: "Please try again." });
@@ -330,6 +341,15 @@ export function initComposer() {
   syncPreviewLabel();
 
   els.text.addEventListener("input", updateCount);
+  els.format.addEventListener("change", updateCount);
+  document.getElementById("text-file")?.addEventListener("change", async (event) => {
+    const file = event.target.files?.[0];
+    if (!file) return;
+    els.text.value = await file.text(); // a book: a document, made in parts
+    updateCount();
+    announce(`Loaded ${file.name}: ${nf.format(countChars(els.text.value))} characters.`);
+    els.text.focus();
+  });
   els.voice.addEventListener("change", () => {
     updateVoiceHint();
     syncPreviewLabel();

@@ -280,9 +280,10 @@ export function renderLive(rec) {
   if (li) paintLive(rec, li);
 }
 
-/** The stream plays (or waits for a tap, or for its next part): its row is the card's player. */
+/** The stream plays (or waits for its next part): its row is the card's player. (Waiting for
+ * a tap it plays nothing yet: the finished file's player is shown beside its offer.) */
 function livePlaying(rec) {
-  return ["playing", "buffering", "blocked"].includes(rec.liveStatus || "idle");
+  return ["playing", "buffering"].includes(rec.liveStatus || "idle");
 }
 
 function paintLive(rec, li) {
@@ -290,7 +291,7 @@ function paintLive(rec, li) {
   const status = rec.liveStatus || "idle";
   const state = stateOf(rec);
   // Waiting is worth showing once the job runs (with a way to stop); playing always.
-  const show = livePlaying(rec) || (status === "waiting" && state === "running");
+  const show = livePlaying(rec) || status === "blocked" || (status === "waiting" && state === "running");
   row.hidden = !show;
   // The final file's player appears once the stream's is done, never beside it.
   li.querySelector("[data-role=audio]").hidden = state !== "succeeded" || livePlaying(rec);

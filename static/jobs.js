@@ -15,10 +15,10 @@ const curlText = $("curl-text");
 const curlCopy = $("curl-copy");
 
 /** POST a job, add it to the list, start live playback. Throws ApiError. */
-export async function submitJob(params, { autoplay }) {
+export async function submitJob(params, { autoplay, document = false }) {
   // Heard as it is made: PCM chunks streamed where the browser can read a fetch body as a stream,
-  // else its segments as they finish.
-  const streamed = autoplay && player.ctx && canStreamChunks();
+  // else its segments as they finish (a document's always: it is made in parts, not streamed).
+  const streamed = autoplay && !document && player.ctx && canStreamChunks();
   if (streamed) params = { ...params, stream: true };
   const res = await api.submit(params);
   const snap = res.job && typeof res.job === "object" ? res.job : { id: res.id, state: res.state };

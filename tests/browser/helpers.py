@@ -71,8 +71,10 @@ def timeline(card: Any) -> list[str]:
 
 
 def audio_duration(card: Any) -> float:
+    """The duration of the card's finished file, once its player shows (after the stream's
+    playback, where the page played it as it was made: one player at a time)."""
     audio = card.locator("audio")
-    expect(audio).to_be_visible()
+    expect(audio).to_be_visible(timeout=60_000)
     return float(
         audio.evaluate(
             """a => new Promise((resolve, reject) => {

@@ -65,13 +65,20 @@ def test_every_error_is_explained(
     shot: Callable[..., Any],
 ) -> None:
     # One active job per client and no worker: the second submission is refused (429).
-    web = start_web(settings.replace(max_active_per_client=1, max_text_chars=300))
+    web = start_web(
+        settings.replace(max_active_per_client=1, max_text_chars=300, max_document_chars=400)
+    )
     page = open_page(new_page, web.url)
     alert = page.locator("#form-error")
 
+    # Longer than a job, within a document: said, and taken (as WAV, made in parts).
+    page.fill("#text", "a" * 350)
+    expect(page.locator("#char-count")).to_have_text("350 / 400")
+    expect(page.locator("#text-msg")).to_have_text(re.compile(r"A document of 350 characters"))
+    expect(page.locator("#text")).not_to_have_attribute("aria-invalid", "true")
     # Too long: said before anything is sent, with by how much.
-    page.fill("#text", "a" * 305)
-    expect(page.locator("#char-count")).to_have_text("305 / 300")
+    page.fill("#text", "a" * 405)
+    expect(page.locator("#char-count")).to_have_text("405 / 400")
     expect(page.locator("#text-msg")).to_have_text(re.compile(r"Too long by 5 characters"))
     expect(page.locator("#text")).to_have_attribute("aria-invalid", "true")
     page.click("#submit")

@@ -160,3 +160,33 @@ def test_the_default_voice_follows_the_text(
         assert job["voice"] == by_language[language]
         expect(card).to_contain_text(str(label))
     assert_no_console_errors(console)
+
+
+def test_a_document_from_a_text_file(
+    start_web: Callable[..., WebProcess],
+    settings: Any,
+    worker: Any,
+    new_page: Callable[..., Any],
+    console: Console,
+    tmp_path: Any,
+) -> None:
+    """A book longer than a job, opened from a file: taken as a document (made in parts, as
+    WAV whatever format was picked), heard, and kept whole."""
+    web = start_web(settings.replace(max_text_chars=500))
+    book = tmp_path / "book.txt"
+    book.write_text(" ".join(f"This is sentence {n} of a short book." for n in range(40)))
+    page = new_page()
+    page.goto(web.url)
+    expect(page.locator("#conn")).to_have_attribute("data-state", "live")
+    page.select_option("#format", "mp3")
+    page.set_input_files("#text-file", str(book))
+    expect(page.locator("#text-msg")).to_have_text(re.compile(r"A document of 1,\d{3} characters"))
+    page.uncheck("#live-play")
+    page.click("#submit")
+    expect(cards(page)).to_have_count(1)
+    card = cards(page).first
+    expect(card).to_have_attribute("data-state", "succeeded", timeout=60_000)
+    job = get_json(f"{web.url}/v1/tts/jobs/{card.get_attribute('data-job-id')}")
+    assert job["document"] is True and job["format"] == "wav", job
+    assert audio_duration(card) > 30
+    assert_no_console_errors(console)

@@ -13,6 +13,7 @@ from web.appkeys import SETTINGS
 async def index(request: web.Request) -> web.StreamResponse:
     context = {
         "max_text_chars": request.app[SETTINGS].limits.max_text_chars,
+        "max_document_chars": request.app[SETTINGS].limits.max_document_chars,
         "voices": [v.public() for v in BUILTIN_VOICES],
         "formats": list(FORMATS),
         "default_voices": DEFAULT_VOICES,
