@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from core.infra.embedded_redis import free_port
+from tests.support.commands import command
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -109,41 +110,20 @@ def test_the_first_minutes_work_as_written(tmp_path: Path) -> None:
             assert run.poll() is None and time.monotonic() < deadline, "run never got ready"
             time.sleep(0.2)
         shell = _block("## A first job", "bash").replace("localhost:8000", f"localhost:{port}")
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", shell],
-            cwd=here,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = command(["bash", "-euo", "pipefail", "-c", shell], here, env)
         assert done.returncode == 0, done.stderr
         assert "succeeded" in done.stdout
         for name in ("hello.mp3", "hello2.mp3"):
             assert (here / name).stat().st_size > 1000, name
         python = _block("## A first job", "python").replace("127.0.0.1:8000", f"127.0.0.1:{port}")
-        done = subprocess.run(
-            [sys.executable, "-c", python],
-            cwd=here,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = command([sys.executable, "-c", python], here, env)
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == ["queued", "running", "succeeded"], done.stdout
         assert (here / "hello.wav").read_bytes()[:4] == b"RIFF"
         say = re.search(r"`(\.venv/bin/chattts-online say [^`]*)`", README)
         assert say is not None, "the README's say line"
-        command = say.group(1).replace(".venv/bin/", str(Path(sys.executable).parent) + "/")
-        done = subprocess.run(
-            ["bash", "-c", command],
-            cwd=here,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        say_line = say.group(1).replace(".venv/bin/", str(Path(sys.executable).parent) + "/")
+        done = command(["bash", "-c", say_line], here, env)
         assert done.returncode == 0, done.stderr
         assert (here / "hi.mp3").stat().st_size > 500
     finally:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
+
+from tests.support.commands import command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,14 +20,7 @@ def test_pull_without_the_chattts_extra_says_how_to_get_it(tmp_path: Path) -> No
         "raise ModuleNotFoundError(\"No module named 'huggingface_hub'\", name='huggingface_hub')\n"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "shadow"), "CHATTTS_MODEL_DIR": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-m", "cli", "models", "pull"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = command([sys.executable, "-m", "cli", "models", "pull"], ROOT, env)
     assert done.returncode != 0
     assert "huggingface_hub is not installed" in done.stderr, done.stderr
     assert "make install-chattts" in done.stderr and "resumes" not in done.stderr

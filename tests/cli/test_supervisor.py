@@ -17,6 +17,7 @@ from cli.supervisor import Supervisor
 from core.infra.embedded_redis import free_port
 from core.infra.ports import PORT_IN_USE_EXIT
 from core.infra.settings import Settings
+from tests.support.commands import command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,24 +120,11 @@ def test_run_starts_supervises_and_stops_everything(tmp_path: Path) -> None:
         elsewhere = tmp_path / "elsewhere"
         elsewhere.mkdir()
         away = {k: v for k, v in env.items() if k != "CHATTTS_DATA_DIR"}
-        said = subprocess.run(
-            [sys.executable, "-m", "cli", "say", "Hello.", "-o", "hi.wav"],
-            cwd=elsewhere,
-            env=away,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        cli = [sys.executable, "-m", "cli"]
+        said = command([*cli, "say", "Hello.", "-o", "hi.wav"], elsewhere, away)
         assert said.returncode == 0, said.stderr
         assert (elsewhere / "hi.wav").read_bytes()[:4] == b"RIFF"
-        checked = subprocess.run(
-            [sys.executable, "-m", "cli", "check"],
-            cwd=elsewhere,
-            env=away,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        checked = command([*cli, "check"], elsewhere, away)
         assert checked.returncode == 0, checked.stdout + checked.stderr
         assert f"the running service's, at http://127.0.0.1:{port}/" in checked.stdout
         assert f"port = {port}" in checked.stdout
@@ -278,11 +266,4 @@ def test_a_busy_port_is_one_clear_line_and_nothing_is_left_running(tmp_path: Pat
 
 
 def check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli", "check", "--ready"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return command([sys.executable, "-m", "cli", "check", "--ready"], ROOT, env)

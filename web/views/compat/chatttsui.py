@@ -11,11 +11,9 @@ file's name.
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import web
-from multidict import MultiDict, MultiDictProxy
 
 from web import job_service
 from web.appkeys import FORWARDED_TLS, QUEUE, SETTINGS
@@ -77,25 +75,23 @@ async def _tts(request: web.Request) -> web.StreamResponse:
     return json_response(body, headers={"X-Job-Id": job_id})
 
 
-async def _fields(request: web.Request) -> MultiDict[str]:
+async def _fields(request: web.Request) -> dict[str, str]:
     """The form's fields overlaid with the query string's (ChatTTS-ui reads the query string
     first); a JSON body is not read, as ChatTTS-ui reads none."""
-    fields: MultiDict[str] = MultiDict()
+    fields: dict[str, str] = {}
     if request.method == "POST":
         if request.content_type == _FORM:
             raw = await read_body(request)
-            fields.extend(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+            fields.update(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
         elif request.content_type == _MULTIPART:
             try:
-                form: MultiDictProxy[Any] = await request.post()
+                form = await request.post()
             except ValueError as exc:  # no boundary, a broken part
-                raise ApiError(
-                    400, f"the form cannot be read: {exc}", code="invalid_form"
-                ) from None
-            fields.extend((k, v) for k, v in form.items() if isinstance(v, str))
-    merged: dict[str, str] = dict(fields)
-    merged.update((k, v) for k, v in request.query.items() if v.strip())
-    return MultiDict(merged)
+                message = f"the form cannot be read: {exc}"
+                raise ApiError(400, message, code="invalid_form") from None
+            fields.update((k, v) for k, v in form.items() if isinstance(v, str))
+    fields.update((k, v) for k, v in request.query.items() if v.strip())
+    return fields
 
 
 def _own_page_or_no_page(request: web.Request) -> bool:
