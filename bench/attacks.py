@@ -212,6 +212,24 @@ async def attack(
         path = f"{url}/v1/tts/jobs/{long_job['id']}/subtitles?format=json"
         await asyncio.gather(*(request(tally, "subtitles", http.get(path)) for _ in range(6)))
 
+    mp3_document: dict[str, str] = {}
+
+    async def mp3_documents(http: aiohttp.ClientSession) -> None:
+        """Documents in mp3 (parts kept as PCM and a file encoded from them: charged for both,
+        refused once the address's room is spent), and a part asked for in mp3 six at a time:
+        encoded once in a thread, then kept; past two at a time per address, refused."""
+        body = {"text": "A chapter of a book, read aloud in mp3. " * 110, "format": "mp3"}
+        async with http.post(f"{url}/v1/tts/jobs", json=body) as r:
+            tally.add("mp3 document", r.status)
+            if r.status == 202 and not mp3_document:
+                mp3_document["id"] = (await r.json())["id"]
+        if mp3_document:
+            path = f"{url}/v1/tts/jobs/{mp3_document['id']}/segments/1"
+            await asyncio.gather(
+                *(request(tally, "document part in mp3", http.get(path)) for _ in range(6))
+            )
+        await asyncio.sleep(0.5)
+
     async def held_answers(http: aiohttp.ClientSession) -> None:
         """Whole OpenAI answers held open, eight at a time: each holds a lease until its job
         is made, and past the address's cap they are refused at once."""
@@ -317,6 +335,7 @@ async def attack(
     plan = [fresh_identities] * 4 + [churn, open_streams, voice_bombs, digits, cross_site]
     plan += [dropped_characters, callback_churn, never_read, spoken_numbers, unheard_streams]
     plan += [subtitles_again, held_answers, held_tts, wrong_keys, bad_ws_ops, live_floods]
+    plan += [mp3_documents]
     plan = [body for body in plan if body.__name__ not in skip]
     try:
         await asyncio.gather(*(loop(ATTACKERS[i % 8], body) for i, body in enumerate(plan)))

@@ -1,15 +1,21 @@
 """Whole files: libsndfile (soundfile) against FFmpeg's encoders (PyAV) for each compressed format,
 on the same 30 s of speech-shaped audio: milliseconds per file, bytes, and whether the file
 decodes back to the same duration. Behind the choice of one encoder stack (core/audio/).
+`--document-minutes`: a document's file in each format, encoded the worker's way (its parts
+through one stream encoder, a batch at a time: workers/documents.py), each in a process of its
+own: seconds per hour of speech, MB per hour, and the process's peak memory growth.
 
-    python -m bench.encoders [--seconds 30] [--repeats 5]
+    python -m bench.encoders [--seconds 30] [--repeats 5] [--document-minutes 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -17,8 +23,9 @@ from collections.abc import Callable
 import numpy as np
 import soundfile as sf
 
-from core.audio.catalog import AV_FORMATS
-from core.audio.stream_encode import load_av, to_pcm16
+from core.audio.catalog import AV_FORMATS, CATALOG, JOINED_FORMATS
+from core.audio.stream_encode import StreamEncoder, load_av, to_pcm16
+from workers.documents import PARTS_PER_READ
 
 RATE = 24_000
 # libsndfile's container and subtype per format it writes.
@@ -92,11 +99,62 @@ def measure(
     return statistics.median(times) * 1000, len(data), decoded_seconds(data)
 
 
+PART_S = 10.0  # a document's part: one segment, a few sentences
+
+
+def document_file(fmt: str, minutes: float) -> dict[str, float]:
+    """One document's file encoded from its parts as the worker does (the output counted, not
+    kept: the worker hands it on in pieces)."""
+    part = to_pcm16(speech_like(PART_S))
+    parts = int(minutes * 60 / PART_S)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started, size = time.perf_counter(), 0
+    encoder = StreamEncoder(fmt, RATE)
+    for first in range(0, parts, PARTS_PER_READ):
+        size += len(encoder.feed(part * min(PARTS_PER_READ, parts - first)))
+    size += len(encoder.close())
+    elapsed = time.perf_counter() - started
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    hours = parts * PART_S / 3600
+    return {
+        "s_per_hour": elapsed / hours,
+        "mb_per_hour": size / 1e6 / hours,
+        "peak_mb": grown / 1024,
+    }
+
+
+def documents(minutes: float) -> None:
+    print(f"\na document's file, {minutes:g} minutes in parts of {PART_S:g} s, a process each")
+    print(f"{'format':6} {'s per hour':>11} {'MB per hour':>12} {'peak MB':>8}")
+    wav_mb = 2 * RATE * 3600 / 1e6
+    print(f"{'wav':6} {'0 (joined)':>11} {wav_mb:12.1f} {'0':>8}")
+    for fmt in (f for f in CATALOG if f not in JOINED_FORMATS):
+        out = subprocess.run(
+            [sys.executable, "-m", "bench.encoders", "--one-document", fmt, str(minutes)],
+            capture_output=True,
+            check=True,
+            text=True,
+        )
+        got = json.loads(out.stdout)
+        print(
+            f"{fmt:6} {got['s_per_hour']:11.1f} {got['mb_per_hour']:12.1f} {got['peak_mb']:8.1f}",
+            flush=True,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.encoders", description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=30.0)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--document-minutes", type=float, default=0.0)
+    p.add_argument("--one-document", nargs=2, metavar=("FORMAT", "MINUTES"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.one_document:
+        print(json.dumps(document_file(args.one_document[0], float(args.one_document[1]))))
+        return 0
+    if args.document_minutes:
+        documents(args.document_minutes)
+        return 0
     samples = speech_like(args.seconds)
     print(f"{args.seconds:g} s of audio, median of {args.repeats}")
     print(f"{'format':6} {'stack':10} {'ms':>8} {'KB':>8} {'decoded s':>10}")

@@ -225,7 +225,7 @@ async def submit(
         raise CliError("the text has nothing to speak", USAGE)
     progress = progress or Progress([len(p) for p in parts])
     tracker = tracker or JobTracker()
-    # PCM, encoded here: a document's audio is wav or pcm, and parts join without re-decoding.
+    # PCM, encoded here: the jobs of a text past `max_chars` join without re-decoding.
     params: dict[str, Any] = {"format": "pcm"}
     if voice:
         params["voice"] = voice

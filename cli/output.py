@@ -14,7 +14,7 @@ import numpy as np
 import soundfile as sf
 
 from cli.errors import USAGE, CliError
-from core.audio.catalog import CATALOG, STREAMABLE
+from core.audio.catalog import CATALOG
 from core.audio.formats import SAMPLE_RATE
 from core.audio.stream_encode import StreamEncoder
 
@@ -51,8 +51,6 @@ class PcmWriter:
         if seekable and CATALOG[fmt].sndfile is not None:
             container, subtype = CATALOG[fmt].sndfile or ("", "")
             self.sound = sf.SoundFile(file, "w", SAMPLE_RATE, 1, format=container, subtype=subtype)
-        elif fmt not in STREAMABLE:
-            raise CliError("Ogg Vorbis cannot be written to a pipe; use opus", USAGE)
         else:
             self.encoder = StreamEncoder(fmt, SAMPLE_RATE)
 

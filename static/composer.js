@@ -72,16 +72,14 @@ function updateCount() {
     setFieldMessage(`Too long by ${nf.format(n - max)} characters — the limit is ${nf.format(max)}. `
       + "Shorten the text or split it into several jobs.");
   } else if (n > config.maxChars) {
-    setFieldMessage(`A document of ${nf.format(n)} characters: it is made in parts and kept as `
-      + `${isDocumentFormat(els.format.value) ? els.format.value.toUpperCase() : "WAV"}; `
-      + "it plays as its parts are made.", "document");
+    setFieldMessage(`A document of ${nf.format(n)} characters: it is made in parts, which play `
+      + `as they are made; its ${els.format.value.toUpperCase()} file is ready when it ends.`,
+    "document");
   } else if (["length", "empty", "document"].includes(els.textMsg.dataset.kind)) {
     setFieldMessage(null);
   }
   updateVoiceHint();
 }
-
-const isDocumentFormat = (format) => format === "wav" || format === "pcm";
 
 function setFieldMessage(message, kind = "length") {
   if (message) {
@@ -171,7 +169,6 @@ async function submitFromForm() {
     return;
   }
   const isDocument = countChars(params.text) > config.maxChars;
-  if (isDocument && !isDocumentFormat(params.format)) params.format = "wav"; // a document's formats
   player.unlock(); // inside the click / key press: lets live playback start later
   submitting = true;
   els.submit.setAttribute("aria-busy", "true");

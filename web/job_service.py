@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from core.audio.catalog import DOCUMENT_FORMATS
 from core.audio.sizes import expected_bytes
 from core.queue.job import Job, JobSnapshot, SynthesisRequest, is_job_id
 from core.queue.store import QueueError, Room, Submitted
@@ -157,11 +156,12 @@ def admit_storage(app: web.Application, request: SynthesisRequest, document: boo
     expected = expected_bytes(request.text, request.format, document, request.speed)
     quota = app[SETTINGS].limits.storage_per_client_bytes
     if quota and expected > quota:
+        # A document keeps its parts as PCM whatever its format: only a shorter one helps.
+        fix = "" if document else ", or ask for a compressed format (mp3, opus)"
         raise ApiError(
             413,
             f"this job's audio would take about {expected / 1e6:.0f} MB, more than the "
-            f"{quota / 1e6:.0f} MB a client may keep: split the text into shorter jobs, or ask "
-            "for a compressed format (mp3, opus)",
+            f"{quota / 1e6:.0f} MB a client may keep: split the text into shorter jobs{fix}",
             code="job_too_large",
             param="text",
         )
@@ -176,17 +176,8 @@ def room(app: web.Application) -> Room:
 
 
 def check_document(request: SynthesisRequest, max_text_chars: int) -> None:
-    """A job past CHATTTS_MAX_TEXT_CHARS is a document: kept in parts and served joined from
-    them (core/audio/documents.py), so its file is wav or pcm, and it is not streamed."""
-    if request.format not in DOCUMENT_FORMATS:
-        raise ApiError(
-            422,
-            f"a text of more than {max_text_chars} characters is a document, delivered as wav "
-            f"or pcm (its audio is joined from its parts as it is downloaded): not "
-            f"{request.format!r}. Convert the WAV afterwards, or send shorter jobs",
-            code="document_format",
-            param="format",
-        )
+    """A job past CHATTTS_MAX_TEXT_CHARS is a document: kept in parts (core/audio/documents.py),
+    followed by its progress events and its parts, not streamed in chunks."""
     if request.stream:
         raise ApiError(
             422,

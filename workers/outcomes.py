@@ -16,6 +16,7 @@ import orjson
 from redis.exceptions import RedisError, ResponseError
 
 from core.audio import formats as audio
+from core.audio.catalog import JOINED_FORMATS
 from core.audio.documents import document_size
 from core.audio_store.base import StoreError
 from core.infra.logs import job_log
@@ -24,6 +25,7 @@ from core.queue.store import SegmentDone, Started
 from workers.checks.verdict import Verdict
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
+from workers.documents import encode_document
 from workers.engines import EngineError, Segment
 from workers.jobs import ActiveJob, Hold, render
 
@@ -270,9 +272,9 @@ class Outcomes:
         # The job stays in hand (its lease renewed) until the result is stored; if Redis fails
         # meanwhile, the next batch round tries again.
         size = None
-        if job.document:  # its parts are its audio: nothing to join or encode
+        if job.document:  # its parts are its audio, encoded (but to wav or pcm) into pieces
             data, duration_s = b"", job.samples_done / rate
-            size = document_size(job.samples_done, job.started.request.format)
+            size = await self._document_file(job)
         else:
             data, duration_s = await asyncio.to_thread(
                 render, job.audio, rate, job.started.request.format
@@ -322,6 +324,28 @@ class Outcomes:
                 job.job_id,
                 extra=job_log(job.job_id),
             )
+
+    async def _document_file(self, job: ActiveJob) -> int:
+        """A document's file size: its parts joined, or in a format other than wav or pcm, the
+        file encoded from them (workers/documents.py)."""
+        fmt = job.started.request.format
+        if fmt in JOINED_FORMATS:
+            return document_size(job.samples_done, fmt)
+        began = time.monotonic()
+        size = await encode_document(
+            self.queue,
+            job.job_id,
+            job.started.token,
+            fmt,
+            self.engine.sample_rate,
+            len(job.segments),
+        )
+        log.info(
+            "worker %s: document %s encoded to %s: %.1f MB in %.1f s",
+            *(self.name, job.job_id, fmt, size / 1e6, time.monotonic() - began),
+            extra=job_log(job.job_id),
+        )
+        return size
 
     async def drop(self, job: ActiveJob) -> None:
         """Stop a job that was cancelled (finish it as such) or lost (leave it to its new owner)."""

@@ -1,6 +1,6 @@
 """Every audio format the service writes, in one place: its MIME type and file extension, and
-which encoder makes it (libsndfile for a whole file, FFmpeg through PyAV for a stream and for
-what libsndfile lacks). The lists the APIs accept are read from here."""
+which encoder makes it (libsndfile for a whole file and for Ogg Vorbis, FFmpeg through PyAV for
+the other streams and for what libsndfile lacks). The lists the APIs accept are read from here."""
 
 from __future__ import annotations
 
@@ -15,27 +15,28 @@ class AudioFormat:
     # libsndfile's (container, subtype) for a whole file; None: FFmpeg writes it (`av`).
     sndfile: tuple[str, str] | None
     # FFmpeg's (container, codec, bit rate or None) for a stream; None: not encoded by FFmpeg
-    # (WAV and PCM are written by core/audio/stream_encode.py itself).
+    # (WAV and PCM are written by core/audio/stream_encode.py itself, Vorbis by libsndfile).
     av: tuple[str, str, int | None] | None
-    streamable: bool = True  # it can be sent while it is made (Vorbis cannot: below)
-    document: bool = False  # a document's file: its parts joined without re-encoding
+    # A document's file is its PCM parts joined as it is sent (WAV: after a header); another
+    # format's is encoded from them once, when the document ends (core/audio/documents.py).
+    joined: bool = False
 
 
 CATALOG: dict[str, AudioFormat] = {
     f.name: f
     for f in (
-        AudioFormat("wav", "audio/wav", "wav", ("WAV", "PCM_16"), None, document=True),
+        AudioFormat("wav", "audio/wav", "wav", ("WAV", "PCM_16"), None, joined=True),
         AudioFormat(
             "mp3", "audio/mpeg", "mp3", ("MP3", "MPEG_LAYER_III"), ("mp3", "libmp3lame", 64_000)
         ),
         # libopus through FFmpeg: a whole file in a third of libsndfile's time (bench.encoders).
         AudioFormat("opus", "audio/ogg; codecs=opus", "opus", None, ("ogg", "libopus", 32_000)),
         # FFmpeg's own Vorbis encoder takes stereo only (its wheels carry no libvorbis): Ogg
-        # Vorbis is libsndfile's, written whole (python -m bench.encoders).
-        AudioFormat("ogg", "audio/ogg", "ogg", ("OGG", "VORBIS"), None, streamable=False),
+        # Vorbis is libsndfile's, whole or as a stream (python -m bench.encoders).
+        AudioFormat("ogg", "audio/ogg", "ogg", ("OGG", "VORBIS"), None),
         AudioFormat("flac", "audio/flac", "flac", ("FLAC", "PCM_16"), ("flac", "flac", None)),
         # 16-bit little-endian mono at 24 kHz.
-        AudioFormat("pcm", "audio/pcm", "pcm", ("RAW", "PCM_16"), None, document=True),
+        AudioFormat("pcm", "audio/pcm", "pcm", ("RAW", "PCM_16"), None, joined=True),
         # ADTS frames, what OpenAI's API returns; libsndfile has no AAC.
         AudioFormat("aac", "audio/aac", "aac", None, ("adts", "aac", 64_000)),
     )
@@ -43,7 +44,6 @@ CATALOG: dict[str, AudioFormat] = {
 FORMATS = tuple(CATALOG)
 # What OpenAI's speech API returns, in its own order (its `response_format`).
 OPENAI_FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
-DOCUMENT_FORMATS = tuple(name for name, f in CATALOG.items() if f.document)
-STREAMABLE = frozenset(name for name, f in CATALOG.items() if f.streamable)
+JOINED_FORMATS = frozenset(name for name, f in CATALOG.items() if f.joined)
 AV_FORMATS = {name: f.av for name, f in CATALOG.items() if f.av is not None}
 assert set(OPENAI_FORMATS) <= set(CATALOG)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from core.audio.catalog import JOINED_FORMATS
 from core.audio.formats import SAMPLE_RATE
 from core.text.control_tokens import PAUSE_MS, TOKEN_SHAPE
 
@@ -49,10 +50,14 @@ def speech_seconds(text: str) -> float:
 
 
 def expected_bytes(text: str, fmt: str, document: bool, speed: float = 1.0) -> int:
-    """Bytes the job keeps: its file, and (but for a document, whose parts are its file) its
-    segments, one copy more; `speed` 0.5 reads it in twice the time."""
-    size = speech_seconds(text) / speed * BYTES_PER_S.get(fmt, 2 * SAMPLE_RATE)
-    return int(size if document else 2 * size)
+    """Bytes the job keeps: its file, and its segments, one copy more; a document its PCM parts
+    and, in a format other than wav or pcm, its file encoded from them. `speed` 0.5 reads it in
+    twice the time."""
+    seconds = speech_seconds(text) / speed
+    size = seconds * BYTES_PER_S.get(fmt, 2 * SAMPLE_RATE)
+    if not document:
+        return int(2 * size)
+    return int(seconds * BYTES_PER_S["pcm"] + (0 if fmt in JOINED_FORMATS else size))
 
 
 def stream_bytes(text: str, speed: float = 1.0) -> int:

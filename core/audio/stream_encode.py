@@ -10,7 +10,9 @@ little-endian mono PCM; output bytes need no later rewrite:
 * `mp3`, `opus` (in Ogg), `flac` and `aac` (ADTS) go through FFmpeg's encoders and muxers (the
   `av` package, PyAV, whose wheels bundle FFmpeg), writing to an output that cannot seek: no
   header is patched at the end. A streamed FLAC therefore says "total samples: unknown" in its
-  STREAMINFO, as the FLAC format allows for streams.
+  STREAMINFO, as the FLAC format allows for streams;
+* `ogg` (Vorbis) goes through libsndfile, which writes Ogg pages in order and never seeks back
+  (FFmpeg's wheels carry no mono Vorbis encoder).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from core.audio.catalog import AV_FORMATS, STREAMABLE
+from core.audio.catalog import AV_FORMATS, CATALOG
 
 # Ogg pages are cut at least this often (µs), so that Opus leaves in small steps.
 _OGG_PAGE_DURATION_US = 100_000
@@ -92,9 +94,11 @@ class _Sink:
 
     def __init__(self) -> None:
         self.data = bytearray()
+        self.written = 0
 
     def write(self, chunk: Any) -> int:
         self.data += chunk
+        self.written += len(chunk)
         return len(chunk)
 
     def take(self) -> bytes:
@@ -103,14 +107,30 @@ class _Sink:
         return out
 
 
+class _SoundSink(_Sink):
+    """The same for libsndfile, which asks where it is (and seeks there, at the start): a seek
+    back would rewrite bytes already sent, and is refused. (FFmpeg is given no `seek` at all:
+    it would take the output for a file and go back to complete a header.)"""
+
+    def tell(self) -> int:
+        return self.written
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        target = offset + (self.written if whence != io.SEEK_SET else 0)
+        if target != self.written:
+            raise OSError("a stream cannot seek back")
+        return self.written
+
+    def read(self, size: int = -1) -> bytes:
+        return b""
+
+
 class StreamEncoder:
     """Encodes PCM pieces into one continuous stream of `fmt`. Not thread-safe: one user at a time
     (calls may come from different threads one after the other, e.g. via asyncio.to_thread)."""
 
     def __init__(self, fmt: str, sample_rate: int, bit_rate: int | None = None) -> None:
         """`bit_rate` (bits/s): the format's own (core/audio/catalog.py) unless given."""
-        if fmt not in STREAMABLE:
-            raise ValueError(f"format {fmt!r} cannot be streamed")
         self.fmt = fmt
         self.sample_rate = sample_rate
         self.bit_rate = bit_rate
@@ -120,8 +140,15 @@ class StreamEncoder:
         self._sink = _Sink()
         self._container: Any = None
         self._stream: Any = None
+        self._sound: Any = None  # libsndfile's writer (Vorbis)
         if fmt in AV_FORMATS:
             self._open()
+        elif fmt not in ("wav", "pcm"):
+            container, subtype = CATALOG[fmt].sndfile or ("", "")
+            self._sink = _SoundSink()
+            self._sound = sf.SoundFile(
+                self._sink, "w", sample_rate, 1, format=container, subtype=subtype
+            )
 
     def _open(self) -> None:
         av = self._av = load_av()
@@ -138,6 +165,9 @@ class StreamEncoder:
         """Encode the next piece (16-bit little-endian mono); the bytes ready to send now."""
         if self._closed:
             raise RuntimeError("the encoder is closed")
+        if self._sound is not None:
+            self._sound.write(np.frombuffer(pcm, dtype="<i2"))
+            return self._sink.take()
         if self._container is None:
             if self.fmt == "wav" and not self._started:
                 self._started = True
@@ -157,6 +187,9 @@ class StreamEncoder:
         if self._closed:
             return b""
         self._closed = True
+        if self._sound is not None:
+            self._sound.close()
+            return self._sink.take()
         if self._container is None:
             if self.fmt == "wav" and not self._started:  # an empty stream is still a WAV
                 self._started = True
@@ -166,6 +199,21 @@ class StreamEncoder:
             self._container.mux(packet)
         self._container.close()
         return self._sink.take()
+
+
+def flac_with_total(head: bytes, samples: int) -> bytes:
+    """A streamed FLAC's first bytes with its STREAMINFO's total samples written in, once known
+    (a document's file: workers/documents.py), so that readers that need it (libsndfile) read
+    it whole. STREAMINFO is the first block, after "fLaC" and its 4-byte header; the 36-bit count
+    is its bits 108-143. By hand: no FLAC library here rewrites a header in bytes."""
+    if head[:4] != b"fLaC" or head[4] & 0x7F != 0 or len(head) < 26:
+        raise ValueError("not a FLAC stream that starts with its STREAMINFO")
+    if samples >= 1 << 36:
+        raise ValueError("more samples than STREAMINFO counts")
+    field = bytearray(head[21:26])
+    field[0] = (field[0] & 0xF0) | (samples >> 32)
+    field[1:5] = (samples & 0xFFFFFFFF).to_bytes(4, "big")
+    return head[:21] + bytes(field) + head[26:]
 
 
 def encode_whole(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:

@@ -20,6 +20,9 @@ USAGE_CLIENTS_PER_DAY = 2_000
 # How long a streamed job's chunks stay in Redis after its last one: a listener that dropped
 # may resume; their charge on the chunk budget lapses then (lua/_prelude.lua: retire).
 CHUNKS_LINGER_S = 600
+# How long a document's parts stay once its file is encoded from them (any format but wav and
+# pcm, whose file is its parts): a player following them as they were made finishes.
+PARTS_LINGER_S = 600
 # Operators' actions the audit stream keeps (about the newest; trimmed approximately).
 AUDIT_MAXLEN = 10_000
 
@@ -154,6 +157,16 @@ class Keys:
         """List of a document job's finished segments as 16-bit PCM, each after its pause: its
         audio, joined when served (no single value grows with the document)."""
         return f"{self.base}:parts:{job_id}"
+
+    def pieces(self, job_id: str) -> str:
+        """List of a finished document's encoded file (mp3, opus...) in pieces of equal size
+        (core/audio/documents.py), encoded from its parts when it ended."""
+        return f"{self.base}:pieces:{job_id}"
+
+    def pieces_draft(self, job_id: str, token: str) -> str:
+        """The same, written by the attempt holding `token`: its completion (fenced) makes it
+        the job's; a stale attempt's expires unused."""
+        return f"{self.base}:pieces:{job_id}:{token}"
 
     def cues(self, job_id: str) -> str:
         """List of a job's subtitle cues, one JSON per finished segment (see lua/progress.lua)."""

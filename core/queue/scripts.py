@@ -33,6 +33,7 @@ from core.queue.job import TERMINAL_NAMES
 from core.queue.keys import (
     AUDIT_MAXLEN,
     CHUNKS_LINGER_S,
+    PARTS_LINGER_S,
     THROUGHPUT_MINUTES_KEPT,
     USAGE_CLIENTS_PER_DAY,
     USAGE_DAYS_KEPT,
@@ -206,6 +207,7 @@ def _header(sharded: bool) -> str:
         f"local MINUTES_KEEP_S = {(THROUGHPUT_MINUTES_KEPT + 1) * 60}\n"
         f"local AUDIT_MAXLEN = {AUDIT_MAXLEN}\n"
         f"local CHUNKS_LINGER_S = {CHUNKS_LINGER_S}\n"
+        f"local PARTS_LINGER_S = {PARTS_LINGER_S}\n"
     )
 
 

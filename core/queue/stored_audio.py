@@ -1,5 +1,5 @@
 """A job's stored audio: its file (in the audio store when one is set, else in Redis), its
-segments, a document's parts and its cues; the store's objects written, copied and swept."""
+segments, a document's parts, encoded pieces and cues; the store's objects written and swept."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import time
 import uuid
 from typing import Any
 
+from core.audio.documents import FILE_PIECE_BYTES
 from core.audio_store.base import AudioStore, StoreError
 from core.infra.redis_client import RedisClient
 from core.queue import scripts
@@ -18,7 +19,9 @@ from core.queue.keys import Keys
 # recorded). Completion follows the write within seconds; this leaves room for retries.
 ORPHAN_GRACE_S = 600
 SWEEP_BATCH = 200  # references read per round trip while sweeping
-SWEPT_KINDS = frozenset({"jobs", "cache", "segments", "parts"})  # what _new_key names
+SWEPT_KINDS = frozenset({"jobs", "cache", "segments", "parts", "pieces"})  # what _new_key names
+# Kinds of object kept as long as their job (a stale attempt's too): listed, not recorded alone.
+_LISTED = ("segments", "parts", "pieces")
 
 
 class StoredAudio:
@@ -30,10 +33,10 @@ class StoredAudio:
         self._chunk_read = scripts.register(redis, "chunk_read")
         # The store may be shared by several queues: each keeps its objects under its own name.
         self._space = f"{keys.prefix}-{keys.queue}"
-        # A segment's or a part's entry in its list is its audio, or (with a store) the key of
-        # its object, told apart by shape: a key is short ASCII that no encoded audio spells.
+        # A segment's, part's or piece's entry in its list is its audio, or (with a store) the
+        # key of its object, told apart by shape: a key is short ASCII no encoded audio spells.
         self._ref = re.compile(
-            rb"%s/(segments|parts)/[0-9a-f]{32}/[0-9a-f]{32}\.[a-z0-9]{1,5}"
+            rb"%s/(segments|parts|pieces)/[0-9a-f]{32}/[0-9a-f]{32}\.[a-z0-9]{1,5}"
             % re.escape(self._space.encode())
         )
 
@@ -137,13 +140,15 @@ class StoredAudio:
                     pipe.hget(self._keys.cache(owner), "audio_ref")
                 elif kind == "jobs":
                     pipe.hget(self._keys.job(owner), "audio_ref")
-                else:  # a segment or a part: kept as long as its job (a stale attempt's too)
+                elif kind == "parts":  # kept as long as their list (it may go before its job)
+                    pipe.exists(self._keys.parts(owner))
+                else:  # a listed one: kept as long as its job (a stale attempt's too)
                     pipe.hget(self._keys.job(owner), "state")
             refs = await pipe.execute()
         gone = [
             key
             for key, ref in zip(keys, refs, strict=True)
-            if (ref is None if key.split("/")[1] in ("segments", "parts") else ref != key.encode())
+            if (not ref if key.split("/")[1] in _LISTED else ref != key.encode())
         ]
         for key in gone:
             await self.store.delete(key)
@@ -191,12 +196,40 @@ class StoredAudio:
         return out
 
     async def put_piece(self, kind: str, job_id: str, ext: str, data: bytes) -> bytes:
-        """Write a segment ("segments") or a document's part ("parts") to the store; the entry
-        its list keeps (the object's key)."""
+        """Write a segment ("segments"), a document's part ("parts") or piece ("pieces") to the
+        store; the entry its list keeps (the object's key)."""
         assert self.store is not None
         key = self._new_key(kind, job_id, ext)
         await self.store.put(key, data)
         return key.encode()
+
+    async def read_pieces(self, job_id: str, start: int, length: int) -> bytes | None:
+        """`length` bytes from `start` of a document's encoded file (None: it is gone)."""
+        first, last = start // FILE_PIECE_BYTES, (start + length - 1) // FILE_PIECE_BYTES
+        entries: Any = await self._redis.lrange(self._keys.pieces(job_id), first, last)
+        pieces = await self._resolve(entries)
+        if len(pieces) != last - first + 1 or any(piece is None for piece in pieces):
+            return None
+        joined = b"".join(piece for piece in pieces if piece is not None)
+        offset = start - first * FILE_PIECE_BYTES
+        return joined[offset : offset + length]
+
+    async def start_pieces(self, job_id: str, token: str) -> None:
+        """Empty the attempt's draft of the encoded file (one left by a failed try)."""
+        await self._redis.delete(self._keys.pieces_draft(job_id, token))
+
+    async def add_piece(
+        self, job_id: str, token: str, data: bytes, ttl_s: int, first: bool = False
+    ) -> None:
+        """Append a piece of a document's encoded file to the attempt's draft (`first`: put it
+        before the others); its completion makes it the job's, an abandoned draft expires after
+        `ttl_s`. StoreError on failure."""
+        entry = await self.put_piece("pieces", job_id, "bin", data) if self.store else data
+        draft = self._keys.pieces_draft(job_id, token)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            (pipe.lpush if first else pipe.rpush)(draft, entry)
+            pipe.expire(draft, ttl_s)
+            await pipe.execute()
 
     async def part_count(self, job_id: str) -> int:
         return int(await self._redis.llen(self._keys.parts(job_id)))

@@ -245,7 +245,9 @@ class Work:
 
         With `cache_digest`, the result also goes into the result cache (or, when `cached`,
         counts as a cache hit), with `all_cues`. A document (`document_size`: its file's
-        bytes) keeps its audio in its parts. `new_cues`: the cues no progress stored.
+        bytes) keeps its audio in its parts, or its file in the pieces this attempt encoded from
+        them (`Keys.pieces_draft`; its parts then linger PARTS_LINGER_S). `new_cues`: the cues
+        no progress stored.
         `audio_ref`: the file is an object of the audio store, written before (its size is then
         `document_size`); `cache_ref`: the cache entry's own copy of it.
         """
@@ -261,6 +263,8 @@ class Work:
                 "cache": k.cache(cache_digest) if cache_digest else k.job(job_id),
                 "cues": k.cues(job_id),
                 "parts": k.parts(job_id),
+                "pieces": k.pieces(job_id),
+                "draft": k.pieces_draft(job_id, token),
             },
             {
                 **self._ended_at(token),

@@ -71,7 +71,7 @@ def test_every_error_is_explained(
     page = open_page(new_page, web.url)
     alert = page.locator("#form-error")
 
-    # Longer than a job, within a document: said, and taken (as WAV, made in parts).
+    # Longer than a job, within a document: said, and taken (made in parts).
     page.fill("#text", "a" * 350)
     expect(page.locator("#char-count")).to_have_text("350 / 400")
     expect(page.locator("#text-msg")).to_have_text(re.compile(r"A document of 350 characters"))

@@ -58,7 +58,6 @@ async def test_cleaned_text_is_what_gets_queued(client: Client, aredis: Any, key
         ({"text": ""}, 422, "text", "text_empty", "1 to 60"),
         ({"text": "\u200b\u200d\x07\u2066"}, 422, "text", "text_empty", "invisible"),
         ({"text": "字" * 61}, 413, "text", "text_too_long", "at most 60"),
-        ({"text": "字" * 51, "format": "mp3"}, 422, "format", "document_format", "wav or pcm"),
         ({"text": "字" * 51, "stream": True}, 422, "stream", "document_stream", "progress"),
         ({"text": "?!…"}, 422, "text", "text_not_speakable", "letter or digit"),
         ({"text": "hi", "voice": "darth"}, 422, "voice", "unknown_voice", "zh_female"),

@@ -5,12 +5,9 @@ in bytes, parts, time and, for recordings, in what the decoder is asked to do.""
 from __future__ import annotations
 
 import asyncio
-import io
 import re
 from typing import Any
 
-import numpy as np
-import soundfile as sf
 from aiohttp import BodyPartReader, web
 
 from core.voices.chattts import (
@@ -22,6 +19,7 @@ from core.voices.chattts import (
 )
 from web.appkeys import MEMORY
 from web.errors import ApiError
+from web.intake import recordings
 from web.intake.bodies import json_body
 from web.monitors.memory import address
 from web.schemas.voices import (
@@ -34,10 +32,6 @@ from web.schemas.voices import (
 )
 
 _MAX_FORM_FIELD_BYTES = 8 * 1024
-# What a recording may be before any sample is decoded (libsndfile reads the header): a decoded
-# 8-channel, 655 kHz, 19 s FLAC of 1.45 MB once took 1.1 GB. Mono or stereo, 8-192 kHz.
-MAX_RECORDING_CHANNELS = 2
-RECORDING_RATES = (8_000, 192_000)
 # A form is a handful of fields; a body that trickles in is cut off after this long.
 MAX_FORM_PARTS = len(("name", "transcript", "audio", "language", "gender", "description"))
 FORM_DEADLINE_S = 30.0
@@ -142,7 +136,7 @@ async def _from_form(request: web.Request) -> dict[str, Any]:
         raise ApiError(
             422,
             f"'audio' is required: a {MIN_RECORDING_S:g}-{MAX_RECORDING_S:g} s recording "
-            "(WAV, FLAC or Ogg) of the voice saying the transcript",
+            "(WAV, FLAC, Ogg or MP3) of the voice saying the transcript",
             code="missing_field",
             param="audio",
         )
@@ -150,9 +144,11 @@ async def _from_form(request: web.Request) -> dict[str, Any]:
     if meta["language"] is None:
         meta["language"] = "zh-CN" if re.search(r"[\u4e00-\u9fff]", transcript) else "en"
     try:
-        await asyncio.to_thread(_probe, audio)  # its header: refused before any memory is taken
+        # Its header: refused before any memory is taken.
+        await asyncio.to_thread(recordings.probe, audio)
         with request.app[MEMORY].hold(address(request), DECODE_BYTES, "decoding a recording"):
-            data = await asyncio.to_thread(_pack_recording, audio, transcript)
+            mono, rate = await asyncio.to_thread(recordings.decode, audio)
+            data = await asyncio.to_thread(recording_voice_data, mono, rate, transcript)
     except ValueError as exc:
         raise ApiError(
             422, f"invalid 'audio': {exc}", code="invalid_voice_data", param="audio"
@@ -180,57 +176,6 @@ async def _read_multipart(request: web.Request, values: dict[str, Any]) -> bytes
             raw = await _read_part(part, _MAX_FORM_FIELD_BYTES, f"field {part.name!r}")
             values[str(part.name)] = raw.decode(part.get_charset("utf-8"), errors="replace")
     return audio
-
-
-def _probe(audio: bytes) -> None:
-    """The recording's header, read without decoding a sample: ValueError saying what is
-    wrong with it."""
-    try:
-        with sf.SoundFile(io.BytesIO(audio)) as f:
-            _check_header(f)
-    except (sf.LibsndfileError, RuntimeError, TypeError) as exc:
-        raise ValueError(
-            f"it could not be decoded as audio (send WAV, FLAC or Ogg): {exc}"
-        ) from None
-
-
-def _check_header(f: sf.SoundFile) -> None:
-    rate, channels = f.samplerate, f.channels
-    if channels > MAX_RECORDING_CHANNELS:
-        raise ValueError(f"{channels} channels: send mono or stereo")
-    if not RECORDING_RATES[0] <= rate <= RECORDING_RATES[1]:
-        raise ValueError(
-            f"a sample rate of {rate} Hz: {RECORDING_RATES[0]}-{RECORDING_RATES[1]} Hz needed"
-        )
-    seconds = f.frames / rate
-    if not MIN_RECORDING_S <= seconds <= MAX_RECORDING_S:
-        raise ValueError(
-            f"the recording lasts {seconds:.1f} s: {MIN_RECORDING_S:g}-{MAX_RECORDING_S:g} s needed"
-        )
-
-
-def _pack_recording(audio: bytes, transcript: str) -> str:
-    """Decode a recording (any format libsndfile reads) and pack it as ChatTTS voice data. Its
-    header is checked before any sample is decoded, and samples are read a second at a time into
-    mono, so memory stays bounded whatever the file claims."""
-    try:
-        with sf.SoundFile(io.BytesIO(audio)) as f:
-            _check_header(f)
-            rate = f.samplerate
-            limit = int(MAX_RECORDING_S * rate)
-            pieces: list[np.ndarray] = []
-            read = 0
-            for block in f.blocks(blocksize=rate, dtype="float32", always_2d=True):
-                read += len(block)
-                if read > limit:  # more samples than its header said
-                    raise ValueError(f"the recording lasts over {MAX_RECORDING_S:g} s")
-                pieces.append(block.mean(axis=1))
-    except (sf.LibsndfileError, RuntimeError, TypeError) as exc:
-        raise ValueError(
-            f"it could not be decoded as audio (send WAV, FLAC or Ogg): {exc}"
-        ) from None
-    mono = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
-    return recording_voice_data(mono, rate, transcript)
 
 
 async def read_registration(request: web.Request) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 -- Terminal success, fenced by the attempt token: a stale worker cannot overwrite a reclaimed job.
--- A document's audio stays in its parts (lua/progress.lua): nothing is stored but its size.
---- keys: jobs job audio_key ev_job ev_client stats active segments cache cues parts
+-- A document's audio stays in its parts (lua/progress.lua); in another format than wav or pcm,
+-- its file is the pieces this attempt encoded from them into `draft`, and the parts linger.
+--- keys: jobs job audio_key ev_job ev_client stats active segments cache cues parts pieces
+--- keys: draft
 --- args: token audio duration_s sample_rate now maxlen_job maxlen_client ttl:n cached
 --- args: cache_mode audio_size new_cues all_cues audio_ref cache_ref
 -- cache: the result cache's entry (the job key itself when the request is not cacheable);
@@ -19,7 +21,13 @@ if audio_ref ~= '' then  -- the file is in the audio store, written before this 
   redis.call('HSET', job, 'audio_ref', audio_ref)
 elseif audio_size ~= '' then
   size = tonumber(audio_size)
-  redis.call('EXPIRE', parts, ttl)
+  if redis.call('EXISTS', draft) == 1 then  -- its file is these pieces: its parts go soon
+    redis.call('RENAME', draft, pieces)
+    redis.call('EXPIRE', pieces, ttl)
+    redis.call('EXPIRE', parts, math.min(ttl, PARTS_LINGER_S))
+  else
+    redis.call('EXPIRE', parts, ttl)
+  end
 else
   redis.call('SET', audio_key, audio, 'EX', ttl)
 end
@@ -31,8 +39,8 @@ if new_cues ~= '' then
 end
 redis.call('EXPIRE', cues, ttl)
 redis.call('EXPIRE', segments, ttl)
--- Its storage charge becomes what it keeps: the file and, but for a document (its parts are
--- its file), its segments, about as large again.
+-- Its storage charge becomes what it keeps: the file and, but for a document (its parts are its
+-- file, or go soon after it is encoded from them), its segments, about as large again.
 recharge(job, redis.call('HGET', job, 'document') == '1' and size or 2 * size)
 redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now, 'duration_s', duration_s,
   'sample_rate', sample_rate, 'audio_size', size, 'owner', '', 'cached', cached,

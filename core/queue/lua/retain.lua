@@ -2,7 +2,7 @@
 -- so that new work always has room (the job TTL holds while Redis has room for it). A job is
 -- walked in submission order (the operators' index); one that has not ended is kept.
 -- Everything a finished job keeps goes with it: its record, its events, its cues, segments,
--- parts, chunks, audio kept in Redis, record of runs and the result cache's entry it made (an
+-- parts, encoded pieces, chunks, audio kept in Redis, record of runs and the result cache's entry it made (an
 -- object in the audio store is the sweeper's once nothing records it).
 --- keys: index stats
 --- args: most:n look:n
@@ -18,7 +18,8 @@ for _, id in ipairs(redis.call('ZRANGE', index, 0, look - 1)) do
     local entry = redis.call('HGET', job, 'cache_entry')  -- the result cache's copy of it
     if entry then redis.call('DEL', entry) end
     redis.call('DEL', job, K.job_events(base, id), K.cues(base, id), K.segments(base, id),
-      K.parts(base, id), K.chunks(base, id), K.audio(base, id), K.runs(base, id))
+      K.parts(base, id), K.pieces(base, id), K.chunks(base, id), K.audio(base, id),
+      K.runs(base, id))
     redis.call('ZREM', index, id)
     if state then
       removed = removed + 1

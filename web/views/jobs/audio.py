@@ -6,12 +6,14 @@ from typing import Any
 
 from aiohttp import web
 
+from core.audio.catalog import JOINED_FORMATS
 from core.audio.documents import BYTES_PER_SAMPLE, document_size
 from core.audio.formats import SAMPLE_RATE, extension, mime_type
-from core.audio.stream_encode import wav_header
+from core.audio.stream_encode import StreamEncoder, wav_header
 from core.queue.job import Job, JobState
+from core.queue.keys import PARTS_LINGER_S
 from web import job_service
-from web.appkeys import MEMORY, QUEUE, SETTINGS
+from web.appkeys import DERIVED, MEMORY, QUEUE, SETTINGS
 from web.errors import ApiError, not_found
 from web.monitors.memory import address
 from web.replies.documents import stream_document
@@ -71,11 +73,13 @@ async def job_audio(request: web.Request) -> web.StreamResponse:
 async def _in_pieces(
     request: web.Request, job: Job, size: int, headers: dict[str, str]
 ) -> web.StreamResponse:
-    """A large file, read from where it is kept a piece at a time as it is sent."""
+    """A large file (or a document's encoded file), read from where it is kept a piece at a
+    time as it is sent."""
     stored = request.app[QUEUE].stored
+    source = stored.read_pieces if job.document else stored.read_file
 
     async def read(start: int, length: int) -> bytes | None:
-        return await stored.read_file(job.id, start, length)
+        return await source(job.id, start, length)
 
     if await read(0, 1) is None:
         raise not_found(f"the audio of job {job.id} expired", "audio_expired")
@@ -127,8 +131,8 @@ async def _segment_bytes(request: web.Request, job: Job, n: int) -> bytes:
     data: Any
     if job.document:  # a part: its PCM, the pause before it included
         data = await queue.stored.part(job.id, n)
-        if data is not None and job.request.format == "wav":
-            data = wav_header(len(data) // BYTES_PER_SAMPLE, SAMPLE_RATE) + data
+        if data is not None:
+            data = await _part_as(request, job, n, data)
     elif job.state == JobState.SUCCEEDED and job.segments_total <= 1 and n == 1:
         data = await queue.stored.file(job.id)  # a one-segment job's file is its only segment
     else:
@@ -145,8 +149,29 @@ async def _segment_bytes(request: web.Request, job: Job, n: int) -> bytes:
             )
         if job.state != JobState.SUCCEEDED:
             raise _ended(job)
+        if job.document and job.request.format not in JOINED_FORMATS:
+            raise not_found(
+                f"the parts of job {job.id} went {PARTS_LINGER_S // 60} minutes after its "
+                f"{job.request.format} file was made from them: its whole file is at "
+                f"/v1/tts/jobs/{job.id}/audio (Range works there)",
+                "segment_expired",
+            )
         raise not_found(f"segment {n} of job {job.id} expired", "segment_expired")
     return bytes(data)
+
+
+async def _part_as(request: web.Request, job: Job, n: int, pcm: bytes) -> bytes:
+    """A document's part in the job's format: a WAV header before it, or encoded once per web
+    process, in a thread (web/derived.py: kept, and a few at a time per address)."""
+    fmt = job.request.format
+    if fmt in JOINED_FORMATS:
+        return wav_header(len(pcm) // BYTES_PER_SAMPLE, SAMPLE_RATE) + pcm if fmt == "wav" else pcm
+
+    def build() -> bytes:  # the encoder of the document's own file (workers/documents.py)
+        encoder = StreamEncoder(fmt, SAMPLE_RATE)
+        return encoder.feed(pcm) + encoder.close()
+
+    return await request.app[DERIVED].get((job.id, "part", n), build, address(request))
 
 
 # -- conditional and partial responses (RFC 9110) ------------------------------------------------
@@ -176,11 +201,14 @@ def _requested_range(request: web.Request, size: int) -> tuple[int, int] | bool 
 
 
 async def _document(request: web.Request, job: Job) -> web.StreamResponse:
-    """A document's file, joined from its parts as it is sent (web/replies/documents.py)."""
+    """A document's file: joined from its parts as it is sent (web/replies/documents.py), or
+    in another format than wav or pcm, read from the pieces it was encoded into."""
     fmt = job.request.format
     etag = f'"{job.id}"'
     attachment = disposition(request, f"tts-{job.id[:8]}.{extension(fmt)}")
     headers = _headers(mime_type(fmt), etag, attachment)
+    if fmt not in JOINED_FORMATS:
+        return await _in_pieces(request, job, job.audio_size or 0, headers)
     decision = _conditions(request, document_size(job.samples_done, fmt), etag)
     if isinstance(decision, str):
         return _not_modified(headers)

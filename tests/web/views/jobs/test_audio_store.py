@@ -154,6 +154,23 @@ async def test_segments_and_document_parts_live_in_the_store(
     )
     assert part.status == 206 and await part.read() == body[middle : middle + 1000]
 
+    # In a compressed format, the file encoded from the parts lies in the store in pieces.
+    document = await submit(client, text=LONG * 2, voice="en_female", format="opus")
+    finished = await wait_job(client, document["id"], ("succeeded",), timeout=60)
+    pieces = await aredis.lrange(queue.keys.pieces(document["id"]), 0, -1)
+    assert pieces and all(len(p) < 200 and (root / p.decode()).is_file() for p in pieces)
+    whole = await client.get(f"/v1/tts/jobs/{document['id']}/audio")
+    body = await whole.read()
+    assert body.startswith(b"OggS") and len(body) == finished["audio_size"]
+    assert body == b"".join((root / p.decode()).read_bytes() for p in pieces)
+    # Its parts go once their list has (after a while): the sweeper removes their objects.
+    parts = await aredis.lrange(queue.keys.parts(document["id"]), 0, -1)
+    await aredis.delete(queue.keys.parts(document["id"]))
+    await queue.stored.sweep(grace_s=0)
+    assert not any((root / p.decode()).exists() for p in parts)
+    assert all((root / p.decode()).is_file() for p in pieces)
+    assert (await client.get(f"/v1/tts/jobs/{document['id']}/audio")).status == 200
+
 
 LARGE = "A file larger than a piece of the memory budget, sent a piece at a time. " * 36
 
