@@ -9,6 +9,8 @@ from core.audio.documents import BYTES_PER_SAMPLE, FILE_PIECE_BYTES
 from core.audio.stream_encode import StreamEncoder, flac_with_total
 from core.queue.store import Queue
 
+# How long a draft outlives its last piece: an attempt that died while encoding leaves it.
+DRAFT_TTL_S = 3600
 # Parts read per round trip: a few MB of PCM at most (a part is one segment, 95 s at the longest).
 PARTS_PER_READ = 8
 
@@ -24,8 +26,8 @@ async def encode_document(
     them the job's file); the file's size. Encoding runs in a thread, a batch at a time: the
     event loop (leases, heartbeats) and the engine go on meanwhile. A FLAC's first piece is kept
     back until its length is known, then written into its header (as a whole file's is)."""
-    stored, ttl_s = queue.stored, queue.settings.redis.job_ttl_s
-    await stored.start_pieces(job_id, token)
+    stored, ttl_s = queue.stored, DRAFT_TTL_S
+    await stored.discard_pieces(job_id, token)
     encoder = StreamEncoder(fmt, sample_rate)
     pending, size, samples = bytearray(), 0, 0
     head: bytes | None = None

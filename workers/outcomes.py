@@ -308,6 +308,8 @@ class Outcomes:
         # run, its answer lost; an object nothing records is the sweeper's.)
         if not ok:
             await stored.discard(audio_ref, cache_ref)
+            if job.document:  # its encoded file, if any, is a stale attempt's
+                await stored.discard_pieces(job.job_id, job.started.token)
         self.in_hand.pop(job.job_id, None)
         if ok:
             self.metrics.succeeded(job, duration_s)

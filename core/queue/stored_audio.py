@@ -214,9 +214,14 @@ class StoredAudio:
         offset = start - first * FILE_PIECE_BYTES
         return joined[offset : offset + length]
 
-    async def start_pieces(self, job_id: str, token: str) -> None:
-        """Empty the attempt's draft of the encoded file (one left by a failed try)."""
-        await self._redis.delete(self._keys.pieces_draft(job_id, token))
+    async def discard_pieces(self, job_id: str, token: str) -> None:
+        """Remove the attempt's draft of an encoded file (a failed try's, or one its completion
+        refused) and, with a store, its objects (best effort: what is left is the sweeper's)."""
+        draft = self._keys.pieces_draft(job_id, token)
+        entries: Any = await self._redis.lrange(draft, 0, -1)
+        await self._redis.delete(draft)
+        refs = [e.decode() for e in entries if len(e) <= 200 and self._ref.fullmatch(e)]
+        await self.discard(*refs)
 
     async def add_piece(
         self, job_id: str, token: str, data: bytes, ttl_s: int, first: bool = False

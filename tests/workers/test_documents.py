@@ -17,7 +17,7 @@ from core.audio.formats import SAMPLE_RATE
 from core.audio.stream_encode import to_pcm16
 from core.infra.settings import Settings
 from core.queue.store import Queue
-from workers.documents import PartsMissing, encode_document
+from workers.documents import DRAFT_TTL_S, PartsMissing, encode_document
 
 PARTS = 20  # 8 s each: 160 s, several pieces in flac
 
@@ -43,12 +43,14 @@ async def test_parts_encoded_into_equal_pieces(fmt: str, settings: Settings, are
     pieces: Any = await aredis.lrange(draft, 0, -1)
     data = b"".join(pieces)
     assert len(data) == size and {len(p) for p in pieces[:-1]} <= {FILE_PIECE_BYTES}
-    assert 0 < await aredis.ttl(draft) <= settings.redis.job_ttl_s
+    assert 0 < await aredis.ttl(draft) <= DRAFT_TTL_S  # an attempt that dies leaves it a while
     if fmt == "flac":  # several pieces, the first written last, with the length in it
         assert len(pieces) > 2 and data.startswith(b"fLaC")
         assert sf.info(io.BytesIO(data)).frames == samples
     else:
         assert abs(sf.info(io.BytesIO(data)).frames - samples) < SAMPLE_RATE // 10
+    await queue.stored.discard_pieces("doc", "token-1")  # a completion refused: it goes
+    assert not await aredis.exists(draft)
 
 
 async def test_a_missing_part_is_refused(settings: Settings, aredis: Redis) -> None:

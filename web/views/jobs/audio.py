@@ -105,6 +105,8 @@ async def job_segment(request: web.Request) -> web.StreamResponse:
             f"job {job.id} has no segment {n} (segments are numbered from 1; {has})",
             "segment_not_found",
         )
+    if job.state in (JobState.QUEUED, JobState.RUNNING) and n > job.segments_done:
+        raise _segment_not_ready(job, n)  # said before any memory is reserved for it
     # A segment's size is known once it is read: a bound is reserved first, so that a crowd
     # of requests is refused before any reads, then corrected to the size read.
     memory, source = request.app[MEMORY], address(request)
@@ -139,14 +141,7 @@ async def _segment_bytes(request: web.Request, job: Job, n: int) -> bytes:
         data = await queue.stored.segment(job.id, n)
     if data is None:
         if job.state in (JobState.QUEUED, JobState.RUNNING):
-            done = f"{job.segments_done} of {job.segments_total or '?'} done"
-            raise ApiError(
-                404,
-                f"segment {n} of job {job.id} is not synthesized yet ({done}); retry shortly",
-                code="segment_not_ready",
-                headers={"Retry-After": "1"},
-                state=job.state.value,
-            )
+            raise _segment_not_ready(job, n)
         if job.state != JobState.SUCCEEDED:
             raise _ended(job)
         if job.document and job.request.format not in JOINED_FORMATS:
@@ -158,6 +153,17 @@ async def _segment_bytes(request: web.Request, job: Job, n: int) -> bytes:
             )
         raise not_found(f"segment {n} of job {job.id} expired", "segment_expired")
     return bytes(data)
+
+
+def _segment_not_ready(job: Job, n: int) -> ApiError:
+    done = f"{job.segments_done} of {job.segments_total or '?'} done"
+    return ApiError(
+        404,
+        f"segment {n} of job {job.id} is not synthesized yet ({done}); retry shortly",
+        code="segment_not_ready",
+        headers={"Retry-After": "1"},
+        state=job.state.value,
+    )
 
 
 async def _part_as(request: web.Request, job: Job, n: int, pcm: bytes) -> bytes:
