@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Collection
 
 import numpy as np
 import orjson
@@ -25,7 +26,7 @@ from core.queue.store import SegmentDone, Started
 from workers.checks.verdict import Verdict
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
-from workers.documents import encode_document
+from workers.documents import EncodeStopped, encode_document
 from workers.engines import EngineError, Segment
 from workers.jobs import ActiveJob, Hold, render
 
@@ -108,6 +109,9 @@ class Outcomes:
     async def _complete_or_retry(self, job: ActiveJob) -> None:
         try:
             await self.complete(job)
+        except EncodeStopped:  # cancelled or lost meanwhile: it ends as such, its draft goes
+            await self._discard_draft(job)
+            await self.drop(job)
         except StoreError as exc:
             now = time.monotonic()
             job.store_failing_since = job.store_failing_since or now
@@ -120,6 +124,7 @@ class Outcomes:
                 )
                 await asyncio.sleep(min(1.0, give_up_s / 10))  # the job stays in hand meanwhile
                 return
+            await self._discard_draft(job)
             await self.give_up(
                 job, f"the audio store could not take the audio for {give_up_s:g} s: {exc}"
             )
@@ -134,6 +139,7 @@ class Outcomes:
             log.exception(
                 "worker %s: completing %s failed", self.name, job.job_id, extra=job_log(job.job_id)
             )
+            await self._discard_draft(job)
             self.in_hand.pop(job.job_id, None)
             self.metrics.outcome("failed")
             with contextlib.suppress(RedisError):
@@ -308,8 +314,7 @@ class Outcomes:
         # run, its answer lost; an object nothing records is the sweeper's.)
         if not ok:
             await stored.discard(audio_ref, cache_ref)
-            if job.document:  # its encoded file, if any, is a stale attempt's
-                await stored.discard_pieces(job.job_id, job.started.token)
+            await self._discard_draft(job)  # a document's file, if encoded, is a stale attempt's
         self.in_hand.pop(job.job_id, None)
         if ok:
             self.metrics.succeeded(job, duration_s)
@@ -335,12 +340,9 @@ class Outcomes:
             return document_size(job.samples_done, fmt)
         began = time.monotonic()
         size = await encode_document(
-            self.queue,
-            job.job_id,
-            job.started.token,
-            fmt,
-            self.engine.sample_rate,
-            len(job.segments),
+            *(self.queue, job.job_id, job.started.token, fmt),
+            *(self.engine.sample_rate, len(job.segments)),
+            stopped=lambda: job.dropped,
         )
         log.info(
             "worker %s: document %s encoded to %s: %.1f MB in %.1f s",
@@ -348,6 +350,13 @@ class Outcomes:
             extra=job_log(job.job_id),
         )
         return size
+
+    async def _discard_draft(self, job: ActiveJob) -> None:
+        """A document's encoded file that will not be its file (best effort: an abandoned draft
+        expires, its objects go with the job)."""
+        if job.document:
+            with contextlib.suppress(RedisError, StoreError):
+                await self.queue.stored.discard_pieces(job.job_id, job.started.token)
 
     async def drop(self, job: ActiveJob) -> None:
         """Stop a job that was cancelled (finish it as such) or lost (leave it to its new owner)."""
@@ -406,18 +415,20 @@ class Outcomes:
             )
             self.metrics.outcome("failed")
 
-    async def release_all(self, reason: str) -> None:
-        """Give every job in hand back to the queue; with Redis down, their leases will lapse."""
-        if self.in_hand:
+    async def release_all(self, reason: str, keep: Collection[str] = ()) -> None:
+        """Give every job in hand but `keep` back to the queue; with Redis down, their leases
+        will lapse."""
+        going = [job for job in self.in_hand.values() if job.job_id not in keep]
+        if going:
             log.info(
                 "worker %s: handing %d jobs back to the queue (%s): %s",
                 self.name,
-                len(self.in_hand),
+                len(going),
                 reason,
-                ", ".join(self.in_hand),
+                ", ".join(job.job_id for job in going),
             )
         try:
-            for job in list(self.in_hand.values()):
+            for job in going:
                 await self.queue.work.release(
                     job.job_id,
                     job.started.client,
@@ -431,4 +442,5 @@ class Outcomes:
             log.warning(
                 "worker %s: could not release jobs (%s); their leases will expire", self.name, exc
             )
-        self.in_hand.clear()
+        for job in going:
+            self.in_hand.pop(job.job_id, None)

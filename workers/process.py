@@ -296,8 +296,13 @@ class Worker:
                     await self.outcomes.release_all("its worker stopped before it was done")
                     return
                 if all(job.started.document for job in self.in_hand.values()):
-                    await self.outcomes.release_all("stopped; it resumes after its stored parts")
-                    return
+                    # A document whose file is being encoded finishes (within the grace).
+                    storing = set(self.outcomes.storing)
+                    await self.outcomes.release_all(
+                        "stopped; it resumes after its stored parts", keep=storing
+                    )
+                    if not self.in_hand:
+                        return
             try:
                 if not self._stopping.is_set():
                     await self._fill()

@@ -109,17 +109,23 @@ class _Sink:
 
 class _SoundSink(_Sink):
     """The same for libsndfile, which asks where it is (and seeks there, at the start): a seek
-    back would rewrite bytes already sent, and is refused. (FFmpeg is given no `seek` at all:
-    it would take the output for a file and go back to complete a header.)"""
+    back would rewrite bytes already sent, so the next `take` fails. (FFmpeg is given no `seek`
+    at all: it would take the output for a file and go back to complete a header.)"""
 
     def tell(self) -> int:
         return self.written
 
+    refused = False  # a seek back was asked: libsndfile swallows a callback's exception
+
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        target = offset + (self.written if whence != io.SEEK_SET else 0)
-        if target != self.written:
-            raise OSError("a stream cannot seek back")
+        if offset + (self.written if whence != io.SEEK_SET else 0) != self.written:
+            self.refused = True
         return self.written
+
+    def take(self) -> bytes:
+        if self.refused:
+            raise OSError("libsndfile went back over bytes already sent: not a stream")
+        return super().take()
 
     def read(self, size: int = -1) -> bytes:
         return b""

@@ -210,9 +210,15 @@ class StoredAudio:
         pieces = await self._resolve(entries)
         if len(pieces) != last - first + 1 or any(piece is None for piece in pieces):
             return None
-        joined = b"".join(piece for piece in pieces if piece is not None)
         offset = start - first * FILE_PIECE_BYTES
+        if len(pieces) == 1:  # a read that ends on a piece's end (web/replies/sending.py)
+            return memoryview(pieces[0] or b"")[offset : offset + length].tobytes()
+        joined = b"".join(piece for piece in pieces if piece is not None)
         return joined[offset : offset + length]
+
+    async def has_pieces(self, job_id: str) -> bool:
+        """Whether a document's encoded file is still kept (no piece is read)."""
+        return bool(await self._redis.exists(self._keys.pieces(job_id)))
 
     async def discard_pieces(self, job_id: str, token: str) -> None:
         """Remove the attempt's draft of an encoded file (a failed try's, or one its completion

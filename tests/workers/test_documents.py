@@ -17,7 +17,7 @@ from core.audio.formats import SAMPLE_RATE
 from core.audio.stream_encode import to_pcm16
 from core.infra.settings import Settings
 from core.queue.store import Queue
-from workers.documents import DRAFT_TTL_S, PartsMissing, encode_document
+from workers.documents import DRAFT_TTL_S, EncodeStopped, PartsMissing, encode_document
 
 PARTS = 20  # 8 s each: 160 s, several pieces in flac
 
@@ -58,3 +58,32 @@ async def test_a_missing_part_is_refused(settings: Settings, aredis: Redis) -> N
     await stored_parts(aredis, queue, "doc")
     with pytest.raises(PartsMissing, match="parts 17-21"):
         await encode_document(queue, "doc", "token-1", "mp3", SAMPLE_RATE, PARTS + 1)
+
+
+@pytest.mark.parametrize("fmt", ["ogg", "flac"])
+async def test_pieces_stay_whole_when_the_encoders_last_bytes_cross_one(
+    fmt: str, settings: Settings, aredis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small pieces, so that the bytes the encoder leaves for its close cross a piece's end (as
+    they do now and then at the real size): every piece but the last is whole, and the file
+    reads back from the pieces at any offset."""
+    size = 4_000
+    monkeypatch.setattr("workers.documents.FILE_PIECE_BYTES", size)
+    monkeypatch.setattr("core.queue.stored_audio.FILE_PIECE_BYTES", size)
+    queue = Queue(aredis, settings)
+    await stored_parts(aredis, queue, "doc")
+    total = await encode_document(queue, "doc", "token-1", fmt, SAMPLE_RATE, PARTS)
+    await aredis.rename(queue.keys.pieces_draft("doc", "token-1"), queue.keys.pieces("doc"))
+    pieces: Any = await aredis.lrange(queue.keys.pieces("doc"), 0, -1)
+    assert {len(p) for p in pieces[:-1]} == {size} and 0 < len(pieces[-1]) <= size
+    data = b"".join(pieces)
+    assert len(data) == total
+    for start, length in ((0, total), (size - 7, 20), (total - 5, 5), (3 * size, size)):
+        assert await queue.stored.read_pieces("doc", start, length) == data[start : start + length]
+
+
+async def test_a_job_that_left_stops_its_encode(settings: Settings, aredis: Redis) -> None:
+    queue = Queue(aredis, settings)
+    await stored_parts(aredis, queue, "doc")
+    with pytest.raises(EncodeStopped, match="left this worker"):
+        await encode_document(queue, "doc", "t", "mp3", SAMPLE_RATE, PARTS, stopped=lambda: True)

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from core.audio.documents import FILE_PIECE_BYTES
 from web.appkeys import EGRESS, MEMORY, SETTINGS
 from web.errors import ApiError
 from web.monitors.memory import address
@@ -74,7 +75,9 @@ async def send_bytes(
 # A file past this is sent piece by piece, each read from where it is kept as it goes out: a
 # download holds one piece of the memory budget, not the file (a slow reader of a large file
 # once held the budget of everyone).
-PIECE_BYTES = 512 * 1024
+# Reads end on multiples of it: a document's encoded file is kept in pieces of this size, so
+# each read is one of them.
+PIECE_BYTES = FILE_PIECE_BYTES
 
 
 async def send_pieces(
@@ -98,8 +101,9 @@ async def send_pieces(
         await response.prepare(request)
         if request.method == "HEAD":
             return response
-        for start in range(first, last + 1, PIECE_BYTES):
-            length = min(PIECE_BYTES, last + 1 - start)
+        start = first
+        while start <= last:
+            length = min((start // PIECE_BYTES + 1) * PIECE_BYTES, last + 1) - start
             if not held:
                 await memory.wait_take(source, length, "audio to send", timeout_s)
                 held = length
@@ -109,6 +113,7 @@ async def send_pieces(
             await paced_write(request, response.write, piece)
             memory.give(source, held)
             held = 0
+            start += length
         await response.write_eof()
     except (TimeoutError, ApiError):  # it stopped reading, or room never came: cut it short
         log.info("%s %s: cut short (no reader, or no room)", request.method, request.path)

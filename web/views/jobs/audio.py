@@ -81,7 +81,8 @@ async def _in_pieces(
     async def read(start: int, length: int) -> bytes | None:
         return await source(job.id, start, length)
 
-    if await read(0, 1) is None:
+    kept = await stored.has_pieces(job.id) if job.document else await read(0, 1) is not None
+    if not kept:
         raise not_found(f"the audio of job {job.id} expired", "audio_expired")
     decision = _conditions(request, size, headers["ETag"])
     if decision == "not_modified":
