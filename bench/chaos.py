@@ -27,9 +27,10 @@ from redis.exceptions import RedisError
 
 from bench.runs import p99
 from core.infra.embedded_redis import EmbeddedRedis
-from core.infra.settings import LIMITS_OFF, Settings
+from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.store import Queue
+from testing.limits import LIMITS_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
 TERMINAL = {"succeeded", "failed", "cancelled", "dead"}

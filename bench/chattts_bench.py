@@ -210,7 +210,8 @@ def run_batches(
 
     import torch
 
-    from core.infra.settings import RuntimeName, Settings
+    from core.infra.sections import RuntimeName
+    from core.infra.settings import Settings
     from core.queue.job import SynthesisRequest
     from workers.engines.base import Segment, run_segments
     from workers.engines.chattts import create

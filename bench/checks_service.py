@@ -21,7 +21,8 @@ import aiohttp
 from bench.checkpoints import random_checkpoint
 from bench.runs import percentile
 from bench.stack import start_stack
-from core.infra.settings import LIMITS_OFF, Settings
+from core.infra.settings import Settings
+from testing.limits import LIMITS_OFF
 from testing.procs import bench_run
 from workers.checks.faults import FAULT_AUDIO_ENV
 

@@ -35,8 +35,9 @@ import redis
 from bench.stack import start_stack
 from cli.sse import sse_events
 from core.infra.redis_client import connect_sync
-from core.infra.settings import LIMITS_OFF, Settings
+from core.infra.settings import Settings
 from core.queue.keys import Keys
+from testing.limits import LIMITS_OFF
 from testing.procs import Processes, bench_run
 from testing.topologies import SentinelGroup
 

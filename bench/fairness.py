@@ -33,7 +33,8 @@ from bench.runs import p99
 from bench.stack import REPO_ROOT, start_stack
 from bench.table import Row
 from cli.sse import sse_events
-from core.infra.settings import LIMITS_OFF, Settings
+from core.infra.settings import Settings
+from testing.limits import LIMITS_OFF
 from testing.procs import bench_run
 
 BULK = "bulk-key"

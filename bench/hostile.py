@@ -38,8 +38,9 @@ from bench.attacks import EVIL, LOOP_RATE, Tally, attack_process, request, sessi
 from bench.runs import p99
 from bench.servers import REPO_ROOT, start_ours, start_redis, wait_http
 from core.audio.sizes import expected_bytes
-from core.infra.settings import LIMITS_OFF, Settings
+from core.infra.settings import Settings
 from core.queue.keys import Keys
+from testing.limits import LIMITS_OFF
 from testing.procs import Processes, bench_run
 
 WEB_LIMIT_KB = 1024 * 1024  # the web pod's memory limit in docker/k8s/web.yaml

@@ -40,7 +40,8 @@ from bench.live_modes import Heard
 from bench.live_text import Answer, answers
 from bench.players import warm
 from bench.stack import REPO_ROOT, start_stack
-from core.infra.settings import LIMITS_OFF, Settings
+from core.infra.settings import Settings
+from testing.limits import LIMITS_OFF
 from testing.procs import bench_run
 
 VOICES = ("en_female", "en_male", "en_female_2", "en_male_2")

@@ -35,7 +35,8 @@ from bench.checkpoints import random_checkpoint
 from bench.playback import underrun
 from bench.stack import REPO_ROOT, start_stack
 from bench.table import Row
-from core.infra.settings import LIMITS_OFF, Settings
+from core.infra.settings import Settings
+from testing.limits import LIMITS_OFF
 from testing.procs import bench_run
 
 RATE = 24_000

@@ -16,7 +16,8 @@ from pathlib import Path
 from bench import baseline_env
 from bench.identities import COOKIE_SECRET
 from core.infra.embedded_redis import EmbeddedRedis, free_port
-from core.infra.settings import ENV_PREFIX, LIMITS_OFF, SETTINGS, Settings
+from core.infra.settings import ENV_PREFIX, SETTINGS, Settings
+from testing.limits import LIMITS_OFF
 from testing.procs import Proc, Processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -28,7 +28,8 @@ import redis
 from bench.stack import start_stack
 from cli.sse import sse_events
 from core.audio_store.urls import open_store
-from core.infra.settings import LIMITS_OFF, Settings
+from core.infra.settings import Settings
+from testing.limits import LIMITS_OFF
 from testing.procs import bench_run
 from testing.s3_server import CREDENTIALS, S3Server
 

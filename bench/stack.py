@@ -21,7 +21,8 @@ from bench import baseline_env
 from bench.identities import COOKIE_SECRET
 from bench.servers import baseline_redis_url, start_redis, wait_http
 from core.infra.embedded_redis import free_port
-from core.infra.settings import LIMITS_OFF, Settings
+from core.infra.settings import Settings
+from testing.limits import LIMITS_OFF
 from testing.procs import Proc, Processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -22,8 +22,9 @@ from redis.asyncio import Redis as AsyncRedis
 
 from core.infra.embedded_redis import EmbeddedRedis
 from core.infra.redis_client import connect_sync
-from core.infra.settings import LIMITS_OFF, Settings
+from core.infra.settings import Settings
 from core.queue.keys import Keys
+from testing.limits import LIMITS_OFF
 from testing.s3_server import CREDENTIALS, S3Server
 from web.app import create_app
 

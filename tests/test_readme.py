@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -11,7 +10,7 @@ import time
 from pathlib import Path
 
 from core.infra.embedded_redis import free_port
-from tests.support.commands import command
+from tests.support.commands import command, run_env, start_run
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -87,21 +86,9 @@ def test_the_first_minutes_work_as_written(tmp_path: Path) -> None:
     its curl block, its Python block and its `say` line, as written but for the port, with
     nothing installed beyond what `make run` installs."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if "REDIS_URL" not in k and k != "CHATTTS_URL"}
-    env |= {
-        "CHATTTS_ENGINE": "espeak",
-        "CHATTTS_DATA_DIR": str(tmp_path / "data"),
-        "CHATTTS_WORKER_METRICS_PORT": str(free_port()),
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-    }
+    env = run_env(tmp_path, CHATTTS_WORKER_METRICS_PORT=str(free_port()))
     log = (tmp_path / "run.log").open("wb")
-    run = subprocess.Popen(
-        [sys.executable, "-m", "cli", "run", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    run = start_run(port, env, log)
     here = tmp_path / "me"
     here.mkdir()
     try:

@@ -1,14 +1,26 @@
-"""A finished document's file in a compressed format: its PCM parts encoded once, in order, into
-pieces of equal size (core/audio/documents.py), with memory bounded whatever its length."""
+"""A finished document's file: in wav or pcm its parts joined when served; in another format its
+PCM parts encoded once, in order, into pieces of equal size (core/audio/documents.py), with
+memory bounded whatever its length."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import time
 from collections.abc import Callable
 
-from core.audio.documents import BYTES_PER_SAMPLE, FILE_PIECE_BYTES
+from redis.exceptions import RedisError
+
+from core.audio.catalog import JOINED_FORMATS
+from core.audio.documents import BYTES_PER_SAMPLE, FILE_PIECE_BYTES, document_size
 from core.audio.stream_encode import StreamEncoder, flac_with_total
+from core.audio_store.base import StoreError
+from core.infra.logs import job_log
 from core.queue.store import Queue
+from workers.jobs import ActiveJob
+
+log = logging.getLogger("chattts_online.worker")
 
 # How long a draft outlives its last piece: an attempt that died while encoding leaves it.
 DRAFT_TTL_S = 3600
@@ -73,3 +85,30 @@ async def encode_document(
     if not size:
         raise PartsMissing("the document's parts held no audio")
     return size
+
+
+async def document_file(queue: Queue, job: ActiveJob, sample_rate: int, worker: str) -> int:
+    """A finished document's file size: its parts joined, or in a format other than wav or pcm,
+    the file encoded from them into its attempt's draft (EncodeStopped if the job leaves)."""
+    fmt = job.started.request.format
+    if fmt in JOINED_FORMATS:
+        return document_size(job.samples_done, fmt)
+    began = time.monotonic()
+    size = await encode_document(
+        *(queue, job.job_id, job.started.token, fmt, sample_rate, len(job.segments)),
+        stopped=lambda: job.dropped,
+    )
+    log.info(
+        "worker %s: document %s encoded to %s: %.1f MB in %.1f s",
+        *(worker, job.job_id, fmt, size / 1e6, time.monotonic() - began),
+        extra=job_log(job.job_id),
+    )
+    return size
+
+
+async def discard_draft(queue: Queue, job: ActiveJob) -> None:
+    """A document's encoded file that will not be its file (best effort: an abandoned draft
+    expires, its objects go with the job)."""
+    if job.document:
+        with contextlib.suppress(RedisError, StoreError):
+            await queue.stored.discard_pieces(job.job_id, job.started.token)

@@ -15,6 +15,7 @@ from core.infra.logs import job_log
 from core.queue.cache import cache_digest
 from core.queue.store import Started
 from core.queue.voice_names import blend_of, is_derived
+from workers.cache_hits import answer_from_cache
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
 from workers.engines import EngineError
@@ -190,7 +191,7 @@ class Intake:
                 *(self.name, job_id, len(job.audio), len(segments)),
                 extra=job_log(job_id),
             )
-        if digest and await self.outcomes.answer_from_cache(job, digest):
+        if digest and await answer_from_cache(self.queue, self.metrics, self.name, job, digest):
             return
         if not segments:
             await self.outcomes.fail(job_id, started, "the text has nothing this engine can speak")

@@ -13,12 +13,9 @@ import time
 from collections.abc import Collection
 
 import numpy as np
-import orjson
 from redis.exceptions import RedisError, ResponseError
 
 from core.audio import formats as audio
-from core.audio.catalog import JOINED_FORMATS
-from core.audio.documents import document_size
 from core.audio_store.base import StoreError
 from core.infra.logs import job_log
 from core.infra.redis_client import REDIS_UNAVAILABLE
@@ -26,7 +23,7 @@ from core.queue.store import SegmentDone, Started
 from workers.checks.verdict import Verdict
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
-from workers.documents import EncodeStopped, encode_document
+from workers.documents import EncodeStopped, discard_draft, document_file
 from workers.engines import EngineError, Segment
 from workers.jobs import ActiveJob, Hold, render
 
@@ -54,49 +51,6 @@ class Outcomes:
         )
         self.metrics.outcome("failed")
 
-    async def answer_from_cache(self, job: ActiveJob, digest: str) -> bool:
-        cached = await self.queue.stored.cached(digest)
-        self.metrics.cache_lookup(bool(cached))
-        if not cached:
-            return False
-        stored, audio_ref, size = self.queue.stored, None, None
-        if cached.get(b"audio_ref"):  # the result is an object of the audio store: copy it
-            if stored.store is None:
-                return False  # written by a worker with a store this one has not: synthesize
-            audio_ref = await stored.copy_for("jobs", job.job_id, cached[b"audio_ref"].decode())
-            if audio_ref is None:
-                return False  # swept meanwhile: synthesize
-            size = int(cached[b"audio_size"])
-        elif b"audio" not in cached:
-            return False
-        ok = await self.queue.work.complete(
-            job.job_id,
-            job.started.client,
-            job.started.token,
-            b"" if audio_ref else cached[b"audio"],
-            float(cached[b"duration_s"]),
-            int(cached[b"sample_rate"]),
-            cached=True,
-            stream=job.started.stream,
-            cache_digest=digest,
-            document_size=size,
-            audio_ref=audio_ref,
-            new_cues=orjson.loads(cached[b"cues"]) if cached.get(b"cues") else None,
-        )
-        if not ok:
-            await stored.discard(audio_ref)
-        if ok:
-            self.metrics.outcome("cache_hit")
-            log.info(
-                "worker %s: job %s answered from the cache",
-                self.name,
-                job.job_id,
-                extra=job_log(job.job_id),
-            )
-        else:
-            self.metrics.completion_refused()
-        return True
-
     def complete_in_background(self, job: ActiveJob) -> None:
         """Encode and store a finished job while the engine goes on with other work. A job whose
         store fails stays in hand, to be stored again on a later round."""
@@ -110,7 +64,7 @@ class Outcomes:
         try:
             await self.complete(job)
         except EncodeStopped:  # cancelled or lost meanwhile: it ends as such, its draft goes
-            await self._discard_draft(job)
+            await discard_draft(self.queue, job)
             await self.drop(job)
         except StoreError as exc:
             now = time.monotonic()
@@ -124,7 +78,7 @@ class Outcomes:
                 )
                 await asyncio.sleep(min(1.0, give_up_s / 10))  # the job stays in hand meanwhile
                 return
-            await self._discard_draft(job)
+            await discard_draft(self.queue, job)
             await self.give_up(
                 job, f"the audio store could not take the audio for {give_up_s:g} s: {exc}"
             )
@@ -139,7 +93,7 @@ class Outcomes:
             log.exception(
                 "worker %s: completing %s failed", self.name, job.job_id, extra=job_log(job.job_id)
             )
-            await self._discard_draft(job)
+            await discard_draft(self.queue, job)
             self.in_hand.pop(job.job_id, None)
             self.metrics.outcome("failed")
             with contextlib.suppress(RedisError):
@@ -280,7 +234,7 @@ class Outcomes:
         size = None
         if job.document:  # its parts are its audio, encoded (but to wav or pcm) into pieces
             data, duration_s = b"", job.samples_done / rate
-            size = await self._document_file(job)
+            size = await document_file(self.queue, job, self.engine.sample_rate, self.name)
         else:
             data, duration_s = await asyncio.to_thread(
                 render, job.audio, rate, job.started.request.format
@@ -314,7 +268,9 @@ class Outcomes:
         # run, its answer lost; an object nothing records is the sweeper's.)
         if not ok:
             await stored.discard(audio_ref, cache_ref)
-            await self._discard_draft(job)  # a document's file, if encoded, is a stale attempt's
+            await discard_draft(
+                self.queue, job
+            )  # a document's file, if encoded, is a stale attempt's
         self.in_hand.pop(job.job_id, None)
         if ok:
             self.metrics.succeeded(job, duration_s)
@@ -331,32 +287,6 @@ class Outcomes:
                 job.job_id,
                 extra=job_log(job.job_id),
             )
-
-    async def _document_file(self, job: ActiveJob) -> int:
-        """A document's file size: its parts joined, or in a format other than wav or pcm, the
-        file encoded from them (workers/documents.py)."""
-        fmt = job.started.request.format
-        if fmt in JOINED_FORMATS:
-            return document_size(job.samples_done, fmt)
-        began = time.monotonic()
-        size = await encode_document(
-            *(self.queue, job.job_id, job.started.token, fmt),
-            *(self.engine.sample_rate, len(job.segments)),
-            stopped=lambda: job.dropped,
-        )
-        log.info(
-            "worker %s: document %s encoded to %s: %.1f MB in %.1f s",
-            *(self.name, job.job_id, fmt, size / 1e6, time.monotonic() - began),
-            extra=job_log(job.job_id),
-        )
-        return size
-
-    async def _discard_draft(self, job: ActiveJob) -> None:
-        """A document's encoded file that will not be its file (best effort: an abandoned draft
-        expires, its objects go with the job)."""
-        if job.document:
-            with contextlib.suppress(RedisError, StoreError):
-                await self.queue.stored.discard_pieces(job.job_id, job.started.token)
 
     async def drop(self, job: ActiveJob) -> None:
         """Stop a job that was cancelled (finish it as such) or lost (leave it to its new owner)."""

@@ -26,7 +26,7 @@ import aiohttp
 import orjson
 from redis.exceptions import RedisError
 
-from core.infra.settings import Network
+from core.infra.networks import Network
 from core.queue.callbacks import Callback, Outbox, Outcome
 from web.callbacks.signing import client_secret, headers
 from web.callbacks.targets import ALLOW_SETTING, ForbiddenAddress, guarded_socket

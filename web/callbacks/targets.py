@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.infra.settings import Network
+from core.infra.networks import Network
 
 # What aiohttp hands its socket factory: (family, type, proto, canonname, sockaddr).
 AddrInfo = tuple[int, int, int, str, tuple[Any, ...]]

@@ -20,7 +20,7 @@ from core.infra.redis_client import REDIS_DOWN
 from core.queue.job import SynthesisRequest
 from core.queue.store import Submitted
 from core.text.sentences import clean_text, has_speakable
-from web import job_service
+from web import following, job_service
 from web.appkeys import MEMORY, QUEUE, SETTINGS
 from web.clients.limits import RateLimited, check_rate, submitters
 from web.errors import ApiError, redis_unavailable
@@ -345,7 +345,7 @@ class Speaker:
     async def _verdict(self, queued: _Queued) -> None:
         """Tell the listener what the worker heard in a segment, once its job ended."""
         try:
-            end = await job_service.wait_end(self.app, queued.job_id, queued.cursor)
+            end = await following.wait_end(self.app, queued.job_id, queued.cursor)
             if end.get("type") != "succeeded":
                 return
             cues = await self.app[QUEUE].stored.cues(queued.job_id)
@@ -354,7 +354,7 @@ class Speaker:
                 await self.listener.checked(queued.index, checks)
         except ListenerGone:
             return
-        except (ApiError, job_service.Closing, *REDIS_DOWN) as exc:
+        except (ApiError, following.Closing, *REDIS_DOWN) as exc:
             log.info("live segment %s: its verdict was not told (%s)", queued.job_id, exc)
 
     async def _submit_rate(self) -> None:
@@ -394,7 +394,7 @@ class Speaker:
         sent = 0
         while True:
             try:
-                pieces = job_service.pcm_pieces(
+                pieces = following.pcm_pieces(
                     self.app, job_id, cursor, whole_file=True, to_last_chunk=True
                 )
                 async with contextlib.aclosing(pieces) as it:
@@ -407,7 +407,7 @@ class Speaker:
                         sent += len(pcm)
                         yield pcm
                 return
-            except job_service.Restarted:
+            except following.Restarted:
                 log.info("live segment job %s started again: resuming at byte %d", job_id, sent)
                 cursor = None  # the new run's chunks, from its first event on
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from core.infra.settings import Network, address_in
+from core.infra.networks import Network, address_in
 from web.appkeys import FORWARDED_TLS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

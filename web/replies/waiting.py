@@ -8,8 +8,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from web import job_service
-from web.job_service import Closing, closing_error, job_error
+from web.following import Closing, closing_error, job_error, wait_end
 
 T = TypeVar("T")
 
@@ -44,7 +43,7 @@ async def succeeded(request: web.Request, job_id: str, cursor: str | None) -> di
     """The job's snapshot once it succeeded; None when the client left first. Its failure, or
     the server closing, is the ApiError to answer."""
     try:
-        done, event = await unless_gone(request, job_service.wait_end(request.app, job_id, cursor))
+        done, event = await unless_gone(request, wait_end(request.app, job_id, cursor))
     except Closing:
         raise closing_error(job_id) from None
     if not done or event is None:  # nobody is listening any more

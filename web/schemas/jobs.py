@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from core.infra.settings import Network
+from core.infra.networks import Network
 from core.queue.job import SynthesisRequest, is_job_id, queue_position
 from core.queue.voice_names import VoiceNameError, canonical
 from core.queue.voices import default_voice

@@ -11,8 +11,8 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from core.infra.embedded_redis import EmbeddedRedis
-from core.infra.settings import LIMITS_OFF
 from core.queue.retention import RETAIN_BELOW
+from testing.limits import LIMITS_OFF
 from tests.conftest import ClientFactory, WorkerProcess
 from web.appkeys import THROUGHPUT
 

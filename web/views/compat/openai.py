@@ -30,9 +30,9 @@ from web.appkeys import ENCODING, QUEUE
 from web.clients.identity import client_id
 from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, dumps
+from web.following import Closing, closing_error, pcm_pieces
 from web.intake.bodies import json_body
 from web.intake.submissions import speech_request
-from web.job_service import Closing, closing_error, pcm_pieces
 from web.monitors.memory import address
 from web.replies.sending import holding, paced_write, send_bytes
 from web.replies.waiting import succeeded, unless_gone

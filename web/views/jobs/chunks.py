@@ -21,7 +21,7 @@ from core.audio.formats import SAMPLE_RATE, mime_type
 from web import job_service
 from web.clients.limits import stream_lease
 from web.errors import ApiError
-from web.job_service import Closing, closing_error, pcm_pieces
+from web.following import Closing, closing_error, pcm_pieces
 from web.replies.sending import paced_write
 from web.replies.waiting import unless_gone
 from web.schemas.jobs import valid_job_id

@@ -56,8 +56,8 @@ from web.appkeys import (
 from web.clients.identity import client_id, is_admin
 from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, dumps, job_not_found, redis_unavailable
+from web.following import ChunkReader, Restarted
 from web.hub import follow
-from web.job_service import ChunkReader
 from web.middlewares.origin import check_websocket_origin
 from web.monitors.memory import address
 from web.replies.sending import send_timeout_s
@@ -328,7 +328,7 @@ class Session:
                             "final": False,
                         }
                         await self.put_audio(header, bytes(data))
-        except job_service.Restarted as exc:
+        except Restarted as exc:
             error = {"type": "error", "ref": None, "job_id": reader.job_id, "error": exc.error()}
             await self.put(error)
             return False
