@@ -173,7 +173,7 @@ def main(settings: Settings, live: bool = False, ready: bool = False, named: boo
                 print(f"redis: the embedded Redis of `chattts-online run` in {data_dir}")
                 settings = settings.replace(redis_url=found, data_dir=data_dir)
                 break
-        if service is not None and settings.data_dir == service.data_dir:
+        if service is not None and Path(settings.data_dir).resolve() == Path(service.data_dir):
             shown = service.settings
             origin = f"the running service's, at {service.url} (pid {service.pid}), masked"
     if live or ready:

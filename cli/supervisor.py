@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,9 @@ from cli.check import masked_settings
 from core.infra.embedded_redis import EmbeddedRedis, die_with_parent
 from core.infra.ports import PORT_IN_USE_EXIT, port_in_use_message, port_taken
 from core.infra.redis_client import connect_sync, mask_url
+from core.infra.sections import worker_name
 from core.infra.settings import Settings
+from core.queue.fleet import queue_leave
 from core.queue.keys import Keys
 from workers.engines import chosen_engine
 
@@ -75,7 +76,8 @@ class Supervisor:
 
     def _stop_signal(self, signum: int, _frame: object) -> None:
         """The first Ctrl-C (or SIGTERM) stops everything gracefully, the second hands the
-        worker's jobs back at once (a terminal's Ctrl-C reaches the children itself)."""
+        worker's jobs back at once (the children, in process groups of their own, hear of it
+        from here alone)."""
         if self._stop:
             print("\n  Stopping now: the worker hands its jobs back to the queue.", flush=True)
             for child in self.children:
@@ -165,13 +167,14 @@ class Supervisor:
         """A worker that died without leaving (killed, crashed) leaves the fleet now: else it
         stays listed, ready and holding its job, until its heartbeat lapses."""
         assert child.process is not None
-        name = child.env.get("CHATTTS_WORKER_NAME") or f"{socket.gethostname()}-{child.process.pid}"
+        name = worker_name(child.process.pid)  # plan() leaves each worker to name itself
         keys = Keys(self.settings.redis.key_prefix, self.settings.redis.queue)
         try:
             client = connect_sync(self.settings.redis.redis_url or "", socket_timeout=2)
             try:
-                client.delete(keys.worker(name), keys.drain(name))
-                client.zrem(keys.workers, name)
+                with client.pipeline(transaction=False) as pipe:
+                    queue_leave(pipe, keys, name)
+                    pipe.execute()
             finally:
                 client.close()
         except RedisError as exc:  # its heartbeat lapses on its own

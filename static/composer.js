@@ -157,18 +157,18 @@ function focusParam(param) {
 async function submitFromForm() {
   if (submitting) return;
   const params = readParams();
-  const n = countChars(params.text.trim());
-  if (!n) {
+  if (!params.text.trim().replace(/\p{Cf}/gu, "")) {
     setFieldMessage("Type some text first.", "empty");
     els.text.focus();
     return;
   }
-  if (countChars(params.text) > config.maxDocumentChars) {
+  const n = countChars(params.text); // once: a document's text is long
+  if (n > config.maxDocumentChars) {
     updateCount();
     els.text.focus();
     return;
   }
-  const isDocument = countChars(params.text) > config.maxChars;
+  const isDocument = n > config.maxChars;
   player.unlock(); // inside the click / key press: lets live playback start later
   submitting = true;
   els.submit.setAttribute("aria-busy", "true");

@@ -121,11 +121,7 @@ export function renderJob(rec) {
       if (rec.params.format === "pcm") loadPcm(rec, audio);
       else audio.src = urls.audio(rec.id);
     }
-    // One player at a time: while the stream still plays, its row is the player.
-    audio.hidden = livePlaying(rec);
     audio.setAttribute("aria-label", `Audio: ${excerpt(rec.text, 40)}`);
-  } else {
-    audio.hidden = true;
   }
 
   // Actions

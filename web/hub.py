@@ -336,26 +336,17 @@ async def follow(
                     continue  # never twice, whatever a read returns
                 cursor = stream_id
                 # The job's end, unless it ran again after (a dead letter requeued): its next
-                # run's events follow this one, and its followers follow them. Known before the
-                # event goes out: a follower that has it may subscribe again at once.
+                # run's events follow this one in the batch, or in the next one when this one
+                # is full, and its followers follow them.
                 ended = job_id is not None and event.get("type") in TERMINAL_TYPES
-                if ended and at == len(batch) - 1 and not await _ran_again(queue, stream, cursor):
-                    yield stream_id, event
-                    return
                 yield stream_id, event
+                if ended and at == len(batch) - 1 and len(batch) < READ_BATCH:
+                    return
             if len(batch) >= READ_BATCH:
                 continue
             quiet = not await sub.wait(poll_s)
     finally:
         hub.unsubscribe(sub)
-
-
-async def _ran_again(queue: Queue, stream: str, cursor: str) -> bool:
-    """Events follow a job's terminal one (it was requeued); False when Redis cannot say."""
-    try:
-        return bool(await queue.events.after(stream, cursor, 1))
-    except REDIS_DOWN:
-        return False
 
 
 class Connections:

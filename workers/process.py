@@ -46,8 +46,6 @@ from workers.stats import WorkerStats, publish_heartbeats
 from workers.sweeper import sweep_audio
 
 log = logging.getLogger("chattts_online.worker")
-# Stop requests this close together are one (a terminal's Ctrl-C, and `run` passing it on).
-SAME_STOP_S = 0.5
 T = TypeVar("T")
 
 # Back-off while Redis is unreachable: quick first retry, never a busy loop, capped.
@@ -70,7 +68,7 @@ class Worker:
         self._engine_thread = ThreadPoolExecutor(1, thread_name_prefix="engine")
         self._stopping = asyncio.Event()
         self._grace_deadline = float("inf")
-        self._stop_asked_at = 0.0
+        self._signalled = False  # a stop signal came (a drain is not one)
         self.engine_stuck = False
         # Set while the engine thread runs the engine's serving loop.
         self._serving: Engine | None = None
@@ -90,17 +88,19 @@ class Worker:
     def request_stop(self) -> None:
         """The first SIGTERM or SIGINT: finish the jobs in hand within the grace period (a
         document goes back at once: it resumes after its stored parts); the second: hand them
-        all back now."""
-        now = time.monotonic()
+        all back now. (`run` starts its children in process groups of their own: a terminal's
+        Ctrl-C reaches them once, as `run` passes it on.)"""
+        if self._signalled and self._grace_deadline > time.monotonic():
+            log.info("worker %s: asked again: handing its jobs back now", self.name)
+            self._grace_deadline = 0.0
+        self._signalled = True
+        self._stop()
+
+    def _stop(self) -> None:
+        """Stop taking jobs; finish those in hand within the grace period."""
         if self._stopping.is_set():
-            # A terminal's Ctrl-C reaches the worker and `run` alike, and `run` passes it on as
-            # SIGTERM at once: what comes within a moment of the first is the same request.
-            if now - self._stop_asked_at > SAME_STOP_S and self._grace_deadline > now:
-                log.info("worker %s: asked again: handing its jobs back now", self.name)
-                self._grace_deadline = 0.0
             return
-        self._stop_asked_at = now
-        self._grace_deadline = now + self.settings.worker.shutdown_grace_s
+        self._grace_deadline = time.monotonic() + self.settings.worker.shutdown_grace_s
         self.metrics.ready.set(0)
         log.info(
             "worker %s: stopping: finishing %d jobs in hand (up to %.0f s; documents go back to "
@@ -116,7 +116,7 @@ class Worker:
         finishing or handing back what it holds, and exits 0."""
         if not self._stopping.is_set():
             log.info("worker %s: draining, as operator %s asked", self.name, operator)
-        self.request_stop()
+        self._stop()  # not a signal: a later SIGTERM (the pod ending) still has its grace
 
     async def run(self) -> None:
         await self.metrics.serve(self.settings.web.host, self.settings.worker.worker_metrics_port)

@@ -55,5 +55,13 @@ class Fleet:
 
     async def leave(self, name: str) -> None:
         """Worker `name` stopped: its heartbeat (and any drain request) goes at once."""
-        await self._redis.delete(self._keys.worker(name), self._keys.drain(name))
-        await self._redis.zrem(self._keys.workers, name)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            queue_leave(pipe, self._keys, name)
+            await pipe.execute()
+
+
+def queue_leave(pipe: Any, keys: Keys, name: str) -> None:
+    """Queue on `pipe` (a pipeline, with or without an event loop: `run`'s supervisor removes a
+    worker that died) what worker `name` leaving the fleet deletes."""
+    pipe.delete(keys.worker(name), keys.drain(name))
+    pipe.zrem(keys.workers, name)

@@ -24,9 +24,9 @@ ACCENTED_SHARE = 0.02
 SCANNED_CHARS = 4_000  # a notice, not a census: the start of a long document tells
 
 
-# Anything but ASCII, Chinese characters and CJK punctuation and full-width forms: where the
-# search finds nothing (nearly every text), the text needs no closer look.
-_ELSE = re.compile(r"[^\x00-\x7f\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+# A letter that is neither ASCII, a Chinese character nor a full-width form (punctuation of any
+# script is not one): where the search finds none (nearly every text), no closer look is needed.
+_ELSE = re.compile(r"[^\W\d_\x00-\x7f\u4e00-\u9fff\uff00-\uffef]")
 
 
 def unreadable(text: str) -> list[str]:

@@ -17,7 +17,7 @@ from cli.supervisor import Supervisor
 from core.infra.embedded_redis import free_port
 from core.infra.ports import PORT_IN_USE_EXIT
 from core.infra.settings import Settings
-from tests.support.commands import command
+from tests.support.commands import command, run_env, start_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,26 +81,14 @@ def test_worker_i_gets_metrics_port_base_plus_i_minus_one() -> None:
 def test_run_starts_supervises_and_stops_everything(tmp_path: Path) -> None:
     port = free_port()
     metrics_port = free_port()
-    env = {k: v for k, v in os.environ.items() if "REDIS_URL" not in k}
-    env.update(
-        {
-            "CHATTTS_ENGINE": "espeak",
-            # Slow enough that a dead worker's heartbeat would list it for seconds.
-            "CHATTTS_HEARTBEAT_S": "2",
-            "CHATTTS_DATA_DIR": str(tmp_path / "data"),
-            "CHATTTS_WORKER_METRICS_PORT": str(metrics_port),
-            "XDG_STATE_HOME": str(tmp_path / "state"),  # where `run` says it runs
-        }
+    env = run_env(
+        tmp_path,
+        # Slow enough that a dead worker's heartbeat would list it for seconds.
+        CHATTTS_HEARTBEAT_S="2",
+        CHATTTS_WORKER_METRICS_PORT=str(metrics_port),
     )
-    env.pop("CHATTTS_URL", None)
     log = (tmp_path / "run.log").open("wb")
-    run = subprocess.Popen(
-        [sys.executable, "-m", "cli", "run", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    run = start_run(port, env, log)
     base = f"http://127.0.0.1:{port}"
     try:
         try:
@@ -128,6 +116,10 @@ def test_run_starts_supervises_and_stops_everything(tmp_path: Path) -> None:
         assert checked.returncode == 0, checked.stdout + checked.stderr
         assert f"the running service's, at http://127.0.0.1:{port}/" in checked.stdout
         assert f"port = {port}" in checked.stdout
+        # Its data directory named relatively, as `make run`'s ./data is: the same service.
+        beside = command([*cli, "check"], tmp_path, {**away, "CHATTTS_DATA_DIR": "data"})
+        assert beside.returncode == 0, beside.stdout + beside.stderr
+        assert "the running service's" in beside.stdout, beside.stdout
         # The worker serves its own metrics on the base port (worker 1).
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2) as r:
             assert b"chattts_worker_ready 1.0" in r.read()

@@ -22,7 +22,8 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from core.infra.settings import Settings, address_in
+from core.infra.networks import address_in
+from core.infra.settings import Settings
 from core.queue.lanes import KeyShare
 from web.appkeys import CLIENT, CLIENT_TOKEN, COOKIE_SECRET, FORWARDED_TLS, NEW_COOKIE, SETTINGS
 from web.errors import ApiError
@@ -176,7 +177,7 @@ def client_id(request: web.Request) -> str:
         client = key_client(secret, key)
     else:
         cookie = request.cookies.get(COOKIE)
-        header = request.headers.get(TOKEN_HEADER)
+        header = request.headers.get(TOKEN_HEADER) or None  # an empty one is none
         if header is not None and not _valid_cookie(secret, header):
             # Sent on purpose, and not ours: a new identity would lose the caller's jobs quietly.
             raise ApiError(
@@ -229,7 +230,7 @@ async def identity_middleware(request: web.Request, handler: Handler) -> web.Str
     accepted = settings.web.api_key_set
     # The API needs a key when API keys are set; the operators' figures (private_metrics)
     # when any key is, an admin key included.
-    api = request.path in _PROTECTED_EXACTLY or request.path.startswith(_PROTECTED)
+    api = api_path = request.path in _PROTECTED_EXACTLY or request.path.startswith(_PROTECTED)
     if api and request.method == "GET" and is_discovery(request.path):
         api = settings.web.discovery_needs_key
     operations = settings.web.private_metrics and request.path in _OPERATIONS
@@ -242,7 +243,8 @@ async def identity_middleware(request: web.Request, handler: Handler) -> web.Str
             code="invalid_api_key",
             headers={"WWW-Authenticate": 'Bearer realm="chattts-online"'},
         )
-    client_id(request)
+    if api_path:  # who the caller is (a mistyped X-Client-Token refused: the API's concern only)
+        client_id(request)
     return await handler(request)
 
 
@@ -256,8 +258,9 @@ async def set_client_cookie(request: web.Request, response: web.StreamResponse) 
     if token is not None and token in (cookie, request.headers.get(TOKEN_HEADER)):
         return  # client_id verified this very token: no second HMAC on every answer
     secret = request.app[COOKIE_SECRET]
-    if _valid_cookie(secret, cookie) or _valid_cookie(secret, request.headers.get(TOKEN_HEADER)):
-        return
+    header = request.headers.get(TOKEN_HEADER) or None
+    if _valid_cookie(secret, cookie) or header is not None:
+        return  # a valid header, or a mistyped one refused: no new identity in its place
     token = request.get(NEW_COOKIE) or _new_token(secret)
     request[NEW_COOKIE] = token
     # Headers are already assembled when this hook runs: add the header itself. Written out as

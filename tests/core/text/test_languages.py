@@ -31,3 +31,13 @@ def test_what_the_voices_cannot_read(text: str, said: list[str]) -> None:
 def test_one_accented_name_in_english_is_english() -> None:
     text = "We met at the café on Main Street and talked about the weather for an hour. " * 3
     assert unreadable(text) == []
+
+
+def test_mandarin_with_its_punctuation_needs_no_closer_look() -> None:
+    """The quick search finds nothing in ordinary Mandarin or English, typographic punctuation
+    (“ ” — … ·) and full-width forms included: the character-by-character look is skipped."""
+    from core.text.languages import _ELSE
+
+    for text in ("你好，“世界”——这是…第一章·上。", "Hello — “world”… it’s fine.", "ＡＢＣ１２３"):
+        assert _ELSE.search(text) is None, text
+    assert _ELSE.search("Café") is not None

@@ -60,6 +60,15 @@ async def test_a_script_without_cookies_uses_its_own_jobs(
                 assert response.status == 401, path
                 error = (await response.json())["error"]
                 assert error["code"] == "invalid_client_token" and error["param"] == TOKEN_HEADER
+                # No new identity in its place: the caller fixes its header.
+                assert TOKEN_HEADER not in response.headers, path
+                assert "Set-Cookie" not in response.headers, path
+        # Outside the API (probes, the page's files) the header is not the server's concern.
+        async with script.get(url("/healthz"), headers=forged) as response:
+            assert response.status == 200
+        # An empty header is no header: a new identity, as without one.
+        async with script.get(url("/v1/tts/jobs"), headers={TOKEN_HEADER: ""}) as response:
+            assert response.status == 200 and (await response.json())["jobs"] == []
         # Without its token it is somebody new.
         headers: dict[str, str] = {}
         async with script.get(url("/v1/tts/jobs"), headers=headers) as response:
