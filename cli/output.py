@@ -16,7 +16,7 @@ import soundfile as sf
 from cli.errors import USAGE, CliError
 from core.audio.catalog import CATALOG
 from core.audio.formats import SAMPLE_RATE
-from core.audio.stream_encode import StreamEncoder
+from core.audio.stream_encode import StreamEncoder, write_sliced
 
 
 @contextlib.contextmanager
@@ -56,7 +56,7 @@ class PcmWriter:
 
     def write(self, pcm: bytes) -> None:
         if self.sound is not None:
-            self.sound.write(np.frombuffer(pcm, "<i2").astype(np.float32) / 32767.0)
+            write_sliced(self.sound, np.frombuffer(pcm, "<i2").astype(np.float32) / 32767.0)
         elif self.encoder is not None:
             self.file.write(self.encoder.feed(pcm))
         else:

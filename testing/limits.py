@@ -8,6 +8,7 @@ LIMITS_OFF: dict[str, float] = {
     "submit_rate_per_address": 0,
     "streams_per_client": 0,
     "streams_per_address": 0,
+    "connections_per_address": 0,
     "send_rate_per_address_bytes": 0,
     "encode_rate_per_address_bytes": 0,
 }

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp_jinja2
 import jinja2
@@ -43,6 +46,12 @@ from web.clients.identity import (
 from web.clients.key_guesses import key_guesses_middleware
 from web.derived import DerivedFiles
 from web.hub import Connections, EventHub
+from web.listener import (
+    AcceptFailures,
+    ConnectionCounter,
+    GuardedServer,
+    raise_descriptor_limit,
+)
 from web.metrics import Metrics
 from web.middlewares.access_log import JobAccessLogger, quiet_malformed_requests
 from web.middlewares.cors import cors_headers, cors_middleware
@@ -74,6 +83,8 @@ REDIS_MAX_CONNECTIONS = 1024
 # clients past it (hundreds of keep-alive connections opening at once, SSE reconnects after a
 # restart) waits out TCP retransmissions, a second or more. The kernel caps it at somaxconn.
 LISTEN_BACKLOG = 2048
+# An idle kept-alive connection is closed after this long (web.run_app's default).
+KEEPALIVE_TIMEOUT_S = 75.0
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -202,13 +213,53 @@ def main(settings: Settings) -> int:
     if port_taken(settings.web.host, settings.web.port):
         log.error("%s", port_in_use_message(settings.web.port))
         return PORT_IN_USE_EXIT
-    web.run_app(
-        create_app(settings),
-        host=settings.web.host,
-        port=settings.web.port,
-        backlog=LISTEN_BACKLOG,
-        shutdown_timeout=min(SHUTDOWN_TIMEOUT_S, settings.worker.shutdown_grace_s),
-        print=lambda message: log.info("%s", message.strip("= \n")),
-        access_log_class=JobAccessLogger,
-    )
+    raise_descriptor_limit()
+    asyncio.run(serve(create_app(settings), settings))
     return 0
+
+
+class GuardedRunner(web.AppRunner):
+    """aiohttp's runner, serving through the listener's guarded protocol (web/listener.py)."""
+
+    def __init__(self, app: web.Application, counter: ConnectionCounter, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self.counter = counter
+
+    async def _make_server(self) -> web.Server:
+        plain = await super()._make_server()  # the app started, its handler's arguments set
+        return GuardedServer(
+            plain.request_handler,
+            request_factory=plain.request_factory,
+            handler_cancellation=plain.handler_cancellation,
+            counter=self.counter,
+            header_timeout_s=self._app[SETTINGS].limits.header_timeout_s,
+            **plain._kwargs,
+        )
+
+
+async def serve(app: web.Application, settings: Settings) -> None:
+    """Serve `app` until SIGINT or SIGTERM, then stop cleanly: `web.run_app`, less its fixed
+    protocol (aiohttp has no setting for a header deadline or a cap per address)."""
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(AcceptFailures())
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    counter = ConnectionCounter(
+        settings.limits.connections_per_address, settings.web.proxy_networks
+    )
+    runner = GuardedRunner(
+        app,
+        counter,
+        access_log_class=JobAccessLogger,
+        keepalive_timeout=KEEPALIVE_TIMEOUT_S,
+        shutdown_timeout=min(SHUTDOWN_TIMEOUT_S, settings.worker.shutdown_grace_s),
+    )
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, settings.web.host, settings.web.port, backlog=LISTEN_BACKLOG)
+        await site.start()
+        log.info("Running on http://%s:%d", settings.web.host, settings.web.port)
+        await stop.wait()
+    finally:
+        await runner.cleanup()

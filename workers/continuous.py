@@ -37,6 +37,7 @@ RESULT_WAIT_S = 0.05
 # Segments of one job made and not yet kept (in the engine, being heard, made again) at most:
 # a job's audio waiting for its checks stays bounded, and a document still yields its worker.
 HEARD_AHEAD = 3
+_CAUSES_KEPT = 64  # distinct causes of broken checks logged in full; past them, none
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,9 @@ class Continuous:
         # shared, as it passes, among the segments in flight.
         self._period: list[tuple[ActiveJob, Segment]] = []
         self._tick = time.perf_counter()
+        # The causes of broken checks already logged (with their traceback): each once, not
+        # once a segment (a document would log megabytes of the same traceback).
+        self._check_failures: set[str] = set()
 
     def start(self, executor: Executor) -> None:
         loop = asyncio.get_running_loop()
@@ -254,7 +258,15 @@ class Continuous:
         try:
             verdict = await self.hearing.hear(job, segment, result)
         except Exception as exc:  # a check that broke is a segment unheard, never a stuck job
-            log.exception("job %s: checking segment %d failed", job.job_id, segment.index)
+            cause = f"{type(exc).__name__}: {exc}"[:300]
+            if cause not in self._check_failures and len(self._check_failures) < _CAUSES_KEPT:
+                self._check_failures.add(cause)
+                log.exception(
+                    "job %s: checking segment %d failed (logged once for this cause; its "
+                    "segments go unheard)",
+                    job.job_id,
+                    segment.index,
+                )
             verdict = self.hearing.unheard(job, segment, result, f"its check failed: {exc}")
         self.metrics.attempt_heard(job, verdict)
         self._results.put_nowait((segment, Heard(verdict)))

@@ -8,7 +8,7 @@ import numpy as np
 import soundfile as sf
 
 from core.audio.catalog import CATALOG
-from core.audio.stream_encode import encode_whole, to_pcm16
+from core.audio.stream_encode import encode_whole, to_pcm16, write_sliced
 
 # Every engine delivers 24 kHz mono: ChatTTS's native rate, one of Opus's rates, OpenAI's pcm rate.
 SAMPLE_RATE = 24_000
@@ -37,7 +37,8 @@ def encode(audio: np.ndarray, sample_rate: int, fmt: str) -> bytes:
         return encode_whole(clipped, sample_rate, fmt)
     container, subtype = sndfile
     buffer = io.BytesIO()
-    sf.write(buffer, clipped, sample_rate, format=container, subtype=subtype)
+    with sf.SoundFile(buffer, "w", sample_rate, 1, format=container, subtype=subtype) as out:
+        write_sliced(out, clipped)
     return buffer.getvalue()
 
 

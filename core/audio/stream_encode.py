@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from core.audio.catalog import AV_FORMATS, CATALOG
+from core.audio.catalog import AV_FORMATS, CATALOG, MAX_FRAMES_PER_WRITE
 
 # Ogg pages are cut at least this often (µs), so that Opus leaves in small steps.
 _OGG_PAGE_DURATION_US = 100_000
@@ -85,8 +85,23 @@ def to_pcm16(samples: np.ndarray) -> bytes:
     clipped = np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0)
     buffer = io.BytesIO()
     # RAW stores no rate: any will do.
-    sf.write(buffer, clipped, 24_000, format="RAW", subtype="PCM_16", endian="LITTLE")
+    with sf.SoundFile(
+        buffer, "w", 24_000, 1, format="RAW", subtype="PCM_16", endian="LITTLE"
+    ) as out:
+        write_sliced(out, clipped)
     return buffer.getvalue()
+
+
+def write_sliced(out: sf.SoundFile, samples: np.ndarray) -> None:
+    """Write `samples` in slices libsndfile is known to take (core/audio/catalog.py)."""
+    for start in range(0, len(samples), MAX_FRAMES_PER_WRITE):
+        out.write(samples[start : start + MAX_FRAMES_PER_WRITE])
+
+
+def _slices(pcm: bytes) -> list[bytes]:
+    """16-bit PCM cut into pieces a native encoder is known to take."""
+    step = MAX_FRAMES_PER_WRITE * _PCM16
+    return [pcm[start : start + step] for start in range(0, len(pcm), step)]
 
 
 class _Sink:
@@ -172,16 +187,16 @@ class StreamEncoder:
         if self._closed:
             raise RuntimeError("the encoder is closed")
         if self._sound is not None:
-            self._sound.write(np.frombuffer(pcm, dtype="<i2"))
+            write_sliced(self._sound, np.frombuffer(pcm, dtype="<i2"))
             return self._sink.take()
         if self._container is None:
             if self.fmt == "wav" and not self._started:
                 self._started = True
                 return wav_header(None, self.sample_rate) + pcm
             return pcm
-        if pcm:
-            assert self._av is not None
-            samples = np.frombuffer(pcm, dtype="<i2").reshape(1, -1)
+        assert self._av is not None
+        for piece in _slices(pcm):
+            samples = np.frombuffer(piece, dtype="<i2").reshape(1, -1)
             frame = self._av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")
             frame.sample_rate = self.sample_rate
             for packet in self._stream.encode(frame):

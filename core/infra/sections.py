@@ -106,6 +106,13 @@ class LimitSettings:
     submit_burst_per_address: int = 100
     streams_per_client: int = 16  # SSE streams and WebSockets open at once (tabs, scripts)
     streams_per_address: int = 128
+    # TCP connections one web process holds open from one source address (0: no cap), counted
+    # at accept, before a byte is read: twice its streams, with room for keep-alive requests.
+    # A trusted proxy's own address is not capped (CHATTTS_TRUSTED_PROXIES).
+    connections_per_address: int = 256
+    # Seconds a request's line and headers may take to arrive, from its first byte (or from
+    # the connection's opening): a client that trickles them is cut off.
+    header_timeout_s: float = 20.0
     ws_subscriptions: int = 32  # job subscriptions per WebSocket (each one follows a stream)
     # Live sessions (text in as it is written, audio out from the first sentence): characters
     # per text message and per context over its life, text received but not yet spoken per

@@ -131,6 +131,10 @@ class Queue:
         still take, as last sampled)."""
         job_id = job_id or new_job_id()
         settings = self.settings
+        if request.priority == "high" and not client.startswith("key-"):
+            # Ahead of everyone is for API keys: a protocol that asks it for an anonymous
+            # caller (OpenAI's, ChatTTS-ui's) gets the ordinary lane.
+            request = request.model_copy(update={"priority": "normal"})
         request_json = request.model_dump_json()
         account = f"address:{source}" if source else client
         keys = self._submission_keys(job_id, client, account, request.priority, idempotency_key)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -28,18 +29,31 @@ _SERVER_ERRORS = re.compile(r'^chattts_http_requests_total\{[^}]*status="5\d\d"\
 class WebProcess:
     """One web process on a free port, serving `settings` (its log in `log_path`)."""
 
-    def __init__(self, settings: Settings, log_path: Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        log_path: Path,
+        port: int | None = None,
+        files_limit: int | None = None,
+    ) -> None:
+        """`files_limit`: the process's open-files limit, soft and hard (a small one runs out)."""
         self.port = port or free_port()
         self.settings = settings.replace(port=self.port)
         self.log_path = log_path
         self._log = log_path.open("ab")
         env = {**os.environ, **self.settings.to_env()}
+
+        def limit_files() -> None:
+            if files_limit is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (files_limit, files_limit))
+
         self.process = subprocess.Popen(
             [sys.executable, "-m", "cli", "web"],
             cwd=ROOT,
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
+            preexec_fn=limit_files if files_limit is not None else None,
         )
 
     @property

@@ -8,7 +8,7 @@ import asyncio
 import re
 from typing import Any
 
-from aiohttp import BodyPartReader, web
+from aiohttp import web
 
 from core.voices.chattts import (
     MAX_RECORDING_S,
@@ -20,7 +20,7 @@ from core.voices.chattts import (
 from web.appkeys import MEMORY
 from web.errors import ApiError
 from web.intake import recordings
-from web.intake.bodies import json_body
+from web.intake.bodies import FORM, MULTIPART, form_fields, form_parts, json_body
 from web.monitors.memory import address
 from web.schemas.voices import (
     FORM_FIELDS,
@@ -32,9 +32,8 @@ from web.schemas.voices import (
 )
 
 _MAX_FORM_FIELD_BYTES = 8 * 1024
-# A form is a handful of fields; a body that trickles in is cut off after this long.
+# A form is a handful of fields (read through the one reader: web/intake/bodies.py).
 MAX_FORM_PARTS = len(("name", "transcript", "audio", "language", "gender", "description"))
-FORM_DEADLINE_S = 30.0
 # What decoding the largest recording allowed takes at its peak (20 s of 192 kHz stereo FLAC:
 # libsndfile's decoder, the mono copy, the resampled one), counted in the memory budget while
 # it runs: decodes from one address take turns, the process runs a couple at once.
@@ -49,7 +48,7 @@ async def _check_data(data: str, param: str) -> str:
         raise ApiError(
             422, f"invalid {param!r}: {exc}", code="invalid_voice_data", param=param
         ) from None
-    except ImportError as exc:  # cn2an/num2words: the transcript has numbers to spell out
+    except ImportError as exc:  # a part of the chattts extra the transcript check needs
         raise _extra_missing(exc) from None
 
 
@@ -82,46 +81,21 @@ async def _from_json(request: web.Request) -> dict[str, Any]:
     return {"name": name, "embedding": embedding, "kind": kind, **metadata(payload)}
 
 
-async def _read_part(part: BodyPartReader, limit: int, what: str) -> bytes:
-    data = bytearray()
-    while chunk := await part.read_chunk(64 * 1024):
-        data += chunk
-        if len(data) > limit:
-            raise ApiError(
-                413, f"{what} is larger than the limit of {limit} bytes", code="body_too_large"
-            )
-    return bytes(data)
-
-
 async def _from_form(request: web.Request) -> dict[str, Any]:
-    if request.content_length is not None and request.content_length > MAX_RECORDING_BYTES * 1.1:
-        raise ApiError(
-            413,
-            f"the request body is larger than the limit of {MAX_RECORDING_BYTES} bytes",
-            code="body_too_large",
-        )
     values: dict[str, Any] = {}
     audio: bytes | None = None
-    # What the form may grow to while it arrives, counted until it has (a stalled one holds it).
-    size = min(request.content_length or MAX_RECORDING_BYTES, int(MAX_RECORDING_BYTES * 1.1))
-    try:
-        with request.app[MEMORY].hold(address(request), size, "the voice form"):
-            async with asyncio.timeout(FORM_DEADLINE_S):
-                if request.content_type == "application/x-www-form-urlencoded":  # no file
-                    posted = await request.post()
-                    unknown(dict(posted), FORM_FIELDS)
-                    values = {k: v for k, v in posted.items() if isinstance(v, str)}
-                else:
-                    audio = await _read_multipart(request, values)
-    except TimeoutError:
-        raise ApiError(
-            408,
-            f"the form took longer than {FORM_DEADLINE_S:g} s to arrive; send it again",
-            code="body_timeout",
-        ) from None
-    except ValueError as exc:  # no boundary, or a body that does not follow it
-        message = f"the form-data body could not be read: {exc}"
-        raise ApiError(400, message, code="invalid_multipart") from None
+    limit = int(MAX_RECORDING_BYTES * 1.1)  # the file and the few fields around it
+    if request.content_type == FORM:  # no file
+        values = await form_fields(request, limit, MAX_FORM_PARTS)
+        unknown(dict(values), FORM_FIELDS)
+    else:
+        async for part in form_parts(request, limit, MAX_FORM_PARTS):
+            unknown({part.name or "(unnamed)": None}, FORM_FIELDS)
+            if part.name == "audio":
+                audio = _within(part.data, MAX_RECORDING_BYTES, "the 'audio' file")
+            else:
+                _within(part.data, _MAX_FORM_FIELD_BYTES, f"field {part.name!r}")
+                values[part.name] = part.text()
     name = new_name(values.get("name"))
     transcript = (values.get("transcript") or "").strip()
     if not transcript or len(transcript) > MAX_TRANSCRIPT_CHARS:
@@ -158,29 +132,17 @@ async def _from_form(request: web.Request) -> dict[str, Any]:
     return {"name": name, "embedding": data, "kind": "recording", **meta}
 
 
-async def _read_multipart(request: web.Request, values: dict[str, Any]) -> bytes | None:
-    """Read the form's text fields into `values`; return the `audio` file's bytes, if sent."""
-    audio: bytes | None = None
-    reader = await request.multipart()
-    parts = 0
-    while (part := await reader.next()) is not None:
-        parts += 1
-        if parts > MAX_FORM_PARTS:
-            raise ApiError(422, f"a form of more than {MAX_FORM_PARTS} parts", code="invalid_body")
-        if not isinstance(part, BodyPartReader):
-            raise ApiError(422, "nested multipart bodies are not accepted", code="invalid_body")
-        unknown({part.name or "(unnamed)": None}, FORM_FIELDS)
-        if part.name == "audio":
-            audio = await _read_part(part, MAX_RECORDING_BYTES, "the 'audio' file")
-        else:
-            raw = await _read_part(part, _MAX_FORM_FIELD_BYTES, f"field {part.name!r}")
-            values[str(part.name)] = raw.decode(part.get_charset("utf-8"), errors="replace")
-    return audio
+def _within(data: bytes, limit: int, what: str) -> bytes:
+    if len(data) > limit:
+        raise ApiError(
+            413, f"{what} is larger than the limit of {limit} bytes", code="body_too_large"
+        )
+    return data
 
 
 async def read_registration(request: web.Request) -> dict[str, Any]:
     """The fields of a registration: JSON with `embedding`, or a recording as a form."""
-    if request.content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
+    if request.content_type in (MULTIPART, FORM):
         return await _from_form(request)
     if request.content_type == "application/json" or request.content_type.endswith("+json"):
         return await _from_json(request)

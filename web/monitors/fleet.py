@@ -16,7 +16,6 @@ from weakref import WeakKeyDictionary
 
 from core.queue.store import Queue
 from core.queue.voice_names import is_derived, language_of
-from core.text.sentences import has_speakable
 from web.errors import ApiError
 
 # A worker that starts or stops changes the answer within this long.
@@ -78,18 +77,12 @@ def _normalizer(capabilities: dict[str, Any]) -> str | None:
 
 def chattts_speakable(text: str, voice: str, spell: bool = True) -> bool:
     """Whether ChatTTS's normalization leaves anything to say (as its engine reads `voice`;
-    `spell`: the request's `normalize`, numbers and symbols spelled out first).
-
-    Without the chattts extra (cn2an, num2words) the generic check stands in.
-    """
+    `spell`: the request's `normalize`, numbers and symbols spelled out first)."""
     global _normalizer_loaded
-    hint = language_of(voice, text) if is_derived(voice) else "zh"
-    try:
-        from core.text.normalize import is_speakable
+    from core.text.normalize import is_speakable  # its first import takes a while: see below
 
-        speakable = is_speakable(text, hint, spell=spell)
-    except ImportError:
-        speakable = has_speakable(text)
+    hint = language_of(voice, text) if is_derived(voice) else "zh"
+    speakable = is_speakable(text, hint, spell=spell)
     _normalizer_loaded = True
     return speakable
 

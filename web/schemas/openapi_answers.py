@@ -152,7 +152,7 @@ def common_errors(method: str, path: str, op: Operation, settings: Settings) -> 
             statuses.add(401)
     if method in ("POST", "DELETE"):
         statuses.add(403)
-    if op.body is not None:
+    if op.body is not None or op.form is not None or op.urlencoded is not None:
         statuses.update((400, 408, 413, 415, 429, 503))
     if settings.web.api_key_set:
         statuses.add(429)

@@ -27,7 +27,7 @@ from core.infra.settings import Settings
 from core.voices.chattts import MAX_B14_CHARS
 from tests.support.voices import recording_form, wav_bytes
 from tests.web.webproc import WebProcess
-from web.intake import voices as voice_views
+from web.intake import bodies
 
 Client = TestClient[Any, Any]
 
@@ -140,7 +140,7 @@ async def test_a_form_of_many_parts_is_refused(client: Client) -> None:
 
 async def test_a_stalled_upload_is_cut_off(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     """A form that stops arriving gets 408 at the deadline, not a connection held forever."""
-    monkeypatch.setattr(voice_views, "FORM_DEADLINE_S", 1.0)
+    monkeypatch.setattr(bodies, "BODY_TIMEOUT_S", 1.0)
     reader, writer = await asyncio.open_connection(client.host, client.port)
     body_start = (
         b'--zz\r\nContent-Disposition: form-data; name="audio"; filename="a.wav"\r\n\r\nRIFF'
@@ -163,7 +163,7 @@ async def test_a_stalled_urlencoded_form_is_cut_off(
     client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The form without its file has the same deadline as the multipart one."""
-    monkeypatch.setattr(voice_views, "FORM_DEADLINE_S", 1.0)
+    monkeypatch.setattr(bodies, "BODY_TIMEOUT_S", 1.0)
     reader, writer = await asyncio.open_connection(client.host, client.port)
     writer.write(
         b"POST /v1/voices HTTP/1.1\r\nHost: 127.0.0.1\r\n"

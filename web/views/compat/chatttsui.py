@@ -5,13 +5,13 @@ The call becomes one interactive job (a WAV, seeded with `text_seed` as ChatTTS-
 answer is ChatTTS-ui's: `{"code": 0, "msg": "ok", "audio_files": [...], "filename", "url"}`,
 or with `wav=1` the WAV itself; errors are `{"code": 1, "msg": ...}` with HTTP 200, which its
 clients read. `url` is absolute; `filename` is the file's path on this machine when the audio
-store is a directory (pyVideoTrans reads it from disk when the server is on localhost), else the
-file's name.
+store is a directory and the caller is on this machine (pyVideoTrans reads it from disk when the
+server is on localhost), else the file's name.
 """
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl
+import ipaddress
 
 from aiohttp import web
 
@@ -20,16 +20,17 @@ from web.appkeys import FORWARDED_TLS, QUEUE, SETTINGS
 from web.clients.identity import client_id
 from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, json_response
-from web.intake.bodies import read_body
+from web.intake.bodies import FORM, MULTIPART, form_fields
 from web.intake.submissions import synthesis_request
 from web.middlewares.origin import origin_allowed
 from web.monitors.memory import address
 from web.replies.sending import holding, send_bytes
 from web.replies.waiting import succeeded
-from web.schemas.chatttsui import answer, failure, tts_call
+from web.schemas.chatttsui import FIELDS, answer, failure, tts_call
 
-_FORM = "application/x-www-form-urlencoded"
-_MULTIPART = "multipart/form-data"
+# The most bytes one character of text takes in a form: 4 in UTF-8, each sent as %XX.
+_BYTES_PER_CHAR = 12
+_OTHER_FIELDS = 8 * 1024  # the other fields together, and the form's own framing
 
 
 async def tts(request: web.Request) -> web.StreamResponse:
@@ -69,7 +70,10 @@ async def _tts(request: web.Request) -> web.StreamResponse:
             headers = {"Content-Type": "audio/x-wav", "X-Job-Id": job_id}
             return await send_bytes(request, data, headers)
     url = _origin(request) + str(app.router["job_audio"].url_for(job_id=job_id))
-    filename = await app[QUEUE].stored.local_path(job_id) or f"tts-{job_id}.wav"
+    # The file's path on this machine, for a caller on this machine only (pyVideoTrans reads
+    # it from disk): a remote caller learns nothing of the server's directories.
+    local = await app[QUEUE].stored.local_path(job_id) if _on_this_machine(request) else None
+    filename = local or f"tts-{job_id}.wav"
     made_s = float(finished.get("finished_at") or 0) - float(finished.get("created_at") or 0)
     body = answer(filename, url, max(0.0, made_s), float(finished.get("duration_s") or 0))
     return json_response(body, headers={"X-Job-Id": job_id})
@@ -77,19 +81,12 @@ async def _tts(request: web.Request) -> web.StreamResponse:
 
 async def _fields(request: web.Request) -> dict[str, str]:
     """The form's fields overlaid with the query string's (ChatTTS-ui reads the query string
-    first); a JSON body is not read, as ChatTTS-ui reads none."""
+    first); a JSON body is not read, as ChatTTS-ui reads none. The form goes through the one
+    reader, bounded a few KB above the longest text it may carry."""
     fields: dict[str, str] = {}
-    if request.method == "POST":
-        if request.content_type == _FORM:
-            raw = await read_body(request)
-            fields.update(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
-        elif request.content_type == _MULTIPART:
-            try:
-                form = await request.post()
-            except ValueError as exc:  # no boundary, a broken part
-                message = f"the form cannot be read: {exc}"
-                raise ApiError(400, message, code="invalid_form") from None
-            fields.update((k, v) for k, v in form.items() if isinstance(v, str))
+    if request.method == "POST" and request.content_type in (FORM, MULTIPART):
+        limit = request.app[SETTINGS].limits.max_text_chars * _BYTES_PER_CHAR + _OTHER_FIELDS
+        fields.update(await form_fields(request, limit, len(FIELDS) * 2))
     fields.update((k, v) for k, v in request.query.items() if v.strip())
     return fields
 
@@ -101,6 +98,13 @@ def _own_page_or_no_page(request: web.Request) -> bool:
     return site in ("none", "same-origin") or (
         "Origin" in request.headers and origin_allowed(request)
     )
+
+
+def _on_this_machine(request: web.Request) -> bool:
+    try:
+        return ipaddress.ip_address(request.remote or "").is_loopback
+    except ValueError:
+        return False
 
 
 def _origin(request: web.Request) -> str:

@@ -1,14 +1,14 @@
 """`POST /v1/audio/speech`: OpenAI's speech API, served by the same queue as every job.
 
-A request becomes one high-priority job (ahead of bulk submissions). Without `stream_format` the
-answer is the whole file once the job succeeds; with `stream_format: "audio"` the audio leaves as
-a chunked body as segments finish; with `"sse"` it leaves as `speech.audio.delta` events (base64
-chunks) and a final `speech.audio.done` event with usage. Streams are synthesized as PCM and
-encoded here, piece by piece, into one continuous file of the asked format (see
-core/audio/stream_encode.py). Errors use OpenAI's JSON shape; a failure after the first audio
-byte cuts a chunked body short (an incomplete transfer, never a truncated "success") and is an
-`error` event in SSE. A client that goes away stops the wait; its job still completes (and is
-cached).
+A request becomes one interactive job (high priority with an API key, ahead of bulk work). Without
+`stream_format` the answer is the whole file once the job succeeds; with `stream_format: "audio"`
+the audio leaves as a chunked body as segments finish; with `"sse"` it leaves as
+`speech.audio.delta` events (base64 chunks) and a final `speech.audio.done` event with usage.
+Streams are synthesized as PCM and encoded here, piece by piece, into one continuous file of the
+asked format (see core/audio/stream_encode.py). Errors use OpenAI's JSON shape; a failure after the
+first audio byte cuts a chunked body short (an incomplete transfer, never a truncated "success")
+and is an `error` event in SSE. A client that goes away stops the wait; its job still completes
+(and is cached).
 """
 
 from __future__ import annotations

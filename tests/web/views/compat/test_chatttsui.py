@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import io
+import time
 from pathlib import Path
 from typing import Any
 
+import orjson
+import pytest
 import requests
 import soundfile as sf
 from aiohttp.test_utils import TestClient
 from yarl import URL
 
 from tests.conftest import ClientFactory, WorkerProcess
+from web.appkeys import QUEUE
+from web.intake import bodies
 
 Client = TestClient[Any, Any]
 
@@ -102,3 +107,61 @@ async def test_a_page_elsewhere_cannot_speak_through_a_get(client: Client) -> No
     assert body["code"] == 1 and "another site" in body["msg"]
     listed = await (await client.get("/v1/tts/jobs")).json()
     assert listed["jobs"] == []
+
+
+async def test_a_form_is_bounded_by_what_a_call_can_carry(client: Client) -> None:
+    """A form goes through the one body reader with /tts's own bound (a few KB above the text
+    limit), its fields counted before they are parsed: a flood of empty fields costs nothing."""
+    flood = b"&" * (2 * 1024 * 1024)
+    started = time.monotonic()
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    response = await client.post("/tts", data=flood, headers=headers)
+    body = await response.json()
+    assert body["code"] == 1 and "limit" in body["msg"], body
+    many = b"&".join(b"f%d=" % i for i in range(5_000))  # within the size bound
+    response = await client.post("/tts", data=many, headers=headers)
+    body = await response.json()
+    assert body["code"] == 1 and "fields" in body["msg"], body
+    assert time.monotonic() - started < 2.0
+    listed = await (await client.get("/v1/tts/jobs")).json()
+    assert listed["jobs"] == []
+
+
+async def test_a_form_that_stops_arriving_is_given_up(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A multipart form promised and never finished meets the body deadline, as every body
+    does (no reader of its own without one)."""
+    monkeypatch.setattr(bodies, "BODY_TIMEOUT_S", 1.0)
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    writer.write(
+        b"POST /tts HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: multipart/form-data; boundary=zz\r\n"
+        b"Content-Length: 4000\r\n\r\n"
+        b'--zz\r\nContent-Disposition: form-data; name="text"\r\n\r\nHello'
+    )
+    await writer.drain()
+    async with asyncio.timeout(10):
+        answer = await reader.read(65536)
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    body = orjson.loads(answer.partition(b"\r\n\r\n")[2])
+    assert body["code"] == 1 and "did not arrive" in body["msg"], body
+    writer.close()
+
+
+async def test_a_remote_caller_is_told_the_files_name_not_its_path(
+    make_client: ClientFactory, start_worker: Any, tmp_path: Path
+) -> None:
+    """The path on disk is for a caller on this machine (pyVideoTrans on localhost); one
+    elsewhere (here through a trusted proxy) gets the name only. Its job is not high priority:
+    that is for API keys."""
+    store = f"file://{tmp_path / 'audio'}"
+    client = await make_client(audio_store=store, trusted_proxies="127.0.0.0/8")
+    start_worker(CHATTTS_AUDIO_STORE=store)
+    headers = {"X-Forwarded-For": "203.0.113.9"}
+    response = await client.post("/tts", data={"text": "Hello.", "voice": "2222"}, headers=headers)
+    body = await response.json()
+    assert body["code"] == 0, body
+    assert "/" not in body["filename"] and body["filename"].endswith(".wav"), body
+    job = await client.app[QUEUE].get(response.headers["X-Job-Id"])
+    assert job is not None and job.request.priority == "normal", job
