@@ -148,6 +148,10 @@ async def _close_connections(app: web.Application) -> None:
     await app[CONNECTIONS].close_all(app[HUB])
 
 
+async def _close_derived(app: web.Application) -> None:
+    app[DERIVED].close()
+
+
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(
         client_max_size=settings.limits.max_body_bytes,
@@ -189,6 +193,7 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(_throughput_ctx)
     app.cleanup_ctx.append(_callbacks_ctx)
     app.on_shutdown.append(_close_connections)
+    app.on_cleanup.append(_close_derived)
     app.on_response_prepare.append(set_client_cookie)
     app.on_response_prepare.append(_security_headers)
     app.on_response_prepare.append(cors_headers)

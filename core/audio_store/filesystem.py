@@ -2,7 +2,7 @@
 
 Files are written under a temporary name, flushed and renamed into place (readers never see half
 an object); a copy is a hard link where the filesystem allows it (no bytes duplicated). Every call
-runs in a thread: the event loop never waits on the disk.
+runs in one of the store's own threads: the event loop never waits on the disk.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,10 +23,16 @@ _TMP = ".tmp-"  # the prefix of files being written: never listed as keys
 T = TypeVar("T")
 
 
+# Threads one process reads and writes its files with: the store's own, so that other work in
+# threads (subtitle builds, encodes) cannot make a download wait for a thread.
+IO_THREADS = 8
+
+
 class FileStore:
     def __init__(self, root: str) -> None:
         self.root = Path(root)
         self.url = f"file://{self.root}"
+        self._pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="store-io")
 
     def _path(self, key: str) -> Path:
         return self.root / valid_key(key)
@@ -127,11 +134,10 @@ class FileStore:
         return str(self._path(key).resolve())
 
     async def aclose(self) -> None:
-        pass
+        self._pool.shutdown(wait=False)
 
-    @staticmethod
-    async def _thread(fn: Callable[..., T], *args: Any) -> T:
+    async def _thread(self, fn: Callable[..., T], *args: Any) -> T:
         try:
-            return await asyncio.to_thread(fn, *args)
+            return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
         except OSError as exc:  # full, read-only, unmounted: the caller retries or gives up
             raise StoreError(f"{type(exc).__name__}: {exc}") from exc

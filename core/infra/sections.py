@@ -83,7 +83,8 @@ class LimitSettings:
     max_body_bytes: int = 2 * 1024 * 1024
     max_backlog: int = 10_000
     # Jobs one API key, or one source address with all its cookies, may have waiting or running
-    # at once (0: no limit): a quarter of the backlog, so that one address cannot fill it.
+    # at once (0: no limit): at most a quarter of the backlog, and less while others wait (the
+    # backlog over the owners waiting plus one: core/queue/lua/enqueue.lua).
     max_backlog_per_owner: int = 2_500
     max_active_per_client: int = 200
     # Audio a client may keep at once (its jobs' expected bytes, until they expire; 0: no

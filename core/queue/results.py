@@ -49,11 +49,12 @@ class BacklogShareFull(QueueError):
     status = 429
     code = "backlog_share"
 
-    def __init__(self, held: int, share: int, keyed: bool) -> None:
+    def __init__(self, held: int, share: int, keyed: bool, owners: int = 1) -> None:
         whose = "your API key has" if keyed else "clients at your address have"
         super().__init__(
             f"{whose} {held} jobs waiting or running, the most one may hold of the queue "
-            f"({share}, CHATTTS_MAX_BACKLOG_PER_OWNER): retry as they finish (Retry-After)"
+            f"while {owners} keys or addresses have jobs in it ({share}; at most "
+            "CHATTTS_MAX_BACKLOG_PER_OWNER): retry as they finish (Retry-After)"
         )
         self.held, self.share = held, share
 

@@ -225,7 +225,7 @@ class Queue:
         if status == "backlog":
             return BacklogFull(int(result[1]))
         if status == "backlog_share":
-            return BacklogShareFull(int(result[1]), int(result[2]), own_share)
+            return BacklogShareFull(int(result[1]), int(result[2]), own_share, int(result[3]))
         if status == "paused":
             return QueuePaused(int(result[1]), as_text(result[2]))
         if status == "storage":

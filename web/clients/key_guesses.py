@@ -1,6 +1,6 @@
 """Keys guessed from one address: each wrong API or admin key is charged to the address, and
 past a burst every key it sends is refused before it is checked; a console session signed out
-is refused everywhere (web/clients/operators.py)."""
+is refused everywhere (web/clients/operators.py). A right key is always let through."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from core.queue.limits import Bucket
-from web.appkeys import QUEUE, SESSION_REVOKED, SUSPECTS
-from web.clients.identity import api_key
+from web.appkeys import QUEUE, SESSION_REVOKED, SETTINGS, SUSPECTS
+from web.clients.identity import api_key, key_accepted
 from web.clients.limits import RateLimited
 from web.clients.operators import SESSION_COOKIE, session_of
 from web.errors import ApiError
@@ -40,7 +40,10 @@ async def key_guesses_middleware(request: web.Request, handler: Handler) -> web.
     bucket = Bucket("address", source, WRONG_KEYS_PER_S, WRONG_KEYS_BURST)
     limits = request.app[QUEUE].limits
     suspects = request.app[SUSPECTS]
-    if suspects.get(source, 0.0) > time.monotonic():
+    # A right key is let through whoever else guessed from its address (a shared office, a
+    # NAT): what is refused is the next guess, not the operator who holds the key.
+    right = key_accepted(api_key(request), request.app[SETTINGS].web.api_key_set)
+    if not right and suspects.get(source, 0.0) > time.monotonic():
         refused = await limits.take("wrong_keys", [bucket], peek=True)
         if refused is not None:
             raise _too_many(refused[1])

@@ -24,6 +24,7 @@ from web.errors import ApiError, redis_unavailable
 from web.live.options import LiveOptions
 from web.live.speaker import Listener, ListenerGone, Speaker
 from web.middlewares.origin import check_websocket_origin
+from web.monitors.egress import EgressPacer
 from web.monitors.memory import address
 from web.replies.sending import send_timeout_s
 
@@ -34,6 +35,15 @@ log = logging.getLogger("chattts_online.web.live")
 QUEUE_BYTES = 1024 * 1024
 # How often idle contexts and the connection's age are looked at.
 WATCH_S = 1.0
+# Frames a client's socket is read at, on average and at once: an LLM's tokens, one a frame, are
+# far below; past it the socket is read later (TCP holds the sender back), nothing is refused.
+FRAMES_PER_S = 200.0
+FRAMES_BURST = 1_000
+# Error frames a connection is sent for its client's frames: a few at once, then one per this
+# many seconds; a client that sends thousands of bad frames is told once a second, and its other
+# errors are dropped.
+ERRORS_BURST = 10
+ERROR_EVERY_S = 1.0
 
 
 class Protocol(typing.Protocol):
@@ -77,23 +87,6 @@ def json_frame(data: str) -> dict[str, Any]:
     return msg
 
 
-async def answered(work: Awaitable[None], fail: Callable[[ApiError], Awaitable[None]]) -> None:
-    """Run what a client's frame asks for; whatever goes wrong is told to `fail` as the error
-    the client gets (a bad frame never ends the connection, nor any other context), except a
-    client that stopped reading (SlowReader), which ends it."""
-    try:
-        await work
-    except ApiError as exc:
-        await fail(exc)
-    except REDIS_DOWN:
-        await fail(redis_unavailable())
-    except SlowReader:
-        raise
-    except Exception:
-        log.exception("live frame failed")
-        await fail(ApiError(500, "internal error; it was logged", code="internal_error"))
-
-
 class SlowReader(ListenerGone):
     """The client stopped reading its frames."""
 
@@ -128,6 +121,9 @@ class LiveConnection:
         self._closing: asyncio.Task[None] | None = None
         # How long a context may idle (a protocol may take its client's wish, within reason).
         self.idle_s = self.limits.live_idle_s
+        self._frames_in = EgressPacer(FRAMES_PER_S, FRAMES_BURST)  # one bucket: this socket
+        self._error_tokens, self._errors_at = float(ERRORS_BURST), time.monotonic()
+        self.errors_dropped = 0
 
     # -- contexts -------------------------------------------------------------------------------
 
@@ -249,6 +245,43 @@ class LiveConnection:
                 if frame.held:
                     self.app[MEMORY].give(self.source, frame.held)
 
+    async def answered(
+        self, work: Awaitable[None], fail: Callable[[ApiError], Awaitable[None]]
+    ) -> None:
+        """Run what a client's frame asks for; whatever goes wrong is told to `fail` as the error
+        the client gets (a bad frame never ends the connection, nor any other context; one error
+        frame a second at most), except a client that stopped reading (SlowReader), which ends
+        it."""
+        try:
+            await work
+        except ApiError as exc:
+            await self._told(fail, exc)
+        except REDIS_DOWN:
+            await self._told(fail, redis_unavailable())
+        except SlowReader:
+            raise
+        except Exception:
+            log.exception("live frame failed")
+            error = ApiError(500, "internal error; it was logged", code="internal_error")
+            await self._told(fail, error)
+
+    async def _told(self, fail: Callable[[ApiError], Awaitable[None]], error: ApiError) -> None:
+        if self._error_due():
+            await fail(error)
+
+    def _error_due(self) -> bool:
+        """Whether an error frame may go now (ERRORS_BURST at once, then one per ERROR_EVERY_S;
+        the others are dropped)."""
+        now = time.monotonic()
+        refill = (now - self._errors_at) / ERROR_EVERY_S
+        self._error_tokens = min(ERRORS_BURST, self._error_tokens + refill)
+        self._errors_at = now
+        if self._error_tokens < 1:
+            self.errors_dropped += 1
+            return False
+        self._error_tokens -= 1
+        return True
+
     # -- the socket -----------------------------------------------------------------------------
 
     async def run(
@@ -263,10 +296,11 @@ class LiveConnection:
         watcher = asyncio.create_task(self._watch(on_idle))
         try:
             async for msg in self.ws:
+                await self._frames_in.pace("", 1)
                 if msg.type == WSMsgType.TEXT:
                     await on_text(msg.data)
-                elif msg.type == WSMsgType.BINARY:
-                    await on_binary()
+                elif msg.type == WSMsgType.BINARY and self._error_due():
+                    await on_binary()  # (a protocol that takes text only says so)
         except SlowReader:
             await self.close(WSCloseCode.TRY_AGAIN_LATER, "too slow: read your frames")
         finally:

@@ -8,7 +8,7 @@ import logging
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from aiohttp.web_log import AccessLogger
+from aiohttp.web_log import AccessLogger, KeyMethod
 from aiohttp.web_request import BaseRequest
 
 from core.infra.logs import job_context
@@ -26,7 +26,35 @@ def request_job_id(request: BaseRequest) -> str | None:
     return raw if is_job_id(raw) else None
 
 
+# Query parameters whose values are credentials (an API key sent as `?api_key=` is refused, and
+# must not be kept in the log either): any whose name holds one of these.
+_SECRET_NAMES = ("key", "token", "secret", "password", "auth", "sig")
+
+
+def masked_request_line(request: BaseRequest, response: web.StreamResponse, time: float) -> str:
+    """The request line as aiohttp logs it (`%r`), credentials in its query string masked."""
+    url = request.rel_url
+    if url.query and any(_secret(name) for name in url.query):
+        url = url.with_query([(k, "***" if _secret(k) else v) for k, v in url.query.items()])
+    version = request.version
+    return f"{request.method} {url.raw_path_qs} HTTP/{version.major}.{version.minor}"
+
+
+def _secret(name: str) -> bool:
+    lowered = name.lower()
+    return any(part in lowered for part in _SECRET_NAMES)
+
+
 class JobAccessLogger(AccessLogger):
+    """aiohttp's access log: each line in its job's context, credentials in queries masked."""
+
+    def __init__(self, logger: logging.Logger, log_format: str = AccessLogger.LOG_FORMAT) -> None:
+        super().__init__(logger, log_format)
+        self._methods = [
+            KeyMethod(key, masked_request_line) if key == "first_request_line" else method
+            for key, method in ((m.key, m) for m in self._methods)
+        ]
+
     def log(self, request: BaseRequest, response: web.StreamResponse, time: float) -> None:
         job_id = request_job_id(request)
         with job_context(job_id) if job_id else contextlib.nullcontext():

@@ -18,7 +18,7 @@
 -- not streamed); chunk_budget: the queue's (bytes; 0: none); backlog_owner: who its backlog
 -- share counts (an API key, or its source address); backlog_share: that share (0: none)
 -- Returns {'ok', id, event_id, event_json, started_seq, depth, seq, position (-1: FIFO)} | {'dup', id} | {'backlog', depth}
---       | {'backlog_share', the owner's jobs, its share}
+--       | {'backlog_share', the owner's jobs, its share, the owners waiting}
 --       | {'paused', retry_after_s, reason} (an operator paused intake: keys.py, paused)
 --       | {'client_cap', active}
 --       | {'storage', bytes in use, seconds until a charge lapses, 'client'|'address'}
@@ -47,10 +47,15 @@ local depth = redis.call('XLEN', jobs) + redis.call('XLEN', other_jobs)
   + tonumber(redis.call('HGET', K.fair(base), 'queued') or '0')
 if depth >= max_backlog then return {'backlog', depth} end
 -- One owner (an API key, or a source address with all its cookies) holds at most its share of
--- the backlog: the rest stays open to everyone else.
+-- the backlog, a max-min share: the backlog over the owners waiting, this one counted, and one
+-- more (room is always left for an owner yet to come), capped at backlog_share. More owners
+-- waiting, smaller shares: a few owners cannot fill the backlog between them.
 if backlog_share > 0 then
   local held = tonumber(redis.call('HGET', K.backlog(base), backlog_owner) or '0')
-  if held >= backlog_share then return {'backlog_share', held, backlog_share} end
+  local owners = redis.call('HLEN', K.backlog(base))
+  if held == 0 then owners = owners + 1 end
+  local share = math.max(1, math.min(backlog_share, math.floor(max_backlog / (owners + 1))))
+  if held >= share then return {'backlog_share', held, share, owners} end
 end
 local n_active = redis.call('SCARD', active)
 if n_active >= max_active then return {'client_cap', n_active} end

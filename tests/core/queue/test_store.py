@@ -7,7 +7,7 @@ from redis.asyncio import Redis
 
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
-from core.queue.store import BacklogShareFull, Queue
+from core.queue.store import BacklogShareFull, Queue, QueueError
 
 
 async def test_one_address_holds_at_most_its_share_of_the_backlog(
@@ -34,6 +34,34 @@ async def test_one_address_holds_at_most_its_share_of_the_backlog(
     await queue.enqueue(body, "cookie-new", source="203.0.113.7")
     with pytest.raises(BacklogShareFull):
         await queue.enqueue(body, "cookie-newer", source="203.0.113.7")
+
+
+async def test_a_few_owners_cannot_fill_the_backlog_between_them(
+    settings: Settings, aredis: Redis
+) -> None:
+    """The share shrinks as more owners wait (max-min): four addresses flooding as fast as they
+    can leave room for a fifth, and with it waiting, for a sixth."""
+    queue = Queue(aredis, settings.replace(max_backlog=20, max_backlog_per_owner=20))
+    await queue.ensure_group()
+    body = SynthesisRequest(text="One more of the flood.")
+    flooders = [f"203.0.113.{n}" for n in range(1, 5)]
+    held: dict[str, list[str]] = {source: [] for source in flooders}
+
+    async def flood() -> None:
+        for _ in range(25):
+            for n, source in enumerate(flooders):
+                try:
+                    submitted = await queue.enqueue(body, f"cookie-{n}", source=source)
+                except QueueError:
+                    continue
+                held[source].append(submitted.job_id)
+
+    await flood()
+    assert sum(map(len, held.values())) < 20, held  # room left besides them
+    for n in range(3):
+        assert (await queue.enqueue(body, f"honest-{n}", source="198.51.100.9")).job_id
+    await flood()  # the flood again, with one more owner waiting: still room for another
+    assert (await queue.enqueue(body, "honest-too", source="198.51.100.10")).job_id
 
 
 async def test_a_job_cancelled_before_it_ran_leaves_the_operators_index_with_its_record(

@@ -39,3 +39,22 @@ def test_malformed_requests_are_a_line_each(start_web: Any) -> None:
     # One line of the server's and one access line each: about 300 bytes, not kilobytes.
     assert len(written) < ROUNDS * len(GARBAGE) * 400, len(written)
     assert web.get("/healthz")
+
+
+def test_credentials_in_a_query_string_are_masked(start_web: Any) -> None:
+    """A key sent as a query parameter is refused (keys go in headers) and never written to
+    the log; the rest of the query is kept as sent."""
+    web: WebProcess = start_web(api_keys="the-only-key")
+    before = len(web.log_path.read_text(errors="replace"))
+    for query in (
+        "api_key=hunter2-secret&lang=en",
+        "xi_api_key=hunter2-secret",
+        "token=hunter2-secret",
+    ):
+        request = f"GET /v1/voices?{query} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        answer = send(web.port, request.encode())
+        assert answer.startswith(b"HTTP/1.1 401"), answer
+    time.sleep(0.3)
+    written = web.log_path.read_text(errors="replace")[before:]
+    assert "hunter2" not in written, written[-2000:]
+    assert "GET /v1/voices?api_key=***&lang=en HTTP/1.1" in written, written[-2000:]

@@ -29,7 +29,7 @@ from aiohttp import WSCloseCode, web
 from web.appkeys import QUEUE
 from web.errors import ApiError, dumps
 from web.intake.submissions import check_voice
-from web.live.connection import LiveConnection, answered, json_frame, serve
+from web.live.connection import LiveConnection, json_frame, serve
 from web.live.elevenlabs_audio import AudioOut, OutputFormat, output_format
 from web.live.options import SEED_BOUND, live_options
 from web.live.pieces import AudioPiece, SpokenSegment
@@ -265,7 +265,7 @@ class _ElevenLabs:
             name = self._context_name(msg)
             await self._message(msg, name)
 
-        await answered(work(), lambda error: self.error(name, error))
+        await self.connection.answered(work(), lambda error: self.error(name, error))
 
     def _context_name(self, msg: dict[str, Any]) -> str:
         if self.single:

@@ -25,7 +25,7 @@ from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE
 from web.errors import ApiError, dumps
-from web.live.connection import LiveConnection, answered, json_frame, serve
+from web.live.connection import LiveConnection, json_frame, serve
 from web.live.options import live_options
 from web.live.pieces import AudioPiece, SpokenSegment
 from web.live.speaker import Speaker
@@ -134,7 +134,7 @@ class _Session:
             context = _context_name(msg)
             await self._op(msg, context, ref)
 
-        await answered(work(), lambda error: self._error(context, error, ref))
+        await self.connection.answered(work(), lambda error: self._error(context, error, ref))
 
     async def _op(self, msg: dict[str, Any], context: str, ref: Any) -> None:
         op = msg.get("op")

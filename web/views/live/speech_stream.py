@@ -19,7 +19,7 @@ from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE
 from web.errors import ApiError, dumps
-from web.live.connection import LiveConnection, answered, json_frame, serve
+from web.live.connection import LiveConnection, json_frame, serve
 from web.live.options import LiveOptions, live_options
 from web.live.pieces import AudioPiece, SpokenSegment
 from web.live.speaker import Speaker
@@ -109,7 +109,7 @@ class _Stream:
         async def work() -> None:
             await self._message(json_frame(data))
 
-        await answered(work(), self.error)
+        await self.connection.answered(work(), self.error)
 
     async def _message(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")

@@ -103,10 +103,11 @@ def chatttsui_form(_: Settings) -> Schema:
 # API route's 503) is added by common_errors. Tests check real answers against the document.
 OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "index"): Operation("The demo page", "page", (media(*PAGE),)),
-    # (Both made once per process: 429 while an address has too many files being made.)
-    ("GET", "api_docs"): Operation("This page", "page", (media(*PAGE), *errors(429))),
+    # (Both made once per process: 429 while an address has too many files being made, 503
+    # while the process has.)
+    ("GET", "api_docs"): Operation("This page", "page", (media(*PAGE), *errors(429, 503))),
     ("GET", "openapi"): Operation(
-        "This document", "page", (json(200, Schema, "OpenAPI 3.1"), *errors(429))
+        "This document", "page", (json(200, Schema, "OpenAPI 3.1"), *errors(429, 503))
     ),
     ("POST", "jobs"): Operation(
         "Submit a job",

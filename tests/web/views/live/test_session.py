@@ -413,3 +413,31 @@ async def test_a_seed_is_a_voice_here_too(client: Client, worker: WorkerProcess)
     listed = await (await client.get("/v1/tts/jobs", params={"limit": "50"})).json()
     jobs = [await client.app[QUEUE].get(job["id"]) for job in listed["jobs"]]
     assert {j.request.voice for j in jobs if j} == {"seed_2222"}
+
+
+async def test_a_flood_of_bad_frames_is_read_at_a_rate_and_told_once_a_second(
+    client: Client,
+) -> None:
+    """Thousands of bad frames: a few errors at once, then one a second (not one error frame
+    per bad frame), the socket read at its frame rate, and the process free for others."""
+    flood = 3_000
+    async with client.ws_connect("/v1/live") as ws:
+        for _ in range(flood):
+            await ws.send_str("{not json")
+        errors, started = 0, time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(4.0):
+                while True:
+                    frame = await ws.receive_json()
+                    errors += frame.get("type") == "error"
+        elapsed = time.monotonic() - started
+        assert 1 <= errors <= 10 + elapsed + 1, errors
+        health_started = time.monotonic()
+        assert (await client.get("/healthz")).status == 200
+        assert time.monotonic() - health_started < 0.5
+        # Still a working session: its next good frame is answered.
+        await ws.send_json({"op": "ping", "ref": 7})
+        async with asyncio.timeout(15):
+            while (frame := await ws.receive_json()).get("type") != "pong":
+                pass
+        assert frame["ref"] == 7
