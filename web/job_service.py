@@ -13,6 +13,7 @@ from core.queue.store import QueueError, Room, Submitted
 from core.text.languages import notice
 from web.appkeys import CALLBACK_SECRET, KEY_SHARES, METRICS, QUEUE, SETTINGS, THROUGHPUT
 from web.callbacks.signing import client_secret
+from web.clients.limits import ipv6_network
 from web.errors import ApiError, job_not_found
 from web.intake.submissions import synthesis_request
 from web.middlewares.error_handling import refusal
@@ -57,10 +58,12 @@ async def enqueue(
     source: str | None = None,
 ) -> Submitted:
     """Queue a validated request, its expected audio charged to the client's storage quota (and
-    its `source` address's); a refusal is the one answer (status, Retry-After), and a new job is
-    counted."""
+    its `source` address's, an IPv6 address's /48); a refusal is the one answer (status,
+    Retry-After), and a new job is counted."""
     if expected_bytes is None:
         expected_bytes = admit_storage(app, request, document)
+    if source is not None:  # an IPv6 site's /48 is one owner: its 65,536 /64s share its shares
+        source = ipv6_network(source) or source
     try:
         submitted = await app[QUEUE].enqueue(
             request,

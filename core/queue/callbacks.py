@@ -29,6 +29,8 @@ class Callback:
     attempts: int  # attempts made, this one included
     job: dict[str, Any]  # the job as it ended
     claim: str
+    # Whose share of deliveries it counts in: its API key, or its address's clients together.
+    owner: str = ""
 
     @property
     def message_id(self) -> str:
@@ -55,7 +57,7 @@ class Outbox:
         defer_ms: int = 1000,
     ) -> list[Callback]:
         """Up to `limit` callbacks due by `now_ms`, each held for `lease_ms`; at most
-        `per_client` in flight for one client, counting `busy` (its deliveries in flight
+        `per_client` in flight for one owner, counting `busy` (its deliveries in flight
         already): its others are deferred by `defer_ms`."""
         token = uuid.uuid4().hex
         in_flight: list[str | int] = []
@@ -81,6 +83,7 @@ class Outbox:
                     job_id=job_id.decode(),
                     url=str(record["url"]),
                     client=str(record.get("client") or ""),
+                    owner=str(record.get("owner") or record.get("client") or ""),
                     attempts=int(record.get("attempts") or 0),
                     job=dict(record.get("job") or {}),
                     claim=token,

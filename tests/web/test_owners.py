@@ -140,3 +140,19 @@ async def test_only_the_owner_speaks_with_a_voice_and_errors_name_only_its_own(
             assert "zh_female" in error["message"], error
     mine = await client.post("/v1/tts/jobs", json={"text": "Mine.", "voice": "nope"})
     assert "private-one" in (await mine.json())["error"]["message"]  # its own, listed
+
+
+async def test_an_ipv6_sites_64s_are_one_owner(make_client: ClientFactory) -> None:
+    """A /48 holds 65,536 /64s: they share one owner's shares (here its share of the backlog),
+    where an address elsewhere is still taken."""
+    client = await make_client(trusted_proxies="127.0.0.0/8", max_backlog_per_owner=2)
+    body = {"text": "From one site.", "voice": "en_female"}
+    for n in (1, 2):
+        headers = {"X-Forwarded-For": f"2001:db8:7:{n}::5"}
+        response = await client.post("/v1/tts/jobs", json=body, headers=headers)
+        assert response.status == 202, await response.text()
+    headers = {"X-Forwarded-For": "2001:db8:7:3::5"}
+    refused = await client.post("/v1/tts/jobs", json=body, headers=headers)
+    assert refused.status == 429 and (await refused.json())["error"]["code"] == "backlog_share"
+    headers = {"X-Forwarded-For": "2001:db8:8:1::5"}
+    assert (await client.post("/v1/tts/jobs", json=body, headers=headers)).status == 202

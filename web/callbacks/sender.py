@@ -6,8 +6,8 @@ de-duplicate. Any 2xx is delivered. Anything else (another status, no answer wit
 CHATTTS_CALLBACK_TIMEOUT_S, a refused connection) is retried after the next pause of
 CHATTTS_CALLBACK_SCHEDULE_S, with jitter, then recorded as failed; an address the guard refuses
 (targets.py) fails at once. Redirects are not followed. Deliveries run beside the requests of
-this process, a bounded number at once and at most four of one client's: a receiver that never
-answers holds up only its own client's callbacks.
+this process, a bounded number at once and at most four of one owner's (an API key, or an
+address with all its cookies): a receiver that never answers holds up only its owner's callbacks.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ log = logging.getLogger("chattts_online.web.callbacks")
 
 POLL_S = 0.5  # how often an idle sender looks for due callbacks: one small script per look
 IN_FLIGHT = 32  # deliveries at once per process
-# ... of which one client's callbacks take at most this many: a receiver that never answers
-# holds up its own client's callbacks (deferred a second at a time), not everyone's.
+# ... of which one owner's callbacks (an API key's, or an address's whatever its cookies) take
+# at most this many: a receiver that never answers holds up its owner's callbacks (deferred a
+# second at a time), not everyone's; fresh cookies are no fresh share.
 IN_FLIGHT_PER_CLIENT = 4
 DEFER_MS = 1000
 # A claim outlives its attempt (the timeout) and the recording of its outcome, with room for a
@@ -85,7 +86,7 @@ class CallbackSender:
         self.public_url = public_url
         self.on_outcome = on_outcome
         self._deliveries: set[asyncio.Task[None]] = set()
-        self._busy: Counter[str] = Counter()  # deliveries in flight by client
+        self._busy: Counter[str] = Counter()  # deliveries in flight by owner
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -132,8 +133,8 @@ class CallbackSender:
             for callback in taken:
                 task = asyncio.create_task(self._deliver(callback))
                 self._deliveries.add(task)
-                self._busy[callback.client] += 1
-                task.add_done_callback(functools.partial(self._done, callback.client))
+                self._busy[callback.owner] += 1
+                task.add_done_callback(functools.partial(self._done, callback.owner))
             if free <= 0:  # every slot busy: until one delivery ends (or a poll's time)
                 await asyncio.wait(self._deliveries, timeout=POLL_S, return_when="FIRST_COMPLETED")
             elif len(taken) < free:  # nothing more due now
@@ -141,11 +142,11 @@ class CallbackSender:
                     async with asyncio.timeout(POLL_S):
                         await self._stop.wait()
 
-    def _done(self, client: str, task: asyncio.Task[None]) -> None:
+    def _done(self, owner: str, task: asyncio.Task[None]) -> None:
         self._deliveries.discard(task)
-        self._busy[client] -= 1
-        if self._busy[client] <= 0:
-            del self._busy[client]
+        self._busy[owner] -= 1
+        if self._busy[owner] <= 0:
+            del self._busy[owner]
 
     async def _deliver(self, callback: Callback) -> None:
         outcome, error = await self._attempt(callback)

@@ -174,14 +174,17 @@ end
 -- A job that asked for a callback gets one queued (keys.py: callbacks_due, callbacks) in the
 -- same script that ends it: no crash can come between "ended" and "callback queued". The
 -- callback carries the job as it ended, so that it outlives the job's own record.
-local function queue_callback(job_key, ttl)
+-- `owner`: whose share its delivery counts in (its backlog owner: an API key, or the source
+-- address of anonymous clients, whatever their cookies).
+local function queue_callback(job_key, ttl, owner)
   local target = redis.call('HGET', job_key, 'callback_url')
   if not target or target == '' then return end
   local base = base_of(job_key)
   local id = redis.call('HGET', job_key, 'id')
   redis.call('HSET', job_key, 'callback', 'pending', 'callback_attempts', 0)
   local now = redis.call('TIME')
-  local record = {url = target, client = redis.call('HGET', job_key, 'client'), attempts = 0,
+  local client = redis.call('HGET', job_key, 'client')
+  local record = {url = target, client = client, owner = owner or client, attempts = 0,
     job = snapshot(job_key), ['until'] = tonumber(now[1]) + math.max(ttl, 86400)}
   redis.call('HSET', K.callbacks(base), id, cjson.encode(record))
   -- Due now, in the order the jobs ended (a constant score would order them by id).
@@ -252,7 +255,7 @@ local function retire(jobs_key, job_key, active_key, entry, ttl, quiet)
   end
   redis.call('EXPIRE', K.runs(base, id), ttl)
   if not quiet then
-    queue_callback(job_key, ttl)
+    queue_callback(job_key, ttl, f[2])
     tally(job_key)
   end
 end

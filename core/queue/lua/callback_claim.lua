@@ -2,14 +2,15 @@
 -- this sender dies holding it) and marked with the sender's claim, so that a sender whose claim
 -- lapsed cannot record the attempt another one has made since. The attempt is counted here, as
 -- it starts: one cut short by a crash is counted too.
--- One client's callbacks take at most `per_client` of a sender's deliveries at once: the rest of
--- its due callbacks are deferred by `defer` ms (not an attempt), so that a receiver that never
--- answers holds up its own client's callbacks, not everyone's. A callback kept past its `until`
+-- One owner's callbacks (an API key's, or an address's whatever its cookies) take at most
+-- `per_client` of a sender's deliveries at once: the rest of its due callbacks are deferred by
+-- `defer` ms (not an attempt), so that a receiver that never answers holds up its own owner's
+-- callbacks, not everyone's. A callback kept past its `until`
 -- (a day after its job ended: its retries are long over) is dropped.
 --- keys: due data
 --- args: now:n lease_ms:n max:n claim per_client:n defer_ms:n *in_flight
 -- due: the sorted set, data: the hash (keys.py: callbacks_due, callbacks); the jobs' keys are
--- derived from `data`. in_flight: pairs of (client, deliveries this sender has in flight for it)
+-- derived from `data`. in_flight: pairs of (owner, deliveries this sender has in flight for it)
 -- Returns {id, record_json, id, record_json, ...}
 local base = string.sub(data, 1, #data - #K.callbacks(''))  -- the queue's (keys.py)
 local busy = {}
@@ -21,7 +22,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, ma
   local raw = redis.call('HGET', data, id)
   if raw then
     local record = cjson.decode(raw)
-    local client = record.client or ''
+    local client = record.owner or record.client or ''
     if record['until'] and now / 1000 > record['until'] then
       redis.call('HDEL', data, id)
       redis.call('ZREM', due, id)

@@ -178,16 +178,19 @@ async def test_more_callbacks_due_than_deliveries_at_once_wait_their_turn(
 async def test_a_clients_receiver_that_never_answers_holds_up_only_its_own_callbacks(
     make_client: ClientFactory, worker: WorkerProcess, receiver: Any
 ) -> None:
-    """Forty callbacks of one client to a receiver that hangs take four deliveries at a time;
-    another client's callback goes out at once beside them (it once waited 103 s)."""
+    """Forty callbacks of one address to a receiver that hangs take four deliveries at a time,
+    whatever cookies they came with (a fresh cookie is no fresh share); another address's
+    callback goes out at once beside them (it once waited 103 s)."""
     black_hole, honest = await receiver([0]), await receiver([200])
-    client = await make_client(**{**QUICK, "callback_timeout_s": 5.0})
-    flood = cookie(client, "flooding-client-1")
-    for _ in range(IN_FLIGHT + 8):
+    proxied = {**QUICK, "callback_timeout_s": 5.0, "trusted_proxies": "127.0.0.0/8"}
+    client = await make_client(**proxied)
+    for n in range(IN_FLIGHT + 8):
+        flood = {**cookie(client, f"flooding-client-{n:02d}"), "X-Forwarded-For": "203.0.113.7"}
         assert (await submit(client, black_hole.url, flood)).status == 202
     await black_hole.wait_for(IN_FLIGHT_PER_CLIENT, timeout=30)
     started = time.monotonic()
-    mine = await submit(client, honest.url, cookie(client, "honest-client-01"))
+    elsewhere = {**cookie(client, "honest-client-01"), "X-Forwarded-For": "198.51.100.2"}
+    mine = await submit(client, honest.url, elsewhere)
     await job_state(client, (await mine.json())["id"], "delivered")
     assert time.monotonic() - started < 4.0  # inside one hanging attempt's timeout
     await asyncio.sleep(0.5)

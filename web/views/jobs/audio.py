@@ -108,6 +108,12 @@ async def job_segment(request: web.Request) -> web.StreamResponse:
         )
     if job.state in (JobState.QUEUED, JobState.RUNNING) and n > job.segments_done:
         raise _segment_not_ready(job, n)  # said before any memory is reserved for it
+    fmt = job.request.format
+    attachment = disposition(request, f"tts-{job.id[:8]}-{n}.{extension(fmt)}")
+    whole = job.state == JobState.SUCCEEDED and job.segments_total <= 1 and not job.document
+    if whole and (job.audio_size or 0) > PIECE_BYTES:  # its file: a piece at a time, as /audio
+        headers = _headers(mime_type(fmt), f'"{job.id}-{n}"', attachment)
+        return await _in_pieces(request, job, job.audio_size or 0, headers)
     # A segment's size is known once it is read: a bound is reserved first, so that a crowd
     # of requests is refused before any reads, then corrected to the size read.
     memory, source = request.app[MEMORY], address(request)
@@ -117,14 +123,8 @@ async def job_segment(request: web.Request) -> web.StreamResponse:
         data = await _segment_bytes(request, job, n)
         memory.resize(source, held, len(data))
         held = len(data)
-        fmt = job.request.format
-        return await ranged(
-            request,
-            data,
-            mime_type(fmt),
-            etag=f'"{job.id}-{n}"',
-            disposition=disposition(request, f"tts-{job.id[:8]}-{n}.{extension(fmt)}"),
-        )
+        etag = f'"{job.id}-{n}"'
+        return await ranged(request, data, mime_type(fmt), etag=etag, disposition=attachment)
     finally:
         memory.give(source, held)
 
