@@ -19,7 +19,9 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
+from redis.exceptions import RedisError
 
+from core.audio.sizes import speech_seconds
 from core.infra.logs import job_log
 from workers.checks.verdict import Verdict
 from workers.chunks import ChunkPublisher
@@ -281,6 +283,7 @@ class Continuous:
         if again is not None:
             self.metrics.segment_remade(job)
             self._submit(job, again, None, None, asyncio.get_running_loop())
+            await self._charge_remake(job, again)
             return
         settled = self.hearing.settled(job, segment.index)
         if settled is None:
@@ -290,6 +293,16 @@ class Continuous:
         if self.hearing.holds(job):  # its stream gets it now, whole
             self.chunks.feed(job.job_id, kept.index, samples, True)
         await self._keep(job, kept, samples, verdict)
+
+    async def _charge_remake(self, job: ActiveJob, segment: Segment) -> None:
+        """A segment made again costs its client in the queue's fair share, as a job would."""
+        started = job.started
+        try:
+            await self.outcomes.queue.work.remake(
+                job.job_id, started.token, speech_seconds(segment.text)
+            )
+        except RedisError as exc:  # a charge missed is fairness lost for one segment, no more
+            log.warning("job %s: the remade segment's charge failed: %s", job.job_id, exc)
 
     async def _keep(
         self, job: ActiveJob, segment: Segment, samples: np.ndarray, verdict: Verdict | None

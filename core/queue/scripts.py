@@ -263,6 +263,7 @@ QUEUE_SCRIPTS = (
     "position",
     "start",
     "renew",
+    "remake",
     "progress",
     "chunk",
     "complete",

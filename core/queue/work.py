@@ -160,6 +160,13 @@ class Work:
         keys = {"jobs": stream or self.keys.jobs, "job": self.keys.job(job_id)}
         return as_text(await self._scripts.run("renew", keys, {"token": token, "worker": worker}))
 
+    async def remake(self, job_id: str, token: str, seconds: float) -> bool:
+        """A segment is made again: its `seconds` of speech charged to its client's fair-share
+        pass (lua/remake.lua); False when nothing was charged (FIFO, or the lease is gone)."""
+        keys = {"job": self.keys.job(job_id)}
+        args = {"token": token, "charge": max(seconds, 0.0)}
+        return bool(await self._scripts.run("remake", keys, args))
+
     async def progress(self, job_id: str, client: str, token: str, done: SegmentDone) -> str:
         """Store segment `done.index` (1-based, in order): 'ok', 'cancel', 'lost' or 'yield' (a
         document's slice ended while another client's work waits: release it, reason "")."""

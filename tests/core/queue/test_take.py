@@ -226,3 +226,22 @@ async def test_long_streams_wait_their_turn_among_interactive_work(
     assert short[0] in [t[2] for t in taken]  # its turn comes in the first round
     await submit(queue, "key-short-stream", 1, stream=True)  # a short stream still goes first
     assert [t[3] for t in await queue.work.take("w", 1)] == ["key-short-stream"]
+
+
+async def test_a_segment_made_again_is_charged_to_its_client(
+    settings: Settings, aredis: Redis
+) -> None:
+    """A segment that failed its check and is made again costs its client's pass what a job of
+    its length would: two clients alternate until one's remakes push it back."""
+    queue = Queue(aredis, settings)
+    await queue.ensure_group()
+    await submit(queue, "key-a-remakes", 6)
+    await submit(queue, "key-b-clean", 6)
+    stream, entry, job_id, client = (await queue.work.take("w", 1))[0]
+    assert client == "key-a-remakes"
+    started = await queue.work.start(job_id, entry, "w", stream, client)
+    assert isinstance(started, Started)
+    for _ in range(3):  # three of its segments made again, a job's length each
+        assert await queue.work.remake(job_id, started.token, 1.0)
+    assert await order(queue, 4) == ["key-b-clean"] * 4  # it paid for three more jobs
+    assert not await queue.work.remake(job_id, "a stale worker's token", 1.0)
