@@ -13,6 +13,7 @@ import aiohttp_jinja2
 import jinja2
 from aiohttp import web
 
+from core.audio.isolated import EncoderProcess
 from core.infra.ports import PORT_IN_USE_EXIT, port_in_use_message, port_taken
 from core.infra.redis_client import connect
 from core.infra.settings import Settings
@@ -24,6 +25,7 @@ from web.appkeys import (
     COOKIE_SECRET,
     DERIVED,
     EGRESS,
+    ENCODER,
     ENCODING,
     HUB,
     KEY_SHARES,
@@ -150,6 +152,7 @@ async def _close_connections(app: web.Application) -> None:
 
 async def _close_derived(app: web.Application) -> None:
     app[DERIVED].close()
+    app[ENCODER].close()
 
 
 def create_app(settings: Settings) -> web.Application:
@@ -178,6 +181,7 @@ def create_app(settings: Settings) -> web.Application:
     app[METRICS] = Metrics()
     app[CONNECTIONS] = Connections()
     app[DERIVED] = DerivedFiles(DERIVED_FILES_BYTES)
+    app[ENCODER] = EncoderProcess()
     app[MEMORY] = MemoryBudget(
         settings.limits.web_memory_bytes, settings.limits.web_memory_per_address_bytes
     )

@@ -141,6 +141,8 @@ class GuardedHandler(RequestHandler):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._source is None:
+            return  # refused at accept: its bytes are not read
         idle = not (self._request_in_progress or self._messages or self._upgraded)
         if idle and self._headers_due is None:
             self._expect_headers()  # the first byte of the next request on a kept-alive one

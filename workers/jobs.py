@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from core.audio import formats as audio
+from core.audio.isolated import EncoderProcess
 from core.queue.store import Started
 from core.text.cues import align_words
 from workers.checks.verdict import Verdict
@@ -148,7 +149,10 @@ class Tries:
             self.best = (segment, samples, verdict)
 
 
-def render(parts: list[np.ndarray], rate: int, fmt: str) -> tuple[bytes, float]:
-    """A job's final file: its segments joined by short pauses, encoded (off the event loop)."""
+def render(
+    parts: list[np.ndarray], rate: int, fmt: str, encoder: EncoderProcess
+) -> tuple[bytes, float]:
+    """A job's final file: its segments joined by short pauses, encoded (off the event loop;
+    by `encoder`'s child where the format's encoder is native code)."""
     samples = audio.concatenate(parts, rate, audio.SEGMENT_GAP_S)
-    return audio.encode(samples, rate, fmt), samples.size / rate
+    return encoder.encode(samples, rate, fmt), samples.size / rate

@@ -9,11 +9,12 @@ from aiohttp import web
 from core.audio.catalog import JOINED_FORMATS
 from core.audio.documents import BYTES_PER_SAMPLE, document_size
 from core.audio.formats import SAMPLE_RATE, extension, mime_type
-from core.audio.stream_encode import StreamEncoder, wav_header
+from core.audio.isolated import EncoderCrashed
+from core.audio.stream_encode import wav_header
 from core.queue.job import Job, JobState
 from core.queue.keys import PARTS_LINGER_S
 from web import job_service
-from web.appkeys import DERIVED, MEMORY, QUEUE, SETTINGS
+from web.appkeys import DERIVED, ENCODER, MEMORY, QUEUE, SETTINGS
 from web.errors import ApiError, not_found
 from web.monitors.memory import address
 from web.replies.documents import stream_document
@@ -169,16 +170,24 @@ def _segment_not_ready(job: Job, n: int) -> ApiError:
 
 async def _part_as(request: web.Request, job: Job, n: int, pcm: bytes) -> bytes:
     """A document's part in the job's format: a WAV header before it, or encoded once per web
-    process, in a thread (web/derived.py: kept, and a few at a time per address)."""
+    process, in the encoders' child process (web/derived.py: kept, and a few at a time per
+    address)."""
     fmt = job.request.format
     if fmt in JOINED_FORMATS:
         return wav_header(len(pcm) // BYTES_PER_SAMPLE, SAMPLE_RATE) + pcm if fmt == "wav" else pcm
 
     def build() -> bytes:  # the encoder of the document's own file (workers/documents.py)
-        encoder = StreamEncoder(fmt, SAMPLE_RATE)
-        return encoder.feed(pcm) + encoder.close()
+        return request.app[ENCODER].encode_pcm(pcm, SAMPLE_RATE, fmt)
 
-    return await request.app[DERIVED].get((job.id, "part", n), build, address(request))
+    try:
+        return await request.app[DERIVED].get((job.id, "part", n), build, address(request))
+    except EncoderCrashed as exc:
+        raise ApiError(
+            500,
+            f"part {n} could not be encoded ({exc}); the whole file is at "
+            f"/v1/tts/jobs/{job.id}/audio",
+            code="encode_failed",
+        ) from None
 
 
 # -- conditional and partial responses (RFC 9110) ------------------------------------------------

@@ -141,7 +141,10 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         query=(DOWNLOAD,),
     ),
     ("GET", "job_segment"): Operation(
-        "One segment's audio, as soon as it is made", "audio", AUDIO_FILE, path=(SEGMENT_NUMBER,)
+        "One segment's audio, as soon as it is made",
+        "audio",
+        (*AUDIO_FILE, *errors(500)),  # a document's part whose encoder crashed
+        path=(SEGMENT_NUMBER,),
     ),
     ("GET", "job_subtitles"): Operation(
         "Subtitles and word times",

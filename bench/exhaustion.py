@@ -1,0 +1,256 @@
+"""Clients that exhaust what a web process has, with an honest client beside them: descriptors
+(headers that never end, multipart bodies that stop short), its event loop (`/tts` forms of
+empty fields), the backlog (four addresses flooding it), and native encoders (a long Ogg Vorbis
+job and document).
+
+    python -m bench.exhaustion [--repo PATH] [--output exhaustion.json]
+
+`--repo` serves the checkout at PATH (another commit's, for a before and after in one run). The
+web process starts with the usual soft limit of 1,024 open files, as a service manager gives it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.runs import p99, percentile
+from bench.servers import REPO_ROOT, raise_nofile, start_redis, wait_http
+from core.infra.embedded_redis import free_port
+from core.infra.settings import Settings
+from testing.limits import LIMITS_OFF
+from testing.procs import Processes, bench_run
+
+HEADER_STALLS, BODY_STALLS = 1_100, 100
+HOLD_S = 25.0  # past the header deadline (20 s), within aiohttp's keep-alive (75 s)
+FLOOD_S, FLOOD_SENDERS = 10.0, 4
+BACKLOG, FLOODERS, HONEST_JOBS = 200, 4, 13
+# Mandarin at half speed, in segments of 200 characters: about 240 s of speech.
+LONG_TEXT = (
+    "。".join(["今天天气很好，我们一起去公园散步，看看花草树木，听听鸟儿唱歌" * 3] * 3) + "。"
+)
+
+
+def start_web(procs: Processes, repo: Path, redis_url: str, tmp: Path, **changes: Any) -> str:
+    port = free_port()
+    shipped = {name: Settings().value(name) for name in LIMITS_OFF}
+    settings = Settings.of(
+        redis_url=redis_url, port=port, data_dir=str(tmp / "data"), log_level="WARNING"
+    ).replace(**{**shipped, **changes})
+    env = {**os.environ, **settings.to_env()}
+    procs.start("web", [sys.executable, "-m", "cli", "web"], env, cwd=repo)
+    url = f"http://127.0.0.1:{port}"
+    wait_http(procs, f"{url}/healthz")
+    return url
+
+
+async def _healthz_ms(http: aiohttp.ClientSession, url: str) -> float:
+    started = time.monotonic()
+    try:
+        async with http.get(f"{url}/healthz", timeout=aiohttp.ClientTimeout(total=10)) as r:
+            await r.read()
+            ok = r.status == 200
+    except (aiohttp.ClientError, TimeoutError):
+        ok = False
+    return (time.monotonic() - started) * 1000 if ok else 10_000.0
+
+
+async def _honest_while(url: str, seconds: float) -> list[float]:
+    """/healthz ten times a second from 127.0.0.1 for `seconds`, each on a fresh connection."""
+    out: list[float] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        async with aiohttp.ClientSession() as http:
+            out.append(await _healthz_ms(http, url))
+        await asyncio.sleep(0.1)
+    return out
+
+
+def _open_stalls(port: int) -> tuple[list[socket.socket], int]:
+    """Header stalls from 127.0.0.2 and multipart stalls from 127.0.0.3; those refused."""
+    held, refused = [], 0
+    head = b"GET /v1/live HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+    form = (
+        b"POST /tts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; "
+        b"boundary=zz\r\nContent-Length: 1800000\r\n\r\n--zz\r\n" + b"x" * 1024
+    )
+    for n in range(HEADER_STALLS + BODY_STALLS):
+        source, payload = ("127.0.0.2", head) if n < HEADER_STALLS else ("127.0.0.3", form)
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), 5, (source, 0))
+            sock.sendall(payload)
+            held.append(sock)
+        except OSError:
+            refused += 1
+    return held, refused
+
+
+def _still_open(socks: list[socket.socket]) -> int:
+    """The sockets the server has not closed (what it sent before closing is read past)."""
+    count = 0
+    for sock in socks:
+        sock.setblocking(False)
+        try:
+            while sock.recv(65536):
+                pass
+        except BlockingIOError:
+            count += 1  # nothing more to read, and no end: still open
+        except OSError:
+            pass
+    return count
+
+
+async def stalls(url: str) -> dict[str, Any]:
+    port = int(url.rsplit(":", 1)[1])
+    socks, refused = await asyncio.to_thread(_open_stalls, port)
+    try:
+        honest = await _honest_while(url, HOLD_S)
+        held = await asyncio.to_thread(_still_open, socks)
+    finally:
+        for sock in socks:
+            sock.close()
+    return {
+        "stalls_opened": len(socks),
+        "stalls_refused_at_connect": refused,
+        f"stalls_still_open_after_{HOLD_S:.0f}s": held,
+        "honest_healthz_p50_ms": round(percentile(honest, 50), 1),
+        "honest_healthz_p99_ms": round(p99(honest), 1),
+        "honest_failed": sum(ms >= 10_000 for ms in honest),
+    }
+
+
+async def form_flood(url: str) -> dict[str, Any]:
+    body = b"&" * (2 * 1024 * 1024)
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    sent = 0
+
+    async def sender(n: int) -> None:
+        nonlocal sent
+        connector = aiohttp.TCPConnector(local_addr=(f"127.0.0.{10 + n}", 0))
+        async with aiohttp.ClientSession(connector=connector) as http:
+            deadline = time.monotonic() + FLOOD_S
+            while time.monotonic() < deadline:
+                try:
+                    async with http.post(f"{url}/tts", data=body, headers=headers) as r:
+                        await r.read()
+                except aiohttp.ClientError:
+                    pass
+                sent += 1
+
+    senders = [asyncio.create_task(sender(n)) for n in range(FLOOD_SENDERS)]
+    honest = await _honest_while(url, FLOOD_S)
+    await asyncio.gather(*senders)
+    return {
+        "forms_sent": sent,
+        "honest_healthz_p50_ms": round(percentile(honest, 50), 1),
+        "honest_healthz_p99_ms": round(p99(honest), 1),
+    }
+
+
+async def backlog(url: str) -> dict[str, Any]:
+    """Four addresses submit as fast as they are taken until refused; then an honest one."""
+    job = {"text": "One of the flood.", "voice": "en_female", "cache": False}
+
+    async def flood(n: int) -> int:
+        connector = aiohttp.TCPConnector(local_addr=(f"127.0.0.{20 + n}", 0))
+        taken = 0
+        async with aiohttp.ClientSession(connector=connector) as http:
+            for _ in range(BACKLOG):
+                async with http.post(f"{url}/v1/tts/jobs", json=job) as r:
+                    taken += r.status == 202
+        return taken
+
+    taken = await asyncio.gather(*(flood(n) for n in range(FLOODERS)))
+    refused = 0
+    connector = aiohttp.TCPConnector(local_addr=("127.0.0.30", 0))
+    async with aiohttp.ClientSession(connector=connector) as http:
+        for _ in range(HONEST_JOBS):
+            async with http.post(f"{url}/v1/tts/jobs", json=job) as r:
+                refused += r.status != 202
+    return {"flood_taken": sum(taken), "honest_refused": refused, "honest_tried": HONEST_JOBS}
+
+
+async def vorbis(url: str, procs: Processes) -> dict[str, Any]:
+    """A long Ogg Vorbis job, and the first part of a long Vorbis document fetched again and
+    again: crashes of the web and worker processes."""
+    job = {"text": LONG_TEXT, "voice": "zh_female", "format": "ogg", "speed": 0.5, "cache": False}
+    document = {**job, "text": LONG_TEXT * 16}  # past 4,000 characters: a document
+    state, fetched = "", 0
+    async with aiohttp.ClientSession() as http:
+        ids = []
+        for body in (job, document):
+            async with http.post(f"{url}/v1/tts/jobs", json=body) as r:
+                ids.append((await r.json())["id"])
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                async with http.get(f"{url}/v1/tts/jobs/{ids[0]}") as r:
+                    state = (await r.json())["state"]
+                async with http.get(f"{url}/v1/tts/jobs/{ids[1]}/segments/1") as r:
+                    await r.read()
+                    fetched += r.status == 200
+            except aiohttp.ClientError:
+                pass
+            if state in ("succeeded", "failed", "dead"):
+                break
+            await asyncio.sleep(2)
+    crashed = {p.name: p.popen.returncode for p in procs.procs if not p.alive()}
+    return {"long_job": state, "document_part_fetched": fetched, "crashed": crashed}
+
+
+def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, Any]:
+    raise_nofile(8192)
+    repo = Path(args.repo).resolve()
+    redis_url = start_redis(procs, tmp)
+    # The web process starts with the soft limit a service manager gives (it raises it, or not).
+    files = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, files[1]))
+    try:
+        url = start_web(
+            procs,
+            repo,
+            redis_url,
+            tmp,
+            max_backlog=BACKLOG,
+            submit_rate_per_client=0,
+            submit_rate_per_address=0,
+        )
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, files)
+    out: dict[str, Any] = {"repo": str(repo)}
+    out["stalls"] = asyncio.run(stalls(url))
+    out["form_flood"] = asyncio.run(form_flood(url))
+    out["backlog"] = asyncio.run(backlog(url))
+    worker = Settings.of(redis_url=redis_url, engine="espeak", data_dir=str(tmp / "w"))
+    env = {**os.environ, **worker.to_env(), "CHATTTS_WORKER_METRICS_PORT": "0"}
+    procs.start("worker", [sys.executable, "-m", "cli", "worker"], env, cwd=repo)
+    out["vorbis"] = asyncio.run(vorbis(url, procs))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repo", default=str(REPO_ROOT), help="the checkout to serve")
+    parser.add_argument("--output", help="write the figures here as JSON too")
+    parser.add_argument("--keep-logs", action="store_true")
+    args = parser.parse_args()
+    with bench_run("exhaustion-", args.keep_logs) as (procs, tmp):
+        figures = measure(args, procs, tmp)
+    text = json.dumps(figures, indent=2)
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
