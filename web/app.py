@@ -13,7 +13,7 @@ import aiohttp_jinja2
 import jinja2
 from aiohttp import web
 
-from core.audio.isolated import EncoderProcess
+from core.audio.isolated import CodecProcess
 from core.infra.ports import PORT_IN_USE_EXIT, port_in_use_message, port_taken
 from core.infra.redis_client import connect
 from core.infra.settings import Settings
@@ -21,11 +21,11 @@ from core.queue.keys import Keys
 from core.queue.store import Queue
 from web.appkeys import (
     CALLBACK_SECRET,
+    CODECS,
     CONNECTIONS,
     COOKIE_SECRET,
     DERIVED,
     EGRESS,
-    ENCODER,
     ENCODING,
     HUB,
     KEY_SHARES,
@@ -152,7 +152,7 @@ async def _close_connections(app: web.Application) -> None:
 
 async def _close_derived(app: web.Application) -> None:
     app[DERIVED].close()
-    app[ENCODER].close()
+    app[CODECS].close()
 
 
 def create_app(settings: Settings) -> web.Application:
@@ -181,7 +181,7 @@ def create_app(settings: Settings) -> web.Application:
     app[METRICS] = Metrics()
     app[CONNECTIONS] = Connections()
     app[DERIVED] = DerivedFiles(DERIVED_FILES_BYTES)
-    app[ENCODER] = EncoderProcess()
+    app[CODECS] = CodecProcess()
     app[MEMORY] = MemoryBudget(
         settings.limits.web_memory_bytes, settings.limits.web_memory_per_address_bytes
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from core.audio.isolated import EncoderProcess
+from core.audio.isolated import CodecProcess
 from core.infra.settings import Settings
 from core.queue.keys import Keys
 from core.queue.lanes import KeyShare
@@ -33,8 +33,8 @@ EGRESS = web.AppKey("egress", EgressPacer)
 DERIVED = web.AppKey("derived", DerivedFiles)
 # PCM encoded per address and second for streamed answers (web/views/compat/openai.py).
 ENCODING = web.AppKey("encoding", EgressPacer)
-# The child process whole files of native encoders are made in (a document's parts).
-ENCODER = web.AppKey("encoder", EncoderProcess)
+# The child process native codecs run in: a document's parts encoded, recordings decoded.
+CODECS = web.AppKey("codecs", CodecProcess)
 # The key that signs identity cookies (web/clients/identity.py): a client cannot mint an identity.
 COOKIE_SECRET = web.AppKey("cookie_secret", bytes)
 # The key each client's callback signing secret derives from (web/callbacks/signing.py).

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from core.audio import formats as audio
-from core.audio.isolated import EncoderProcess
+from core.audio.isolated import CodecProcess
 from core.queue.store import Started
 from core.text.cues import align_words
 from workers.checks.verdict import Verdict
@@ -150,7 +150,7 @@ class Tries:
 
 
 def render(
-    parts: list[np.ndarray], rate: int, fmt: str, encoder: EncoderProcess
+    parts: list[np.ndarray], rate: int, fmt: str, encoder: CodecProcess
 ) -> tuple[bytes, float]:
     """A job's final file: its segments joined by short pauses, encoded (off the event loop;
     by `encoder`'s child where the format's encoder is native code)."""

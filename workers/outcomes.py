@@ -16,7 +16,7 @@ import numpy as np
 from redis.exceptions import RedisError, ResponseError
 
 from core.audio import formats as audio
-from core.audio.isolated import EncoderProcess
+from core.audio.isolated import CodecProcess
 from core.audio_store.base import StoreError
 from core.infra.logs import job_log
 from core.infra.redis_client import REDIS_UNAVAILABLE
@@ -45,7 +45,7 @@ class Outcomes:
         self.completions: set[asyncio.Task[None]] = set()
         self.storing: set[str] = set()  # jobs whose result is being encoded and stored
         # Files in formats of native encoders are made in a child: a crash fails that job only.
-        self.encoder = EncoderProcess()
+        self.codecs = CodecProcess()
 
     async def fail(self, job_id: str, started: Started, reason: str) -> None:
         """A started job that cannot run (bad voice, nothing to speak): it fails at once."""
@@ -130,7 +130,7 @@ class Outcomes:
             job.audio[segment.index] = _STORED  # its samples live in Redis from now on
         else:
             fmt = job.started.request.format
-            encoded = await asyncio.to_thread(self.encoder.encode, samples, rate, fmt)
+            encoded = await asyncio.to_thread(self.codecs.encode, samples, rate, fmt)
         stored = self.queue.stored
         if stored.store is not None:  # the piece in the store, its key in Redis's list
             kind = "parts" if job.document else "segments"
@@ -240,7 +240,7 @@ class Outcomes:
             size = await document_file(self.queue, job, self.engine.sample_rate, self.name)
         else:
             data, duration_s = await asyncio.to_thread(
-                render, job.audio, rate, job.started.request.format, self.encoder
+                render, job.audio, rate, job.started.request.format, self.codecs
             )
         # With an audio store, the file is written there first and the completion records its
         # key: a job is succeeded only once its bytes are durable. A crash between the two

@@ -194,7 +194,7 @@ class Worker:
                 await self.queue.fleet.leave(self.name)
             await self.redis.aclose()
             self._engine_thread.shutdown(wait=False, cancel_futures=True)
-            self.outcomes.encoder.close()
+            self.outcomes.codecs.close()
 
     async def _until_redis(self, fn: Any) -> Any:
         delay = BACKOFF_START_S

@@ -1,5 +1,5 @@
 """Whole files encoded by native code (libsndfile's and FFmpeg's encoders) in a child process: an
-encoder that crashes fails that one file (EncoderCrashed), never the process that asked for it,
+encoder that crashes fails that one file (CodecCrashed), never the process that asked for it,
 as the recognizer's child does for the speech checks (workers/checks/recognizers/)."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ T = TypeVar("T")
 IN_PROCESS = frozenset({"pcm", "wav"})
 
 
-class EncoderCrashed(Exception):
-    """The child encoding a file died (a native crash): that file failed, nothing else."""
+class CodecCrashed(Exception):
+    """The child running a codec died (a native crash): that file failed, nothing else."""
 
 
 def stream_file(pcm: bytes, rate: int, fmt: str) -> bytes:
@@ -34,9 +34,9 @@ def stream_file(pcm: bytes, rate: int, fmt: str) -> bytes:
     return encoder.feed(pcm) + encoder.close()
 
 
-class EncoderProcess:
+class CodecProcess:
     """One child process, started at the first file that needs it (and again after a crash),
-    encoding whole files one at a time. Blocking calls: run them in a thread."""
+    running codecs on one file at a time. Blocking calls: run them in a thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -62,7 +62,8 @@ class EncoderProcess:
         )
 
     def run(self, what: str, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(*args)` in the child; EncoderCrashed, naming `what`, when the child dies under it
+        """`fn(*args)` in the child (a module-level function, its arguments and result picklable);
+        CodecCrashed, naming `what`, when the child dies under it
         twice. (A crash fails every file the child had been given: each is tried once more in a
         new child, where only the one that crashes it crashes it again.)"""
         for attempt in (1, 2):
@@ -72,7 +73,7 @@ class EncoderProcess:
             except BrokenProcessPool:
                 self._discard(pool)
                 if attempt == 2:
-                    raise EncoderCrashed(f"{what} crashed its process") from None
+                    raise CodecCrashed(f"{what} crashed its process") from None
         raise AssertionError("unreachable")
 
     def _discard(self, pool: ProcessPoolExecutor) -> None:

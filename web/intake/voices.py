@@ -10,6 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
+from core.audio.isolated import CodecCrashed
 from core.voices.chattts import (
     MAX_RECORDING_S,
     MAX_TRANSCRIPT_CHARS,
@@ -17,7 +18,7 @@ from core.voices.chattts import (
     recording_voice_data,
     validate_voice_data,
 )
-from web.appkeys import MEMORY
+from web.appkeys import CODECS, MEMORY
 from web.errors import ApiError
 from web.intake import recordings
 from web.intake.bodies import FORM, MULTIPART, form_fields, form_parts, json_body
@@ -117,13 +118,15 @@ async def _from_form(request: web.Request) -> dict[str, Any]:
     meta = metadata(values)
     if meta["language"] is None:
         meta["language"] = "zh-CN" if re.search(r"[\u4e00-\u9fff]", transcript) else "en"
+    codecs = request.app[CODECS]  # native decoders: a file that crashes one fails alone
     try:
         # Its header: refused before any memory is taken.
-        await asyncio.to_thread(recordings.probe, audio)
+        await asyncio.to_thread(codecs.run, "probing a recording", recordings.probe, audio)
         with request.app[MEMORY].hold(address(request), DECODE_BYTES, "decoding a recording"):
-            mono, rate = await asyncio.to_thread(recordings.decode, audio)
+            what = "decoding a recording"
+            mono, rate = await asyncio.to_thread(codecs.run, what, recordings.decode, audio)
             data = await asyncio.to_thread(recording_voice_data, mono, rate, transcript)
-    except ValueError as exc:
+    except (ValueError, CodecCrashed) as exc:
         raise ApiError(
             422, f"invalid 'audio': {exc}", code="invalid_voice_data", param="audio"
         ) from None

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from core.audio.formats import SAMPLE_RATE, encode
-from core.audio.isolated import EncoderCrashed, EncoderProcess, stream_file
+from core.audio.isolated import CodecCrashed, CodecProcess, stream_file
 from core.audio.stream_encode import to_pcm16
 
 
@@ -19,7 +19,7 @@ def tone(seconds: float) -> np.ndarray:
 
 
 def test_a_child_makes_the_same_file() -> None:
-    encoder = EncoderProcess()
+    encoder = CodecProcess()
     try:
         audio = tone(3.0)
         for fmt in ("mp3", "flac", "wav"):
@@ -31,9 +31,9 @@ def test_a_child_makes_the_same_file() -> None:
 
 
 def test_a_crash_fails_that_file_and_the_next_one_is_made() -> None:
-    encoder = EncoderProcess()
+    encoder = CodecProcess()
     try:
-        with pytest.raises(EncoderCrashed, match="a native crash"):
+        with pytest.raises(CodecCrashed, match="a native crash"):
             encoder.run("a native crash", ctypes.string_at, 0)  # reads address 0: SIGSEGV
         assert encoder.crashes == 2  # tried once more in a new child: it crashed that one too
         audio = tone(1.0)

@@ -9,12 +9,12 @@ from aiohttp import web
 from core.audio.catalog import JOINED_FORMATS
 from core.audio.documents import BYTES_PER_SAMPLE, document_size
 from core.audio.formats import SAMPLE_RATE, extension, mime_type
-from core.audio.isolated import EncoderCrashed
+from core.audio.isolated import CodecCrashed
 from core.audio.stream_encode import wav_header
 from core.queue.job import Job, JobState
 from core.queue.keys import PARTS_LINGER_S
 from web import job_service
-from web.appkeys import DERIVED, ENCODER, MEMORY, QUEUE, SETTINGS
+from web.appkeys import CODECS, DERIVED, MEMORY, QUEUE, SETTINGS
 from web.errors import ApiError, not_found
 from web.monitors.memory import address
 from web.replies.documents import stream_document
@@ -177,11 +177,11 @@ async def _part_as(request: web.Request, job: Job, n: int, pcm: bytes) -> bytes:
         return wav_header(len(pcm) // BYTES_PER_SAMPLE, SAMPLE_RATE) + pcm if fmt == "wav" else pcm
 
     def build() -> bytes:  # the encoder of the document's own file (workers/documents.py)
-        return request.app[ENCODER].encode_pcm(pcm, SAMPLE_RATE, fmt)
+        return request.app[CODECS].encode_pcm(pcm, SAMPLE_RATE, fmt)
 
     try:
         return await request.app[DERIVED].get((job.id, "part", n), build, address(request))
-    except EncoderCrashed as exc:
+    except CodecCrashed as exc:
         raise ApiError(
             500,
             f"part {n} could not be encoded ({exc}); the whole file is at "
