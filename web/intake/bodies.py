@@ -104,7 +104,11 @@ class Part:
     filename: str | None
 
     def text(self) -> str:
-        return self.data.decode(self.charset, errors="replace")
+        """Its bytes as text, in its charset (UTF-8 when it names none Python knows)."""
+        try:
+            return self.data.decode(self.charset, errors="replace")
+        except LookupError:
+            return self.data.decode("utf-8", errors="replace")
 
 
 async def form_parts(request: web.Request, limit: int, max_parts: int) -> AsyncIterator[Part]:
@@ -135,7 +139,7 @@ async def form_parts(request: web.Request, limit: int, max_parts: int) -> AsyncI
 
 
 async def form_fields(request: web.Request, limit: int, max_fields: int) -> dict[str, str]:
-    """The text fields of a form, urlencoded or multipart (files are refused), read through the
+    """The text fields of a form, urlencoded or multipart (files are left out), read through the
     one reader and counted before they are parsed: a body of a million empty fields costs a
     count of its separators, not a parse."""
     if request.content_type == FORM:
@@ -151,8 +155,6 @@ async def form_fields(request: web.Request, limit: int, max_fields: int) -> dict
         return dict(pairs)
     fields: dict[str, str] = {}
     async for part in form_parts(request, limit, max_fields):
-        if part.filename is not None:
-            message = f"field {part.name!r} is a file; this form takes text only"
-            raise ApiError(422, message, code="invalid_body")
-        fields[part.name] = part.text()
+        if part.filename is None:  # a file is not a field (it counted, and is left unread)
+            fields[part.name] = part.text()
     return fields

@@ -165,3 +165,15 @@ async def test_a_remote_caller_is_told_the_files_name_not_its_path(
     assert "/" not in body["filename"] and body["filename"].endswith(".wav"), body
     job = await client.app[QUEUE].get(response.headers["X-Job-Id"])
     assert job is not None and job.request.priority == "normal", job
+
+
+async def test_a_form_part_in_an_unknown_charset_is_read_as_utf8(client: Client) -> None:
+    body = (
+        b'--zz\r\nContent-Disposition: form-data; name="voice"\r\n'
+        b"Content-Type: text/plain; charset=no-such-charset\r\n\r\nnobody\r\n"
+        b'--zz\r\nContent-Disposition: form-data; name="text"\r\n\r\nHi.\r\n--zz--\r\n'
+    )
+    headers = {"Content-Type": "multipart/form-data; boundary=zz"}
+    response = await client.post("/tts", data=body, headers=headers)
+    answer = await response.json()
+    assert response.status == 200 and "unknown voice 'nobody'" in answer["msg"], answer
