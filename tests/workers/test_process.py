@@ -155,8 +155,8 @@ async def test_high_priority_jobs_run_before_the_bulk_backlog(
         for i in range(6)
     ]
     urgent = await queue.enqueue(
-        SynthesisRequest(text="Urgent.", voice="en_male", priority="high"), "live"
-    )
+        SynthesisRequest(text="Urgent.", voice="en_male", priority="high"), "key-live"
+    )  # an API key's client: "high" is for keys alone
     assert await queue.depth() == 7
     start_worker()
     for submitted in [*bulk, urgent]:

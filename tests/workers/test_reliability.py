@@ -194,7 +194,8 @@ async def test_idempotency_key_makes_one_job_from_fifty_submits(
 
 
 async def test_backlog_and_client_caps(settings: Settings, aredis: Redis) -> None:
-    queue = Queue(aredis, settings.replace(max_backlog=5, max_active_per_client=3))
+    changes = {"max_backlog": 5, "max_active_per_client": 3, "max_backlog_per_owner": 0}
+    queue = Queue(aredis, settings.replace(**changes))
     for _ in range(3):
         await queue.enqueue(SynthesisRequest(text="x y"), "greedy")
     with pytest.raises(ClientCapReached):

@@ -62,7 +62,7 @@ ERROR_MEANINGS = {
     409: "not in a state for this: the job not ended or already ended, a name taken",
     413: "too large: the body, the text, or the audio it would keep",
     415: "send JSON (Content-Type: application/json), uncompressed",
-    416: "the Range lies outside the audio",
+    416: "the Range, or a stream's offset, lies past the end of the audio",
     422: "invalid: the error's `param` names the field and what it takes",
     429: "a rate or a cap reached: retry after Retry-After seconds",
     500: "the job failed: its reason in the message",

@@ -78,3 +78,15 @@ async def test_a_job_cancelled_before_it_ran_leaves_the_operators_index_with_its
     assert (await queue.cancel(gone.job_id, "cookie-a"))[0] == "cancelled"
     assert await aredis.zscore(index, gone.job_id) is None
     assert await aredis.zscore(index, kept.job_id) is not None
+
+
+async def test_high_priority_is_for_api_keys(settings: Settings, aredis: Redis) -> None:
+    """A protocol may ask "high" for anyone; the queue keeps it for API keys' clients."""
+    queue = Queue(aredis, settings)
+    urgent = SynthesisRequest(text="Urgent.", priority="high")
+    keyed = await queue.enqueue(urgent, "key-ops", source="203.0.113.7")
+    anonymous = await queue.enqueue(urgent, "cookie-a", source="203.0.113.7")
+    kept = await queue.get(keyed.job_id)
+    lowered = await queue.get(anonymous.job_id)
+    assert kept is not None and kept.request.priority == "high"
+    assert lowered is not None and lowered.request.priority == "normal"

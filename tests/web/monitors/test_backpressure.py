@@ -100,14 +100,15 @@ async def test_retry_after_follows_measured_throughput(
     monkeypatch.setattr(throughput, "SAMPLE_S", 0.05)
     pace = 4.0  # jobs finished per second, by "workers" that serve other queues' clients
     async with completions(aredis, keys, pace):
-        small = await make_client(max_backlog=8)
+        # One client fills the queue: no share of it (a lone owner's share is half the backlog).
+        small = await make_client(max_backlog=8, max_backlog_per_owner=0)
         for i in range(8):
             await submit(small, text=f"job {i}")
         await asyncio.sleep(1.5)  # the meter needs a second of samples
         first = await _refused(small, "backlog_full")
         assert abs(first - math.ceil(8 / pace)) <= 1, first
         # The same queue, a larger cap: a longer backlog means a longer wait.
-        large = await make_client(max_backlog=24)
+        large = await make_client(max_backlog=24, max_backlog_per_owner=0)
         for i in range(16):
             await submit(large, text=f"more {i}")
         await asyncio.sleep(1.5)

@@ -161,7 +161,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "audio",
         (
             media(200, (mime_type("pcm"),), "16-bit mono PCM at X-Sample-Rate", "X-Sample-Rate"),
-            *errors(400, 404, 409, 429, 500, 503),
+            *errors(400, 404, 409, 416, 429, 500, 503),
         ),
         query=(("offset", {"type": "integer", "minimum": 0}, "bytes already read (even)"),),
     ),
