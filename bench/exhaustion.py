@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import redis
 
 from bench.runs import p99, percentile
 from bench.servers import REPO_ROOT, raise_nofile, start_redis, wait_http
@@ -126,6 +127,7 @@ async def stalls(url: str) -> dict[str, Any]:
         "honest_healthz_p50_ms": round(percentile(honest, 50), 1),
         "honest_healthz_p99_ms": round(p99(honest), 1),
         "honest_failed": sum(ms >= 10_000 for ms in honest),
+        "honest_tried": len(honest),
     }
 
 
@@ -180,32 +182,44 @@ async def backlog(url: str) -> dict[str, Any]:
     return {"flood_taken": sum(taken), "honest_refused": refused, "honest_tried": HONEST_JOBS}
 
 
-async def vorbis(url: str, procs: Processes) -> dict[str, Any]:
-    """A long Ogg Vorbis job, and the first part of a long Vorbis document fetched again and
-    again: crashes of the web and worker processes."""
+async def _submit(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> str:
+    async with http.post(f"{url}/v1/tts/jobs", json=body) as r:
+        answer = await r.json()
+        if r.status != 202:
+            raise RuntimeError(f"the Vorbis job was refused: {r.status} {answer}")
+        return str(answer["id"])
+
+
+async def vorbis(url: str) -> dict[str, Any]:
+    """A long Vorbis document's first part fetched again and again, then a long Ogg Vorbis job:
+    crashes of the web and worker processes."""
     job = {"text": LONG_TEXT, "voice": "zh_female", "format": "ogg", "speed": 0.5, "cache": False}
     document = {**job, "text": LONG_TEXT * 16}  # past 4,000 characters: a document
     state, fetched = "", 0
     async with aiohttp.ClientSession() as http:
-        ids = []
-        for body in (job, document):
-            async with http.post(f"{url}/v1/tts/jobs", json=body) as r:
-                ids.append((await r.json())["id"])
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
+        part = f"{url}/v1/tts/jobs/{await _submit(http, url, document)}/segments/1"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and fetched < 5:
             try:
-                async with http.get(f"{url}/v1/tts/jobs/{ids[0]}") as r:
-                    state = (await r.json())["state"]
-                async with http.get(f"{url}/v1/tts/jobs/{ids[1]}/segments/1") as r:
+                async with http.get(part) as r:
                     await r.read()
                     fetched += r.status == 200
             except aiohttp.ClientError:
                 pass
-            if state in ("succeeded", "failed", "dead"):
-                break
             await asyncio.sleep(2)
-    crashed = {p.name: p.popen.returncode for p in procs.procs if not p.alive()}
-    return {"long_job": state, "document_part_fetched": fetched, "crashed": crashed}
+        try:
+            status = f"{url}/v1/tts/jobs/{await _submit(http, url, job)}"
+        except aiohttp.ClientError:
+            return {"document_part_fetched": fetched, "long_job": "web process down"}
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and state not in ("succeeded", "failed", "dead"):
+            try:
+                async with http.get(status) as r:
+                    state = (await r.json())["state"]
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(2)
+    return {"document_part_fetched": fetched, "long_job": state}
 
 
 def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, Any]:
@@ -228,13 +242,15 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, files)
     out: dict[str, Any] = {"repo": str(repo)}
-    out["stalls"] = asyncio.run(stalls(url))
-    out["form_flood"] = asyncio.run(form_flood(url))
-    out["backlog"] = asyncio.run(backlog(url))
+    for name, phase in (("stalls", stalls), ("form_flood", form_flood), ("backlog", backlog)):
+        out[name] = asyncio.run(phase(url))
+        print(name, out[name], file=sys.stderr, flush=True)
+    redis.Redis.from_url(redis_url).flushall()  # the flood's jobs gone: the backlog is empty
     worker = Settings.of(redis_url=redis_url, engine="espeak", data_dir=str(tmp / "w"))
     env = {**os.environ, **worker.to_env(), "CHATTTS_WORKER_METRICS_PORT": "0"}
     procs.start("worker", [sys.executable, "-m", "cli", "worker"], env, cwd=repo)
-    out["vorbis"] = asyncio.run(vorbis(url, procs))
+    out["vorbis"] = asyncio.run(vorbis(url))
+    out["vorbis"]["crashed"] = {p.name: p.popen.returncode for p in procs.procs if not p.alive()}
     return out
 
 
