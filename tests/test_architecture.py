@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,49 @@ def _lint(root: Path) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
+
+
+def _contracts() -> list[dict[str, object]]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts: list[dict[str, object]] = config["tool"]["importlinter"]["contracts"]
+    return contracts
+
+
+def _children(package: str) -> set[str]:
+    """The modules and subpackages directly in `package` (dotted)."""
+    folder = ROOT / package.replace(".", "/")
+    modules = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("__")}
+    return modules | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+
+
+def _layered(contract: dict[str, object]) -> set[str]:
+    layers = contract["layers"]
+    assert isinstance(layers, list)
+    return {name.strip() for layer in layers for name in layer.split("|")}
+
+
+def test_every_package_and_module_has_its_place_in_a_layer() -> None:
+    """Each product tier is layered, and each of its modules and subpackages is named in that
+    order: a new one cannot import whatever it likes by being left out of the contract."""
+    contracts = _contracts()
+    containers = {
+        container: _layered(contract)
+        for contract in contracts
+        if contract["type"] == "layers"
+        for container in contract.get("containers", [])  # type: ignore[attr-defined]
+    }
+    assert {"core", "web", "workers", "workers.engines"} <= set(containers)
+    unplaced = {
+        container: sorted(_children(container) - named)
+        for container, named in containers.items()
+        if _children(container) - named
+    }
+    assert not unplaced, f"modules no layers contract names: {unplaced}"
+    tops = {"cli", "core", "web", "workers", "testing", "bench", "tests"}
+    root_layers = set().union(
+        *(_layered(c) for c in contracts if c["type"] == "layers" and "containers" not in c)
+    )
+    assert tops <= root_layers, sorted(tops - root_layers)
 
 
 def test_the_tree_keeps_every_contract() -> None:
@@ -73,6 +117,8 @@ SHARED = "tests over bench over testing"
         ("web/app.py", "from cli import supervisor\n", TIERS),
         # an engine importing the worker process that drives it.
         ("workers/engines/base.py", "from workers import jobs\n", "workers: the process"),
+        # the speech checks, below the engines, reaching up to a job.
+        ("workers/checks/verdict.py", "from workers import jobs\n", "workers: the process"),
         # what the web tier stands on reaching up to its views.
         ("web/errors.py", "from web.views.service import health\n", "web: the app"),
         # a view importing another view of its own area.
