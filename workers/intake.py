@@ -13,8 +13,9 @@ import orjson
 
 from core.infra.logs import job_log
 from core.queue.cache import cache_digest
+from core.queue.speakers import unspeakable
 from core.queue.store import Started
-from core.queue.voice_names import blend_of, is_derived
+from core.queue.voice_names import is_derived
 from workers.cache_hits import answer_from_cache
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
@@ -134,27 +135,21 @@ class Intake:
         self.metrics.started(started.queued_at)
         request = started.request
         voice_data = language = None
-        if blend_of(request.voice) is not None and not self.engine.capabilities.blends:
-            reason = (
-                f"voice {request.voice!r} is a blend, and this worker runs {self.engine.name}, "
-                "which cannot mix voices: name one voice, or run a worker whose engine blends "
-                "them (chattts)"
-            )
-            await self.outcomes.fail(job_id, started, reason)
+        capabilities = self.engine.capabilities
+        refusal = unspeakable(
+            request.voice,
+            self.engine.name,
+            registered_voices=capabilities.registered_voices,
+            blends=capabilities.blends,
+            who="this worker runs",
+        )
+        if refusal is not None:  # never another voice instead
+            await self.outcomes.fail(job_id, started, refusal.message)
             return
         if not is_derived(request.voice):
             voice_data, language = await self._voice_data(request.voice)
             if voice_data is None:
                 reason = f"voice {request.voice!r} is not registered (any more)"
-                await self.outcomes.fail(job_id, started, reason)
-                return
-            if not self.engine.capabilities.registered_voices:  # never another voice instead
-                reason = (
-                    f"voice {request.voice!r} is a registered ChatTTS voice, and this worker "
-                    f"runs {self.engine.name}, which speaks its built-in voices only: run a "
-                    "worker whose engine speaks registered voices (chattts), or use a built-in "
-                    "voice"
-                )
                 await self.outcomes.fail(job_id, started, reason)
                 return
         try:

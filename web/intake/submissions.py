@@ -11,12 +11,12 @@ from aiohttp import web
 
 from core.queue.job import SynthesisRequest
 from core.queue.store import Queue
-from core.queue.voice_names import blend_of, is_derived
+from core.queue.voice_names import is_derived
 from core.queue.voices import BUILTIN_BY_NAME
 from core.text.sentences import clean_text
 from web.appkeys import QUEUE, SETTINGS
 from web.errors import ApiError
-from web.monitors.fleet import check_blend, check_registered_voice, check_speakable
+from web.monitors.fleet import check_speakable, check_voice_speakable
 from web.schemas import openai
 from web.schemas.jobs import check_length, synthesis
 from web.schemas.voices import voice_owner
@@ -44,10 +44,7 @@ async def synthesis_request(
         payload["text"] = await clean(text)
     request = synthesis(payload, max_chars, document_chars)
     await check_voice(queue, request.voice, client)
-    if not is_derived(request.voice):
-        await check_registered_voice(queue, request.voice)
-    elif blend_of(request.voice) is not None:
-        await check_blend(queue, request.voice)
+    await check_voice_speakable(queue, request.voice)
     await check_speakable(queue, request.text, request.voice, request.normalize)
     return request
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from core.queue.speakers import unspeakable
 from core.queue.store import Queue
 from core.queue.voice_names import is_derived, language_of
 from web.errors import ApiError
@@ -87,35 +88,22 @@ def chattts_speakable(text: str, voice: str, spell: bool = True) -> bool:
     return speakable
 
 
-async def check_registered_voice(queue: Queue, voice: str) -> None:
-    """422 `voice_needs_chattts` when a registered voice would reach only workers that cannot
-    speak it (no live worker's engine speaks registered voices: eSpeak NG's do not)."""
+async def check_voice_speakable(queue: Queue, voice: str) -> None:
+    """422 when the voice would reach only workers that cannot speak it: a registered voice
+    where no live worker's engine speaks registered voices (`voice_needs_chattts`: eSpeak NG's
+    do not), a blend where none mixes voices (`voice_blend_unsupported`)."""
     live = await engines_in_use(queue)
-    if live.names and not live.registered_voices:
-        raise ApiError(
-            422,
-            f"voice {voice!r} is a registered ChatTTS voice, and the live workers run "
-            f"{', '.join(sorted(live.names))}, which speaks the built-in voices only: use a "
-            "built-in voice (GET /v1/voices), or run a worker whose engine speaks registered "
-            "voices (chattts)",
-            code="voice_needs_chattts",
-            param="voice",
-        )
-
-
-async def check_blend(queue: Queue, voice: str) -> None:
-    """422 `voice_blend_unsupported` when no live worker's engine mixes voices (eSpeak NG's
-    voices are its own variants: there is nothing to mix)."""
-    live = await engines_in_use(queue)
-    if live.names and not live.blends:
-        raise ApiError(
-            422,
-            f"voice {voice!r} is a blend, and the live workers run "
-            f"{', '.join(sorted(live.names))}, which cannot mix voices: name one voice, or run a "
-            "worker whose engine blends them (chattts)",
-            code="voice_blend_unsupported",
-            param="voice",
-        )
+    if not live.names:
+        return  # no worker yet: the one that takes the job checks it (workers/intake.py)
+    refusal = unspeakable(
+        voice,
+        ", ".join(sorted(live.names)),
+        registered_voices=live.registered_voices,
+        blends=live.blends,
+        who="the live workers run",
+    )
+    if refusal is not None:
+        raise ApiError(422, refusal.message, code=refusal.code, param="voice")
 
 
 async def check_speakable(queue: Queue, text: str, voice: str, spell: bool = True) -> None:
