@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -265,10 +267,16 @@ async def serve(app: web.Application, settings: Settings) -> None:
         shutdown_timeout=min(SHUTDOWN_TIMEOUT_S, settings.worker.shutdown_grace_s),
     )
     await runner.setup()
+    census = None
+    if counter.per_address:  # the cap across the fleet: each process tells the others
+        process = f"{socket.gethostname()}:{os.getpid()}".replace("|", "")
+        census = asyncio.create_task(counter.census(app[QUEUE].limits, process))
     try:
         site = web.TCPSite(runner, settings.web.host, settings.web.port, backlog=LISTEN_BACKLOG)
         await site.start()
         log.info("Running on http://%s:%d", settings.web.host, settings.web.port)
         await stop.wait()
     finally:
+        if census is not None:
+            census.cancel()
         await runner.cleanup()

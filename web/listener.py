@@ -4,6 +4,7 @@ connections per source address counted at accept, and accept failures logged onc
 from __future__ import annotations
 
 import asyncio
+import heapq
 import ipaddress
 import logging
 import resource
@@ -16,7 +17,10 @@ from aiohttp import web
 from aiohttp.http_parser import RawRequestMessage
 from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 from aiohttp.web_protocol import RequestHandler
+from redis.exceptions import ResponseError
 
+from core.infra.redis_client import REDIS_DOWN
+from core.queue.limits import Limits
 from web.monitors.memory import source_of
 
 log = logging.getLogger("chattts_online.web")
@@ -29,6 +33,10 @@ _BODY_BACKSTOP_S = BODY_TIMEOUT_S + 5.0
 # one, and 1,024 (the usual default) is a few hundred clients with their streams.
 DESCRIPTORS_WANTED = 1 << 16
 _ACCEPT_FAILURE = "socket.accept() out of system resource"
+# The processes tell each other their sources with many connections this often, the most
+# REPORTED_SOURCES each: the cap holds across the fleet within a second.
+CENSUS_EVERY_S = 1.0
+REPORTED_SOURCES = 256
 
 
 def raise_descriptor_limit(wanted: int = DESCRIPTORS_WANTED) -> int:
@@ -45,13 +53,17 @@ def raise_descriptor_limit(wanted: int = DESCRIPTORS_WANTED) -> int:
 
 
 class ConnectionCounter:
-    """Open connections by source address (an IPv6 /64 is one), capped at `per_address`
-    (0: no cap); the proxies' own addresses are not capped (their clients are many)."""
+    """Open connections by source address (an IPv6 /64 is one), capped at `per_address` (0: no
+    cap) across the web processes of one queue; the proxies' own addresses are not capped (their
+    clients are many)."""
 
     def __init__(self, per_address: int, proxies: Iterable[Any] = ()) -> None:
         self.per_address = per_address
         self._proxies = tuple(proxies)
         self._open: dict[str, int] = {}
+        # The other web processes' connections by source, as their last reports say (census).
+        self.elsewhere: dict[str, int] = {}
+        self._reported: set[str] = set()
         self.refused = 0
         self.header_timeouts = 0
         self.body_timeouts = 0
@@ -60,7 +72,8 @@ class ConnectionCounter:
         """Count a new connection from `remote`; its source, or None when it is one too many."""
         source = source_of(remote)
         held = self._open.get(source, 0)
-        if self.per_address and held >= self.per_address and not self._from_proxy(remote):
+        everywhere = held + self.elsewhere.get(source, 0)
+        if self.per_address and everywhere >= self.per_address and not self._from_proxy(remote):
             self.refused += 1
             return None
         self._open[source] = held + 1
@@ -75,6 +88,32 @@ class ConnectionCounter:
 
     def held(self, remote: str | None) -> int:
         return self._open.get(source_of(remote), 0)
+
+    def many(self) -> dict[str, int]:
+        """The sources holding an eighth of the cap or more here (the most REPORTED_SOURCES):
+        what the other processes need to know to keep the cap across the fleet."""
+        least = max(1, self.per_address // 8)
+        heavy = [(count, source) for source, count in self._open.items() if count >= least]
+        many = {source: count for count, source in heapq.nlargest(REPORTED_SOURCES, heavy)}
+        # Those reported last time and fewer now are reported once more, at what they hold.
+        fewer = {source: self._open.get(source, 0) for source in self._reported - set(many)}
+        self._reported = set(many)
+        return {**fewer, **many}
+
+    async def census(self, limits: Limits, process: str, every_s: float = CENSUS_EVERY_S) -> None:
+        """Each `every_s`, report this process's sources with many connections and learn the
+        other processes' (a report lapses after three rounds: a process that stops is forgotten).
+        Redis out of reach: each process keeps its own cap alone until it is back."""
+        failing = False
+        while True:
+            try:
+                self.elsewhere = await limits.census(process, self.many(), 3 * every_s)
+                failing = False
+            except (*REDIS_DOWN, ResponseError) as exc:
+                if not failing:
+                    log.warning("connections per address: the fleet count is unreachable: %s", exc)
+                failing, self.elsewhere = True, {}
+            await asyncio.sleep(every_s)
 
     def _from_proxy(self, remote: str | None) -> bool:
         if not self._proxies:

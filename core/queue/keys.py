@@ -231,6 +231,17 @@ class Keys:
         """A console session signed out before it lapsed (its signature), until it would lapse."""
         return f"{self.base}:revoked:{signature}"
 
+    @property
+    def connection_counts(self) -> str:
+        """Hash of the web processes' open connections by source (`process|source` -> count),
+        those with many only (connection_census.lua)."""
+        return f"{self.base}:conns_by_source"
+
+    @property
+    def connection_reports_due(self) -> str:
+        """Sorted set of connection_counts' fields by the time each report lapses."""
+        return f"{self.base}:conns_by_source_due"
+
     def leases(self, kind: str, who: str) -> str:
         """Live connections of a client or an address: a sorted set of expiring leases."""
         return f"{self.base}:conns:{kind}:{who}"

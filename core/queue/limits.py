@@ -30,6 +30,7 @@ class Limits:
         self._redis, self._keys = redis, keys
         self._take = scripts.register(redis, "rate_take")
         self._lease = scripts.register(redis, "lease_take")
+        self._census = scripts.register(redis, "connection_census")
 
     async def take(
         self, scope: str, buckets: list[Bucket], peek: bool = False
@@ -63,3 +64,16 @@ class Limits:
             for key in keys:
                 pipe.zrem(key, member)
             await pipe.execute()
+
+    async def census(self, process: str, mine: dict[str, int], ttl_s: float) -> dict[str, int]:
+        """Report `process`'s open connections by source (`mine`: those with many), kept for
+        `ttl_s`; the other processes' reports summed by source. One round trip."""
+        reported = [item for source, count in mine.items() for item in (source, count)]
+        keys = {"due": self._keys.connection_reports_due, "counts": self._keys.connection_counts}
+        answer = await self._census(
+            keys=keys, args={"process": process, "seconds": ttl_s, "reported": reported}
+        )
+        return {
+            (source.decode() if isinstance(source, bytes) else str(source)): int(count)
+            for source, count in zip(answer[::2], answer[1::2], strict=True)
+        }

@@ -1,6 +1,7 @@
-"""The listening socket against a real web process: headers that never end and bodies that stop
-short are cut off at their deadlines, one address cannot hold more than its connections, the
-descriptor limit is raised, and accept failures are logged once a second, not once each."""
+"""The listening socket against real web processes: headers that never end and bodies that stop
+short are cut off at their deadlines, one address cannot hold more than its connections (on one
+process or across them), the descriptor limit is raised, and accept failures are logged once a
+second, not once each."""
 
 from __future__ import annotations
 
@@ -143,6 +144,31 @@ def test_one_address_holds_at_most_its_connections(start_web: Callable[..., WebP
         held[0].close()
         time.sleep(0.3)
         again = connect(web.port)
+        held.append(again)
+        again.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert again.recv(65536).startswith(b"HTTP/1.1 200")
+
+
+def test_the_cap_holds_across_the_web_processes(start_web: Callable[..., WebProcess]) -> None:
+    """Two web processes of one queue: an address's connections to the first count at the
+    second within a couple of seconds, and stop counting once they close."""
+    first, second = (start_web(connections_per_address=16) for _ in range(2))
+    with sockets() as held:
+        for _ in range(12):
+            held.append(connect(first.port, source="127.0.0.7"))
+        time.sleep(3.5)  # a census round of each process (one a second), with room
+        answers = []
+        for _ in range(8):
+            sock = connect(second.port, source="127.0.0.7")
+            held.append(sock)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            answers.append(sock.recv(65536)[:12])
+        assert answers.count(b"HTTP/1.1 200") == 4, answers  # 12 there, 4 here: 16 in all
+        assert answers.count(b"HTTP/1.1 429") == 4, answers
+        for sock in held[:12]:
+            sock.close()
+        time.sleep(3.5)  # the first's next report says they are gone
+        again = connect(second.port, source="127.0.0.7")
         held.append(again)
         again.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         assert again.recv(65536).startswith(b"HTTP/1.1 200")
