@@ -49,3 +49,23 @@ def test_a_long_vorbis_job_is_made_and_served_without_a_crash(
     assert sf.info(io.BytesIO(segment.content)).duration > 10
     assert worker.process.poll() is None and web.process.poll() is None
     assert int(str(job["attempts"])) == 1, job  # made once: no worker died under it
+
+
+def test_a_long_vorbis_documents_part_is_served_without_a_crash(
+    start_web: Callable[..., WebProcess], worker: WorkerProcess
+) -> None:
+    """A document's part is encoded by the web process when it is asked for: a part past one
+    write's crash, in Ogg Vorbis, asked for again and again."""
+    web = start_web(max_text_chars=len(TEXT) // 2)  # the text is a document here
+    body = {"text": TEXT, "voice": "zh_female", "format": "ogg", "speed": 0.5, "cache": False}
+    answer = requests.post(f"{web.url}/v1/tts/jobs", json=body, timeout=10)
+    assert answer.status_code == 202, answer.text
+    job = wait_succeeded(web.url, answer.json()["id"], timeout=60)
+    assert job["state"] == "succeeded" and job.get("document"), job
+    durations = []
+    for _ in range(3):
+        part = requests.get(f"{web.url}/v1/tts/jobs/{job['id']}/segments/1", timeout=30)
+        assert part.status_code == 200, part.text
+        durations.append(sf.info(io.BytesIO(part.content)).duration)
+    assert min(durations) > 2**21 / 24_000, durations  # past what one write may take
+    assert worker.process.poll() is None and web.process.poll() is None
