@@ -1,9 +1,10 @@
 """What the live workers' engines can do, read from the capabilities in their heartbeats (never
 from an engine's name), and the submit-time checks it implies.
 
-When every live worker reads text through ChatTTS's normalizer, text it reduces to nothing (only
-scripts it cannot read, emoji, symbols) is refused at submit with a clear error instead of failing
-later in a worker. The engines in use are looked up at most once per `ENGINES_TTL_S`.
+When every live worker reads text through a normalizer this service knows (ChatTTS's:
+core/text/normalizers.py), text they reduce to nothing (only scripts they cannot read, emoji,
+symbols) is refused at submit with a clear error instead of failing later in a worker. The
+engines in use are looked up at most once per `ENGINES_TTL_S`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from weakref import WeakKeyDictionary
 from core.queue.speakers import unspeakable
 from core.queue.store import Queue
 from core.queue.voice_names import is_derived, language_of
+from core.text.normalizers import Normalizer, normalizer_named
 from web.errors import ApiError
 
 # A worker that starts or stops changes the answer within this long.
@@ -76,14 +78,12 @@ def _normalizer(capabilities: dict[str, Any]) -> str | None:
     return normalizer if isinstance(normalizer, str) else None
 
 
-def chattts_speakable(text: str, voice: str, spell: bool = True) -> bool:
-    """Whether ChatTTS's normalization leaves anything to say (as its engine reads `voice`;
-    `spell`: the request's `normalize`, numbers and symbols spelled out first)."""
+def _speakable(normalizers: list[Normalizer], text: str, voice: str, spell: bool) -> bool:
+    """Whether any of `normalizers` leaves anything to say, as an engine reads `voice` (`spell`:
+    the request's `normalize`, numbers and symbols spelled out first)."""
     global _normalizer_loaded
-    from core.text.normalize import is_speakable  # its first import takes a while: see below
-
     hint = language_of(voice, text) if is_derived(voice) else "zh"
-    speakable = is_speakable(text, hint, spell=spell)
+    speakable = any(normalizer.speakable(text, hint, spell) for normalizer in normalizers)
     _normalizer_loaded = True
     return speakable
 
@@ -107,26 +107,18 @@ async def check_voice_speakable(queue: Queue, voice: str) -> None:
 
 
 async def check_speakable(queue: Queue, text: str, voice: str, spell: bool = True) -> None:
-    """422 `text_not_speakable` when every live worker reads text through ChatTTS's normalizer
-    and it would say nothing (`spell`: the request's `normalize`)."""
+    """422 `text_not_speakable` when every live worker reads text through a normalizer this
+    service knows (core/text/normalizers.py) and none would leave anything to say (`spell`: the
+    request's `normalize`)."""
     live = await engines_in_use(queue)
-    if live.normalizers != {"chattts"}:
-        return
+    named = [normalizer_named(name) for name in sorted(live.normalizers, key=str)]
+    normalizers = [normalizer for normalizer in named if normalizer is not None]
+    if not normalizers or len(normalizers) < len(named):
+        return  # no worker yet, or one reads text in a way not known here: it may speak it
     if _normalizer_loaded and len(text) <= _NORMALIZE_ON_LOOP:
-        speakable = chattts_speakable(text, voice, spell)
+        speakable = _speakable(normalizers, text, voice, spell)
     else:  # the first call imports the number libraries; long text takes milliseconds
-        speakable = await asyncio.to_thread(chattts_speakable, text, voice, spell)
+        speakable = await asyncio.to_thread(_speakable, normalizers, text, voice, spell)
     if not speakable:
-        if spell:
-            message = (
-                "'text' has nothing ChatTTS can speak: it reads Chinese and English (letters, "
-                "numbers, dates, money and common symbols are spelled out); other scripts, emoji "
-                "and lone symbols are dropped"
-            )
-        else:
-            message = (
-                "'text' has nothing ChatTTS can speak with 'normalize': false: it reads Chinese "
-                "characters and English letters only; digits, symbols, other scripts and emoji "
-                "are dropped (send 'normalize': true to have numbers and symbols spelled out)"
-            )
-        raise ApiError(422, message, code="text_not_speakable", param="text")
+        refusal = normalizers[0].refusal(spell)
+        raise ApiError(422, refusal, code="text_not_speakable", param="text")
