@@ -17,8 +17,9 @@ from core.infra.settings import Settings
 from tests.conftest import ROOT, WorkerProcess
 
 # Slow enough that "stale" (older than 2 periods) and "missing" (key expired after 3) are
-# seconds apart, whatever the machine's load.
-HEARTBEAT_S = 1.5
+# seconds apart, whatever the machine's load: a probe's own start (Python, its imports) takes
+# more than a second on a busy 2-core machine.
+HEARTBEAT_S = 3.0
 
 
 def check(settings: Settings, *flags: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -62,7 +62,9 @@ async def test_sigterm_mid_job_then_resume_on_a_new_process(
         assert response.status == 202
         job_id = (await response.json())["id"]
         before = await open_readers(session, first, job_id, [None, None, None])
-        start_worker()
+        # In a thread: this loop keeps answering the WebSocket's pings (a second apart here)
+        # while the worker starts.
+        await asyncio.to_thread(start_worker)
         # Mid-job: the worker has started streaming segments.
         await wait_until(
             lambda: all(any(t == "progress" for _, t in r.events) for r in before),

@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import WorkerProcess
 from tests.web import webproc
 from tests.web.webproc import WebProcess
@@ -35,6 +37,8 @@ expected-statuses = ["400", "401", "403", "404", "405", "409", "413", "415", "42
 """
 
 
+# Schemathesis's own run is given 240 s (a minute on a quiet machine, two on a busy 2-core one).
+@pytest.mark.timeout(300)
 def test_the_service_keeps_to_its_document(
     start_web: Callable[..., WebProcess], worker: WorkerProcess, tmp_path: Path
 ) -> None:
