@@ -135,6 +135,12 @@ class Intake:
         self.metrics.started(started.queued_at)
         request = started.request
         voice_data = language = None
+        if not is_derived(request.voice):
+            voice_data, language = await self._voice_data(request.voice)
+            if voice_data is None:
+                reason = f"voice {request.voice!r} is not registered (any more)"
+                await self.outcomes.fail(job_id, started, reason)
+                return
         capabilities = self.engine.capabilities
         refusal = unspeakable(
             request.voice,
@@ -146,12 +152,6 @@ class Intake:
         if refusal is not None:  # never another voice instead
             await self.outcomes.fail(job_id, started, refusal.message)
             return
-        if not is_derived(request.voice):
-            voice_data, language = await self._voice_data(request.voice)
-            if voice_data is None:
-                reason = f"voice {request.voice!r} is not registered (any more)"
-                await self.outcomes.fail(job_id, started, reason)
-                return
         try:
             pieces: Pieces = await self.in_engine(
                 self.engine.pieces, request.text, request, language

@@ -56,6 +56,19 @@ async def test_a_registered_voice_fails_on_espeak_instead_of_a_stock_voice(
     assert "registered ChatTTS voice" in job.error and "espeak" in job.error
 
 
+async def test_a_voice_deleted_before_its_job_ran_fails_saying_so(
+    settings: Settings, aredis: Redis, worker: WorkerProcess
+) -> None:
+    """Whatever the engine, a registered voice gone by the time its job is taken is what the
+    failure says, not what the engine could not have spoken."""
+    queue = Queue(aredis, settings)
+    submitted = await queue.enqueue(SynthesisRequest(text="Hi.", voice="gone-w"), client="c1")
+    events = await wait_terminal(queue, submitted.job_id)
+    job = await queue.get(submitted.job_id)
+    assert events[-1]["type"] == "failed" and job is not None and job.error is not None
+    assert job.error.startswith("voice 'gone-w' is not registered"), job.error
+
+
 async def test_long_text_streams_segments(
     settings: Settings, aredis: Redis, worker: WorkerProcess
 ) -> None:
