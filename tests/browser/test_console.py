@@ -73,7 +73,12 @@ def sign_in(driver: Driver, url: str) -> None:
     wait_for(driver, "return !!document.getElementById('admin-key');", what="the sign-in form")
     driver.type("#admin-key", ADMIN_KEY)
     driver.click("#sign-in button[type=submit]")
-    wait_for(driver, "return document.getElementById('main').dataset.live === 'yes';", what="live")
+    # The page reloads once signed in: between the two documents there is no #main yet.
+    wait_for(
+        driver,
+        'const main = document.getElementById("main"); return main?.dataset.live === "yes";',
+        what="live",
+    )
 
 
 def test_a_dead_job_requeued_and_intake_paused_from_the_page(
