@@ -94,35 +94,7 @@ def main() -> None:
         results["runtimes"][runtime] = run_batches(
             model_dir, device, tokens, args.batches, args.repeats, runtime
         )
-    print()
-    print(
-        f"{'path':>8} {'batch':>5} {'wall s':>8} {'steps/s':>8} {'tokens/s':>9} "
-        f"{'audio s/s':>10} {'RTF':>7} {'first audio s':>13} {'peak GPU MiB':>12}"
-    )
-    for runtime, rows in results["runtimes"].items():
-        for r in rows:
-            peak = f"{r['peak_gpu_mib']:.0f}" if r["peak_gpu_mib"] is not None else "-"
-            print(
-                f"{runtime:>8} {r['batch']:>5} {r['wall_s']:>8.2f} {r['steps_per_s']:>8.1f} "
-                f"{r['tokens_per_s']:>9.1f} {r['audio_s_per_s']:>10.2f} {r['rtf']:>7.3f} "
-                f"{r['first_audio_s']:>13.2f} {peak:>12}"
-            )
-    paths = results["runtimes"]
-    if paths.get("ours"):
-        per_slot = paths["ours"][0]["kv_cache_mib_per_slot"]
-        print(f"\nour runtime's KV cache: {per_slot:.0f} MiB per slot ({tokens + 256} positions)")
-    if "ours" in paths and "library" in paths:
-        print()
-        ratios = {}
-        for ours, lib in zip(paths["ours"], paths["library"], strict=True):
-            ratio = ours["steps_per_s"] / lib["steps_per_s"]
-            first = lib["first_audio_s"] / ours["first_audio_s"]
-            ratios[ours["batch"]] = {"steps": ratio, "first_audio": first}
-            print(
-                f"batch {ours['batch']}: ours / library steps/s {ratio:.2f}x, "
-                f"time to first audio {first:.1f}x shorter"
-            )
-        results["ours_over_library"] = ratios
+    print_table(results)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(results, indent=2))
@@ -281,6 +253,41 @@ def run_batches(
     del engine
     gc.collect()
     return rows
+
+
+def print_table(results: dict[str, Any]) -> None:
+    """Each runtime's rows, its KV cache, and ours over the library's; the ratios kept in
+    `results`."""
+    print()
+    print(
+        f"{'path':>8} {'batch':>5} {'wall s':>8} {'steps/s':>8} {'tokens/s':>9} "
+        f"{'audio s/s':>10} {'RTF':>7} {'first audio s':>13} {'peak GPU MiB':>12}"
+    )
+    for runtime, rows in results["runtimes"].items():
+        for r in rows:
+            peak = f"{r['peak_gpu_mib']:.0f}" if r["peak_gpu_mib"] is not None else "-"
+            print(
+                f"{runtime:>8} {r['batch']:>5} {r['wall_s']:>8.2f} {r['steps_per_s']:>8.1f} "
+                f"{r['tokens_per_s']:>9.1f} {r['audio_s_per_s']:>10.2f} {r['rtf']:>7.3f} "
+                f"{r['first_audio_s']:>13.2f} {peak:>12}"
+            )
+    paths = results["runtimes"]
+    if paths.get("ours"):
+        per_slot = paths["ours"][0]["kv_cache_mib_per_slot"]
+        positions = results["tokens_per_row"] + 256
+        print(f"\nour runtime's KV cache: {per_slot:.0f} MiB per slot ({positions} positions)")
+    if "ours" in paths and "library" in paths:
+        print()
+        ratios = {}
+        for ours, lib in zip(paths["ours"], paths["library"], strict=True):
+            ratio = ours["steps_per_s"] / lib["steps_per_s"]
+            first = lib["first_audio_s"] / ours["first_audio_s"]
+            ratios[ours["batch"]] = {"steps": ratio, "first_audio": first}
+            print(
+                f"batch {ours['batch']}: ours / library steps/s {ratio:.2f}x, "
+                f"time to first audio {first:.1f}x shorter"
+            )
+        results["ours_over_library"] = ratios
 
 
 if __name__ == "__main__":

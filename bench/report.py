@@ -27,7 +27,12 @@ Row = tuple[str, float | None, float | None]
 
 
 def table_rows(results: dict[str, Any], poll_ms: int) -> list[Row]:
-    light, load = results["light"], results["load"]
+    return _light_rows(results, poll_ms) + _load_rows(results["load"])
+
+
+def _light_rows(results: dict[str, Any], poll_ms: int) -> list[Row]:
+    """One user at a time: each way of following a job against the baseline's polling."""
+    light = results["light"]
     rows: list[Row] = []
     base_note = f"baseline polls every {poll_ms} ms"
     rows.append((f"LIGHT LOAD (1 user, sequential; {base_note})", None, None))
@@ -70,7 +75,12 @@ def table_rows(results: dict[str, Any], poll_ms: int) -> list[Row]:
                 _get(light, "baseline", "submit_ms", q),
             )
         )
-    rows.append(("THROUGHPUT (closed loop)", None, None))
+    return rows
+
+
+def _load_rows(load: dict[str, Any]) -> list[Row]:
+    """A closed loop of users: throughput, latencies and CPU per job against the baseline's."""
+    rows: list[Row] = [("THROUGHPUT (closed loop)", None, None)]
     for mode in load:
         if mode == "baseline":
             continue

@@ -227,10 +227,8 @@ async def submit(
     tracker = tracker or JobTracker()
     # PCM, encoded here: the jobs of a text past `max_chars` join without re-decoding.
     params: dict[str, Any] = {"format": "pcm"}
-    if voice:
-        params["voice"] = voice
-    if speed is not None:
-        params["speed"] = speed
+    params |= {"voice": voice} if voice else {}
+    params |= {"speed": speed} if speed is not None else {}
     jobs: list[dict[str, Any]] = []
     cues: list[dict[str, Any]] = []
 
@@ -256,11 +254,7 @@ async def submit(
                 offset_s = written / 2 / SAMPLE_RATE
                 written += await _download(api, job["audio_url"], writer)
                 if subtitles:
-                    found = await api.json("GET", f"{job['subtitles_url']}?format=json")
-                    for cue in found["cues"]:
-                        cue["start"] += offset_s
-                        cue["end"] += offset_s
-                        cues.append(cue)
+                    cues += await _cues_from(api, job, offset_s)
             writer.close()
     finally:
         progress.finish()
@@ -269,6 +263,16 @@ async def submit(
     if subtitles:
         _write_subtitles(cues, output, subtitles)
     return OK
+
+
+async def _cues_from(api: Api, job: dict[str, Any], offset_s: float) -> list[dict[str, Any]]:
+    """A part's cues, timed from `offset_s` in the joined file."""
+    found = await api.json("GET", f"{job['subtitles_url']}?format=json")
+    cues: list[dict[str, Any]] = found["cues"]
+    for cue in cues:
+        cue["start"] += offset_s
+        cue["end"] += offset_s
+    return cues
 
 
 def _write_subtitles(cues: list[dict[str, Any]], output: str, kind: str) -> None:

@@ -106,42 +106,56 @@ class Continuous:
         there is room: the least-served job first on the hand's fair clock (the oldest on a
         tie), so that a short job taken while a long one runs goes after that one's next
         segment, not after all of it. A job that runs alone has the engine to itself."""
+        jobs = self._feedable()
+        loop = asyncio.get_running_loop()
+        while len(self.in_flight) < self.capacity:
+            fed = False
+            for job in jobs:
+                if len(self.in_flight) >= self.capacity:
+                    break
+                fed = self._hand_over_next(job, loop) or fed
+            if not fed:
+                return
+
+    def _feedable(self) -> list[ActiveJob]:
+        """The running jobs in hand, least served first; the one that runs alone by itself,
+        and none while others are still in the engine beside it."""
         storing = self.outcomes.storing
         jobs = [
             j for j in self.in_hand.values() if j.hold is Hold.RUNNING and j.job_id not in storing
         ]
         jobs.sort(key=lambda j: j.served_s)  # stable: the oldest first on a tie
-        if any(j.alone for j in jobs):
-            jobs = [next(j for j in jobs if j.alone)]
-            if any(key[0] != jobs[0].job_id for key in self.in_flight):
-                return  # it waits until the others have left the engine
-        loop = asyncio.get_running_loop()
-        while len(self.in_flight) < self.capacity:
-            fed = False
-            for job in jobs:
-                if job.submitted >= len(job.segments) or len(self.in_flight) >= self.capacity:
-                    continue
-                if len(job.tries) >= HEARD_AHEAD:
-                    continue  # its segments wait to be heard: the engine serves others meanwhile
-                clock = self.chunks.clock(job.job_id)
-                if self.hearing is not None and self.hearing.holds(job):
-                    clock = None  # it goes out whole once heard: made as any other segment
-                if clock is not None and self.one_row_per_stream and self._playing(job.job_id):
-                    continue
-                segment = job.segment(job.submitted)
-                job.submitted += 1
-                if clock is not None:
-                    clock.segment = segment.index  # what it expects comes from this segment
-                attempts = [segment]
-                if self.hearing is not None:
-                    attempts = self.hearing.first(job, segment, streamed=clock is not None)
-                sink = self.chunks.from_engine if clock is not None else None
-                for attempt in attempts:  # a stream plays its first; other candidates are quiet
-                    self._submit(job, attempt, sink, clock, loop)
-                    sink = None
-                fed = True
-            if not fed:
-                return
+        alone = next((j for j in jobs if j.alone), None)
+        if alone is None:
+            return jobs
+        if any(key[0] != alone.job_id for key in self.in_flight):
+            return []  # it waits until the others have left the engine
+        return [alone]
+
+    def _hand_over_next(self, job: ActiveJob, loop: asyncio.AbstractEventLoop) -> bool:
+        """Hand the job's next segment to the engine, unless it has none left, its segments
+        wait to be heard, or its stream already has a row playing. Whether it did."""
+        if job.submitted >= len(job.segments):
+            return False
+        if len(job.tries) >= HEARD_AHEAD:
+            return False  # its segments wait to be heard: the engine serves others meanwhile
+        clock = self.chunks.clock(job.job_id)
+        if self.hearing is not None and self.hearing.holds(job):
+            clock = None  # it goes out whole once heard: made as any other segment
+        if clock is not None and self.one_row_per_stream and self._playing(job.job_id):
+            return False
+        segment = job.segment(job.submitted)
+        job.submitted += 1
+        if clock is not None:
+            clock.segment = segment.index  # what it expects comes from this segment
+        attempts = [segment]
+        if self.hearing is not None:
+            attempts = self.hearing.first(job, segment, streamed=clock is not None)
+        sink = self.chunks.from_engine if clock is not None else None
+        for attempt in attempts:  # a stream plays its first; other candidates are quiet
+            self._submit(job, attempt, sink, clock, loop)
+            sink = None
+        return True
 
     def _submit(
         self,

@@ -207,14 +207,7 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
             raise
         error = _from_http(request, exc)
     except ResponseError as exc:
-        # redis-py raises OutOfMemoryError for Redis's "OOM ..." reply, without the prefix.
-        if not isinstance(exc, OutOfMemoryError) and not str(exc).startswith("OOM"):
-            log.exception("%s %s failed", request.method, _where(request))
-            error = ApiError(500, "internal error; it was logged", code="internal_error")
-        else:  # maxmemory with noeviction: Redis keeps what it has and refuses new writes
-            log.warning("%s %s: Redis is full: %s", request.method, _where(request), exc)
-            _count_redis_error(request)
-            error = _store_full_error()
+        error = _from_redis_reply(request, exc)
     except StoreError as exc:
         log.warning("%s %s: audio store unavailable: %s", request.method, _where(request), exc)
         error = ApiError(
@@ -248,6 +241,18 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.path.startswith(LEGACY_PREFIX):
         return error.legacy_response()
     return error.response()
+
+
+def _from_redis_reply(request: web.Request, exc: ResponseError) -> ApiError:
+    """Redis refused a command: full (maxmemory with noeviction: it keeps what it has and
+    refuses new writes), or our own mistake."""
+    # redis-py raises OutOfMemoryError for Redis's "OOM ..." reply, without the prefix.
+    if isinstance(exc, OutOfMemoryError) or str(exc).startswith("OOM"):
+        log.warning("%s %s: Redis is full: %s", request.method, _where(request), exc)
+        _count_redis_error(request)
+        return _store_full_error()
+    log.exception("%s %s failed", request.method, _where(request))
+    return ApiError(500, "internal error; it was logged", code="internal_error")
 
 
 def _count_redis_error(request: web.Request) -> None:
