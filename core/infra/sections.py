@@ -234,15 +234,23 @@ class WorkerSettings:
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """The engine a worker loads, and its knobs (workers/engines/: each reads its own)."""
+    """The engine a worker loads, where, and how many segments it makes at once (each engine's
+    own knobs in a section of its own)."""
 
     name: str = field(default="auto", metadata={"env": "ENGINE"})  # workers/engines: ENGINES
     device: str = "auto"
     model_dir: str | None = None
     max_batch: int = 8
     batch_wait_ms: int = 20
-    # ChatTTS's: its decode runtime (workers/engines/chattts/runtime/), "ours", or "library" for
-    # ChatTTS's own `infer` (the benchmarks' "before"). Its slots are `max_batch`.
+
+
+@dataclass(frozen=True)
+class ChatTTSSettings:
+    """ChatTTS's own knobs (workers/engines/chattts/): its decode runtime, streamed chunks and
+    weights. Its slots are the engine's `max_batch`."""
+
+    # Its decode runtime (workers/engines/chattts/runtime/), "ours", or "library" for ChatTTS's
+    # own `infer` (the benchmarks' "before").
     compile: bool = False
     runtime: RuntimeName = "ours"
     context: int = 0  # positions per slot; 0: the audio budget plus room for a prompt
@@ -402,6 +410,7 @@ SECTIONS: dict[str, type] = {
     "scheduling": SchedulingSettings,
     "worker": WorkerSettings,
     "engine": EngineSettings,
+    "chattts": ChatTTSSettings,
     "checks": CheckSettings,
     "web": WebSettings,
     "callbacks": CallbackSettings,

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from core.infra.sections import (
     SECTIONS,
     CallbackSettings,
+    ChatTTSSettings,
     CheckSettings,
     EngineSettings,
     LimitSettings,
@@ -49,6 +50,7 @@ class Settings:
     scheduling: SchedulingSettings = field(default_factory=SchedulingSettings)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
+    chattts: ChatTTSSettings = field(default_factory=ChatTTSSettings)
     checks: CheckSettings = field(default_factory=CheckSettings)
     web: WebSettings = field(default_factory=WebSettings)
     callbacks: CallbackSettings = field(default_factory=CallbackSettings)

@@ -20,7 +20,7 @@ def test_environment_and_overrides() -> None:
         "CHATTTS_MODEL_DIR": "",
     }
     settings = Settings.from_env(env, port=9002)
-    assert settings.web.port == 9002 and settings.engine.compile is True
+    assert settings.web.port == 9002 and settings.chattts.compile is True
     assert settings.redis.redis_url == "redis://x:1/0" and settings.worker.heartbeat_s == 0.5
     assert settings.engine.model_dir is None
     assert Settings.from_env(settings.to_env()) == settings

@@ -55,14 +55,14 @@ def create(settings: Settings) -> Engine:
     batch adapter (CHATTTS_RUNTIME=library)."""
     from workers.engines.base import EngineError
 
-    if settings.engine.runtime == "library":
+    if settings.chattts.runtime == "library":
         from workers.engines.batching import Batched
         from workers.engines.chattts.library_engine import LibraryEngine
 
         return Batched(LibraryEngine(settings))
-    if settings.engine.runtime != "ours":
+    if settings.chattts.runtime != "ours":
         raise EngineError(
-            f"unknown CHATTTS_RUNTIME {settings.engine.runtime!r}: use ours or library"
+            f"unknown CHATTTS_RUNTIME {settings.chattts.runtime!r}: use ours or library"
         )
     from workers.engines.chattts.engine import ChatTTSEngine
 

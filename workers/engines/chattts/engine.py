@@ -34,11 +34,11 @@ class ChatTTSEngine(ChatTTSModel):
         s = self.settings
         config = RuntimeConfig(
             slots=self.max_batch,
-            context=s.engine.context,
-            stream_tokens=s.engine.stream_tokens,
-            first_chunk_tokens=s.engine.first_chunk_tokens,
-            lookahead_tokens=s.engine.lookahead_tokens,
-            dtype=s.engine.dtype,
+            context=s.chattts.context,
+            stream_tokens=s.chattts.stream_tokens,
+            first_chunk_tokens=s.chattts.first_chunk_tokens,
+            lookahead_tokens=s.chattts.lookahead_tokens,
+            dtype=s.chattts.dtype,
             headroom=s.scheduling.stream_headroom
             if s.scheduling.stream_admission == "capacity"
             else 0.0,

@@ -85,7 +85,7 @@ class ChatTTSModel:
         imports.partial()  # before anything imports ChatTTS: only what start-up uses
         library.quiet_libraries()
         library.cache_compiled_normalizer()
-        if self.settings.engine.compile and device.type != "cuda":
+        if self.settings.chattts.compile and device.type != "cuda":
             log.info("CHATTTS_COMPILE is used on CUDA only; running %s uncompiled", device)
         model = loader.load_model(checkpoint, device, library.library_logger())
         self._speakers = Speakers(model, library.builtin_voices(model.config))
@@ -121,7 +121,7 @@ class ChatTTSModel:
                 raise EngineError("the chattts engine was not loaded", retryable=True)
             started = time.perf_counter()
             chat = assembly.chat_around(
-                self.model, self.settings.engine.compile, library.library_logger()
+                self.model, self.settings.chattts.compile, library.library_logger()
             )
             self._chat = chat
             self._oom.hook(chat)
