@@ -1,7 +1,8 @@
 """Clients that exhaust what a web process has, with an honest client beside them: descriptors
 (headers that never end, multipart bodies that stop short), its event loop (`/tts` forms of
-empty fields), the backlog (four addresses flooding it), and native encoders (a long Ogg Vorbis
-job and document).
+empty fields), the backlog (four addresses flooding it), its threads (three addresses asking
+for long documents' subtitles while an honest client downloads), and native encoders (a long
+Ogg Vorbis job and document).
 
     python -m bench.exhaustion [--repo PATH] [--output exhaustion.json]
 
@@ -36,6 +37,13 @@ HEADER_STALLS, BODY_STALLS = 1_100, 100
 HOLD_S = 25.0  # past the header deadline (20 s), within aiohttp's keep-alive (75 s)
 FLOOD_S, FLOOD_SENDERS = 10.0, 4
 BACKLOG, FLOODERS, HONEST_JOBS = 200, 4, 13
+BUILDERS, DOCUMENTS_EACH, BUILDS_S = 3, 1, 30.0
+SUBTITLE_FORMATS = ("srt", "vtt", "json")
+# About 100,000 characters of short sentences: a document of 1,400 cues and about 2 hours of speech.
+SUBTITLED_TEXT = " ".join(
+    f"Sentence {n} of the long document, read aloud, then timed as a subtitle."
+    for n in range(1_400)
+)
 # Mandarin at half speed, in segments of 200 characters: about 240 s of speech.
 LONG_TEXT = (
     "。".join(["今天天气很好，我们一起去公园散步，看看花草树木，听听鸟儿唱歌" * 3] * 3) + "。"
@@ -222,6 +230,81 @@ async def vorbis(url: str) -> dict[str, Any]:
     return {"document_part_fetched": fetched, "long_job": state}
 
 
+async def _finished(http: aiohttp.ClientSession, url: str, job_id: str, within: float) -> str:
+    state, deadline = "", time.monotonic() + within
+    while time.monotonic() < deadline and state not in ("succeeded", "failed", "dead"):
+        async with http.get(f"{url}/v1/tts/jobs/{job_id}") as r:
+            state = (await r.json())["state"]
+        await asyncio.sleep(0.5)
+    return state
+
+
+async def _download_ms(http: aiohttp.ClientSession, audio: str) -> float:
+    started = time.monotonic()
+    async with http.get(audio, timeout=aiohttp.ClientTimeout(total=30)) as r:
+        await r.read()
+        ok = r.status == 200
+    return (time.monotonic() - started) * 1000 if ok else 30_000.0
+
+
+async def subtitle_builds(url: str) -> dict[str, Any]:
+    """Three addresses keep two subtitle builds each in flight (each of a document of its own
+    that nobody asked for before) while an honest client downloads a short job's audio."""
+    async with aiohttp.ClientSession() as http:
+        honest = await _submit(http, url, {"text": "An honest download.", "voice": "en_male"})
+        documents = [
+            await _submit(http, url, {"text": f"{n}. {SUBTITLED_TEXT}", "voice": "en_female"})
+            for n in range(BUILDERS * DOCUMENTS_EACH)
+        ]
+        states = [await _finished(http, url, job, 600) for job in [honest, *documents]]
+        if set(states) != {"succeeded"}:
+            raise RuntimeError(f"the subtitled documents were not made: {states}")
+        audio = f"{url}/v1/tts/jobs/{honest}/audio"
+        alone = [await _download_ms(http, audio) for _ in range(20)]
+    built: list[float] = []
+    deadline = time.monotonic() + BUILDS_S
+
+    async def builder(n: int) -> None:
+        mine = documents[n * DOCUMENTS_EACH : (n + 1) * DOCUMENTS_EACH]
+        wanted = [
+            f"{url}/v1/tts/jobs/{job}/subtitles?format={f}"
+            for job in mine
+            for f in SUBTITLE_FORMATS
+        ]
+        connector = aiohttp.TCPConnector(local_addr=(f"127.0.0.{40 + n}", 0))
+        async with aiohttp.ClientSession(connector=connector) as http:
+
+            async def one_at_a_time() -> None:
+                while wanted and time.monotonic() < deadline:
+                    path, started = wanted.pop(), time.monotonic()
+                    async with http.get(path) as r:
+                        await r.read()
+                    if r.status == 200:
+                        built.append(time.monotonic() - started)
+                    else:  # refused (too many builds at once): asked again
+                        wanted.append(path)
+                        await asyncio.sleep(0.05)
+
+            await asyncio.gather(one_at_a_time(), one_at_a_time())
+
+    builders = [asyncio.create_task(builder(n)) for n in range(BUILDERS)]
+    downloads: list[float] = []
+    async with aiohttp.ClientSession() as http:
+        while not all(b.done() for b in builders):
+            downloads.append(await _download_ms(http, audio))
+            await asyncio.sleep(0.1)
+    await asyncio.gather(*builders)
+    return {
+        "builds_made": len(built),
+        "build_s_p50": round(percentile(built, 50), 2) if built else None,
+        "honest_download_alone_p50_ms": round(percentile(alone, 50), 1),
+        "honest_download_p50_ms": round(percentile(downloads, 50), 1),
+        "honest_download_p99_ms": round(p99(downloads), 1),
+        "honest_download_max_ms": round(max(downloads), 1),
+        "honest_downloads": len(downloads),
+    }
+
+
 def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, Any]:
     raise_nofile(8192)
     repo = Path(args.repo).resolve()
@@ -246,9 +329,14 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
         out[name] = asyncio.run(phase(url))
         print(name, out[name], file=sys.stderr, flush=True)
     redis.Redis.from_url(redis_url).flushall()  # the flood's jobs gone: the backlog is empty
-    worker = Settings.of(redis_url=redis_url, engine="espeak", data_dir=str(tmp / "w"))
+    # Unheard (no recognizer): the documents of the subtitle builds are made in a minute.
+    worker = Settings.of(
+        redis_url=redis_url, engine="espeak", data_dir=str(tmp / "w"), recognizer="none"
+    )
     env = {**os.environ, **worker.to_env(), "CHATTTS_WORKER_METRICS_PORT": "0"}
     procs.start("worker", [sys.executable, "-m", "cli", "worker"], env, cwd=repo)
+    out["subtitle_builds"] = asyncio.run(subtitle_builds(url))
+    print("subtitle_builds", out["subtitle_builds"], file=sys.stderr, flush=True)
     out["vorbis"] = asyncio.run(vorbis(url))
     out["vorbis"]["crashed"] = {p.name: p.popen.returncode for p in procs.procs if not p.alive()}
     return out
