@@ -182,8 +182,8 @@ def run_batches(
 
     import torch
 
-    from core.infra.sections import RuntimeName
     from core.infra.settings import Settings
+    from core.infra.worker_sections import RuntimeName
     from core.queue.job import SynthesisRequest
     from workers.engines.base import Segment, run_segments
     from workers.engines.chattts import create

@@ -27,8 +27,8 @@ import aiohttp
 from bench.checkpoints import random_checkpoint
 from bench.stack import REPO_ROOT
 from core.infra.embedded_redis import EmbeddedRedis, free_port
-from core.infra.sections import RuntimeName
 from core.infra.settings import Settings
+from core.infra.worker_sections import RuntimeName
 from testing.procs import Processes, bench_run
 
 RATE = 24_000

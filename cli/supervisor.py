@@ -24,8 +24,8 @@ from cli.check import masked_settings
 from core.infra.embedded_redis import EmbeddedRedis, die_with_parent
 from core.infra.ports import PORT_IN_USE_EXIT, port_in_use_message, port_taken
 from core.infra.redis_client import connect_sync, mask_url
-from core.infra.sections import worker_name
 from core.infra.settings import Settings
+from core.infra.worker_sections import worker_name
 from core.queue.fleet import queue_leave
 from core.queue.keys import Keys
 from workers.engines import chosen_engine

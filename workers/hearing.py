@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 
-from core.infra.sections import CheckSettings
+from core.infra.worker_sections import CheckSettings
 from workers.checks.checker import Checker
 from workers.checks.faults import AudioFaults
 from workers.checks.verdict import Verdict

@@ -15,14 +15,16 @@ from pydantic import TypeAdapter, ValidationError
 from core.infra.sections import (
     SECTIONS,
     CallbackSettings,
-    ChatTTSSettings,
-    CheckSettings,
-    EngineSettings,
     LimitSettings,
     RedisSettings,
     SchedulingSettings,
     StoreSettings,
     WebSettings,
+)
+from core.infra.worker_sections import (
+    ChatTTSSettings,
+    CheckSettings,
+    EngineSettings,
     WorkerSettings,
 )
 
