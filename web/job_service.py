@@ -7,18 +7,15 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from core.audio.sizes import expected_bytes
-from core.queue.job import Job, JobSnapshot, SynthesisRequest, is_job_id
-from core.queue.store import QueueError, Room, Submitted
+from core.queue.job import Job, JobSnapshot, is_job_id
+from core.queue.store import Submitted
 from core.text.languages import notice
-from web.appkeys import CALLBACK_SECRET, KEY_SHARES, METRICS, QUEUE, SETTINGS, THROUGHPUT
+from web.appkeys import CALLBACK_SECRET, QUEUE, SETTINGS, THROUGHPUT
 from web.callbacks.signing import client_secret
-from web.clients.limits import ipv6_network
 from web.errors import ApiError, job_not_found
-from web.intake.submissions import synthesis_request
-from web.middlewares.error_handling import refusal
+from web.intake.door import Policy, Who, admit
 from web.schemas.answers import JobLinks, ListedJob, SubmittedJob
-from web.schemas.jobs import callback_url, position, valid_job_id
+from web.schemas.jobs import position, valid_job_id
 
 
 def job_urls(app: web.Application, job_id: str) -> JobLinks:
@@ -46,126 +43,23 @@ def job_urls(app: web.Application, job_id: str) -> JobLinks:
 
 # -- submit, cancel, look up --------------------------------------------------------------------
 
-
-async def enqueue(
-    app: web.Application,
-    request: SynthesisRequest,
-    client: str,
-    idem: str | None = None,
-    callback: str | None = None,
-    document: bool = False,
-    expected_bytes: int | None = None,
-    source: str | None = None,
-) -> Submitted:
-    """Queue a validated request, its expected audio charged to the client's storage quota (and
-    its `source` address's, an IPv6 address's /48); a refusal is the one answer (status,
-    Retry-After), and a new job is counted."""
-    if expected_bytes is None:
-        expected_bytes = admit_storage(app, request, document)
-    if source is not None:  # an IPv6 site's /48 is one owner: its 65,536 /64s share its shares
-        source = ipv6_network(source) or source
-    try:
-        submitted = await app[QUEUE].enqueue(
-            request,
-            client,
-            idem,
-            callback_url=callback,
-            document=document,
-            expected_bytes=expected_bytes,
-            source=source,
-            share=app[KEY_SHARES].get(client),
-            room=room(app),
-        )
-    except QueueError as exc:
-        raise refusal(app, exc) from None
-    if not submitted.duplicate:
-        app[METRICS].jobs_submitted.inc()
-    return submitted
+# The job API's door (POST /v1/tts/jobs and the jobs socket): a long text may be a document.
+JOBS = Policy(documents=True, callbacks=True)
 
 
 async def submit(
-    app: web.Application,
-    client: str,
-    payload: Any,
-    idem: str | None = None,
-    source: str | None = None,
-    **fixed: Any,
+    app: web.Application, by: Who, payload: Any, idem: str | None = None
 ) -> SubmittedJob:
-    """Validate and enqueue a job request body; the body of the 202 (with `"duplicate": true`
-    for a repeat)."""
-    settings = app[SETTINGS]
-    callback = None
-    if isinstance(payload, dict):
-        payload = dict(payload)
-        callback = callback_url(payload, settings.callbacks.allow_networks)
-    request = await synthesis_request(
-        app[QUEUE],
-        payload,
-        settings.limits.max_text_chars,
-        settings.limits.max_document_chars,
-        client,
-        **fixed,
-    )
-    document = len(request.text) > settings.limits.max_text_chars
-    if document:
-        check_document(request, settings.limits.max_text_chars)
-    if request.priority == "high" and not client.startswith("key-"):
-        raise ApiError(
-            403,
-            "'priority': 'high' is for clients with an API key (CHATTTS_API_KEYS); anyone else "
-            "would jump the queue of everyone: leave it out",
-            code="priority_not_allowed",
-            param="priority",
-        )
-    expected = admit_storage(app, request, document)
-    submitted = await enqueue(app, request, client, idem, callback, document, expected, source)
-    body = await submitted_body(app, submitted)
-    said = notice(request.text)
+    """Admit a job request body (web/intake/door.py); the body of the 202 (with
+    `"duplicate": true` for a repeat)."""
+    async with admit(app, by, payload, JOBS, idem) as admitted:
+        body = await submitted_body(app, admitted.submitted)
+    said = notice(admitted.request.text)
     if said is not None:  # taken, and told: the voices read Mandarin and English
         body["warnings"] = [said]
-    if callback is not None:  # what verifies it, for a script that keeps nothing else
-        body["callback_secret"] = client_secret(app[CALLBACK_SECRET], client)
+    if admitted.callback is not None:  # what verifies it, for a script that keeps nothing else
+        body["callback_secret"] = client_secret(app[CALLBACK_SECRET], by.client)
     return body
-
-
-def admit_storage(app: web.Application, request: SynthesisRequest, document: bool) -> int:
-    """The bytes a job's audio is expected to keep (core/audio/sizes.py), refused here when no
-    client could ever keep them (413); the client's quota and the store's room are charged
-    atomically with the job (enqueue.lua)."""
-    expected = expected_bytes(request.text, request.format, document, request.speed)
-    quota = app[SETTINGS].limits.storage_per_client_bytes
-    if quota and expected > quota:
-        # A document keeps its parts as PCM whatever its format: only a shorter one helps.
-        fix = "" if document else ", or ask for a compressed format (mp3, opus)"
-        raise ApiError(
-            413,
-            f"this job's audio would take about {expected / 1e6:.0f} MB, more than the "
-            f"{quota / 1e6:.0f} MB a client may keep: split the text into shorter jobs{fix}",
-            code="job_too_large",
-            param="text",
-        )
-    return expected
-
-
-def room(app: web.Application) -> Room:
-    """What a new job may take at the last sample (web/monitors/store.py)."""
-    where = "the audio store" if app[QUEUE].stored.store else "Redis, below its maxmemory,"
-    budget, meter = app[SETTINGS].limits.stream_chunk_bytes, app.get(THROUGHPUT)
-    return meter.room(budget, where) if meter is not None else Room(None, budget, where)
-
-
-def check_document(request: SynthesisRequest, max_text_chars: int) -> None:
-    """A job past CHATTTS_MAX_TEXT_CHARS is a document: kept in parts (core/audio/documents.py),
-    followed by its progress events and its parts, not streamed in chunks."""
-    if request.stream:
-        raise ApiError(
-            422,
-            f"a text of more than {max_text_chars} characters is a document: follow its "
-            "progress events and fetch its audio when it ends ('stream': true is for shorter "
-            "jobs)",
-            code="document_stream",
-            param="stream",
-        )
 
 
 async def submitted_body(app: web.Application, submitted: Submitted) -> SubmittedJob:

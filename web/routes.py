@@ -8,7 +8,7 @@ from pathlib import Path
 from aiohttp import web
 
 from web.middlewares.error_handling import expect_handler
-from web.views.compat import captions, chatttsui, legacy, models, openai
+from web.views.compat import captions, chatttsui, elevenlabs_speech, legacy, models, openai
 from web.views.console import fleet
 from web.views.console import jobs as console_jobs
 from web.views.console import page as console_page
@@ -83,6 +83,8 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
         allow_head=False,
         expect_handler=e,
     )
+    for path, name in elevenlabs_speech.ROUTES:  # ElevenLabs' text-to-speech HTTP API
+        r.add_post(f"/v1/text-to-speech/{{voice_id}}{path}", elevenlabs_speech.speech, name=name)
     r.add_get("/v1/voices", listing.list_voices, name="voices", expect_handler=e)
     r.add_post("/v1/voices", registry.register_voice, name="voices_register", expect_handler=e)
     voice = r.add_resource("/v1/voices/{name}", name="voice")

@@ -34,6 +34,10 @@ TERMINAL_STATES = frozenset(
 TERMINAL_NAMES: tuple[str, ...] = tuple(s.value for s in JobState if s in TERMINAL_STATES)
 
 
+# The largest seed a request may name (what torch.manual_seed takes on every platform).
+MAX_SEED = 2**31 - 1
+
+
 class SynthesisRequest(BaseModel):
     """What a client asks for. Stored as JSON in the job hash; the worker reads it back. Typed
     strictly: "1.5" is no speed and 0 or "yes" no boolean (docs/api.md)."""
@@ -44,7 +48,7 @@ class SynthesisRequest(BaseModel):
     voice: str = Field(default="zh_female", min_length=1, max_length=128)
     format: AudioFormat = "wav"
     speed: float = Field(default=1.0, ge=0.5, le=2.0)
-    seed: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
     temperature: float = Field(default=0.3, gt=0.0, le=1.0)
     top_p: float = Field(default=0.7, gt=0.0, le=1.0)
     top_k: int = Field(default=20, ge=1, le=100)

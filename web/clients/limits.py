@@ -116,12 +116,6 @@ def ipv6_network(source: str) -> str | None:
     return str(net.supernet(new_prefix=NETWORK_PREFIX)) if net.prefixlen > NETWORK_PREFIX else None
 
 
-async def check_submit(request: web.Request, client: str | None = None) -> None:
-    """A submission (any API): within its client's and its address's rates, else 429."""
-    who = submitters(request.app, client or client_id(request), address(request))
-    await check_rate(request.app[QUEUE].limits, "submissions", who)
-
-
 def submitters(app: web.Application, client: str, source: str) -> dict[str, tuple[str, float, int]]:
     """The buckets a submission of `client` from `source` is charged to."""
     limits = app[SETTINGS].limits
@@ -142,14 +136,19 @@ def submitters(app: web.Application, client: str, source: str) -> dict[str, tupl
 def stream_lease(request: web.Request, client: str | None = None) -> Any:
     """The lease a connection that waits holds while it is open: an SSE stream, a WebSocket, a
     speech answer being made (OpenAI's, captioned)."""
-    settings, queue = request.app[SETTINGS], request.app[QUEUE]
+    return leases(request.app, client or client_id(request), address(request))
+
+
+def leases(app: web.Application, client: str, source: str) -> Any:
+    """A waiting connection's leases, under its client's and its address's caps."""
+    settings, queue = app[SETTINGS], app[QUEUE]
     caps = {
-        queue.limits.lease_key("client", client or client_id(request)): (
+        queue.limits.lease_key("client", client): (
             "connections waiting at once for this client (event streams, WebSockets, speech "
             "answers being made)",
             settings.limits.streams_per_client,
         ),
-        queue.limits.lease_key("address", address(request)): (
+        queue.limits.lease_key("address", source): (
             "connections waiting at once from this address (event streams, WebSockets, speech "
             "answers being made)",
             settings.limits.streams_per_address,

@@ -7,17 +7,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from aiohttp import web
-
 from core.queue.job import SynthesisRequest
 from core.queue.store import Queue
 from core.queue.voice_names import is_derived
 from core.queue.voices import BUILTIN_BY_NAME
 from core.text.sentences import clean_text
-from web.appkeys import QUEUE, SETTINGS
 from web.errors import ApiError
 from web.monitors.fleet import check_speakable, check_voice_speakable
-from web.schemas import openai
 from web.schemas.jobs import check_length, synthesis
 from web.schemas.voices import voice_owner
 
@@ -47,21 +43,6 @@ async def synthesis_request(
     await check_voice_speakable(queue, request.voice)
     await check_speakable(queue, request.text, request.voice, request.normalize)
     return request
-
-
-async def speech_request(
-    app: web.Application, payload: Any, client: str | None = None
-) -> openai.Speech:
-    """OpenAI's body -> our job (400 with OpenAI's error shape for anything wrong)."""
-    read = openai.speech_job(payload)
-    try:
-        limit = min(openai.MAX_INPUT_CHARS, app[SETTINGS].limits.max_text_chars)
-        request = await synthesis_request(app[QUEUE], read.job, limit, client=client)
-    except ApiError as exc:
-        raise openai.as_openai(exc) from None
-    return openai.Speech(
-        request, read.format, read.stream, len(request.text), read.gain, read.download_link
-    )
 
 
 async def clean(text: str) -> str:

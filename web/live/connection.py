@@ -19,8 +19,9 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from core.infra.redis_client import REDIS_DOWN
 from web.appkeys import CONNECTIONS, EGRESS, MEMORY, METRICS, SETTINGS
 from web.clients.identity import client_id
-from web.clients.limits import check_submit, live_lease, stream_lease
+from web.clients.limits import live_lease, stream_lease
 from web.errors import ApiError, redis_unavailable
+from web.intake.door import charge, who
 from web.live.options import LiveOptions
 from web.live.speaker import Listener, ListenerGone, Speaker
 from web.middlewares.origin import check_websocket_origin
@@ -59,7 +60,7 @@ async def serve(
     upgrade), upgrade, and run `protocol` over the socket until it ends."""
     check_websocket_origin(request)
     settings = request.app[SETTINGS]
-    await check_submit(request)  # opening a session is a submission; its segments are its own
+    await charge(request.app, who(request), "refuse")  # opening a session is a submission
     async with stream_lease(request), live_lease(request):
         ws = web.WebSocketResponse(
             heartbeat=max(1.0, settings.web.sse_ping_s), max_msg_size=settings.limits.max_body_bytes

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from core.queue.job import MAX_SEED
 from web.appkeys import QUEUE, SETTINGS
 from web.errors import ApiError
 from web.intake.submissions import synthesis_request
@@ -18,7 +19,7 @@ FIELDS = frozenset(
     {"voice", "seed", "speed", "temperature", "top_p", "top_k", "refine", "prompt", "normalize"}
 ) | {"stream_check"}  # and how its segments are heard (docs/checks.md)
 # A context that names no seed gets one of its own, so that its segments sound alike.
-SEED_BOUND = 2**31 - 1
+SEED_BOUND = MAX_SEED
 
 
 @dataclass

@@ -19,12 +19,10 @@ from core.audio.formats import SAMPLE_RATE
 from core.infra.redis_client import REDIS_DOWN
 from core.queue.job import SynthesisRequest
 from core.queue.store import Submitted
-from core.text.sentences import clean_text, has_speakable
 from web import following, job_service
 from web.appkeys import MEMORY, QUEUE, SETTINGS
-from web.clients.limits import RateLimited, check_rate, submitters
 from web.errors import ApiError, redis_unavailable
-from web.intake.submissions import synthesis_request
+from web.intake import door
 from web.live.options import LiveOptions
 from web.live.pieces import AlignedPieces, AudioPiece, SpokenSegment
 from web.live.text import PendingText
@@ -91,6 +89,9 @@ class Speaker:
         self.app, self.client, self.source = app, client, source
         self.options, self.listener = options, listener
         self.limits = app[SETTINGS].limits
+        # Its options, admitted with its first segment; each later one is their request with
+        # its own text (no voice named: the first segment's language picks it, the rest keep it).
+        self.template = door.Template(app, door.Who(client, source), options.fields)
         self.text = PendingText()
         self.received = 0  # characters over the context's life
         self.segments = 0  # segments spoken or speaking
@@ -295,13 +296,10 @@ class Speaker:
         listener is told, and the rest goes on)."""
         generation = self._generation
         try:
-            request = await self._request(text)
+            request = await self.template.request(text)
             if request is None:
                 return None
-            await self._submit_rate()
-            enqueue = asyncio.ensure_future(
-                job_service.enqueue(self.app, request, self.client, source=self.source)
-            )
+            enqueue = asyncio.ensure_future(door.queue(self.app, self.template.by, request))
             enqueue.add_done_callback(functools.partial(self._queued, generation))
             submitted = await asyncio.shield(enqueue)
         except ApiError as exc:
@@ -356,36 +354,6 @@ class Speaker:
             return
         except (ApiError, following.Closing, *REDIS_DOWN) as exc:
             log.info("live segment %s: its verdict was not told (%s)", queued.job_id, exc)
-
-    async def _submit_rate(self) -> None:
-        """A segment is a submission of the client (CHATTTS_SUBMIT_RATE_*): past its rate it
-        waits its turn (a listener is never refused mid-answer; a flood of contexts is slowed
-        to the rate every client has)."""
-        who = submitters(self.app, self.client, self.source)
-        while True:
-            try:
-                await check_rate(self.app[QUEUE].limits, "submissions", who)
-                return
-            except RateLimited as exc:
-                await asyncio.sleep(exc.retry_after_s)
-
-    async def _request(self, text: str) -> SynthesisRequest | None:
-        text = clean_text(text)
-        if not has_speakable(text):
-            return None
-        payload: dict[str, Any] = {**self.options.fields, "text": text}
-        request = await synthesis_request(
-            self.app[QUEUE],
-            payload,
-            self.limits.max_text_chars,
-            client=self.client,
-            format="pcm",
-            stream=True,
-        )
-        # No voice named (or OpenAI's name for one): the first segment's language picks it, and
-        # the rest of the context keeps it.
-        self.options.fields["voice"] = request.voice
-        return request
 
     async def _pcm(self, job_id: str, cursor: str | None) -> AsyncIterator[bytes]:
         """The segment's PCM as it is made. A job that starts again after its audio began (its

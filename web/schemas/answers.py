@@ -188,6 +188,23 @@ class CaptionedSpeech(TypedDict):
     job_id: str
 
 
+class CharacterAlignment(TypedDict):
+    """ElevenLabs' alignment: each character of the text with its start and end in seconds."""
+
+    characters: list[str]
+    character_start_times_seconds: list[float]
+    character_end_times_seconds: list[float]
+
+
+class TimedSpeech(TypedDict):
+    """ElevenLabs' speech with timestamps: audio (base64) and its characters' times; one such
+    object a line when streamed."""
+
+    audio_base64: str
+    alignment: CharacterAlignment | None
+    normalized_alignment: CharacterAlignment | None
+
+
 # -- ChatTTS-ui's --------------------------------------------------------------------------------
 
 

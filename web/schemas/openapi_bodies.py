@@ -12,6 +12,7 @@ from core.queue.voices import DEFAULT_VOICES, OPENAI_VOICES
 from web.schemas import admin
 from web.schemas import openai as speech
 from web.schemas import voices as registration
+from web.schemas.elevenlabs import SpeechBody
 from web.schemas.legacy import LegacyRequest
 
 Schema = dict[str, Any]
@@ -116,6 +117,17 @@ def captioned_request(settings: Settings) -> Schema:
     properties["stream"] = {"type": "boolean", "default": False, "description": "false only"}
     properties["lang_code"] = {"type": "string", "description": "accepted; the text decides"}
     assert set(properties) >= set(speech.CAPTIONED_EXTENSIONS)
+    return schema
+
+
+def elevenlabs_request(settings: Settings) -> Schema:
+    schema = SpeechBody.model_json_schema()
+    schema.pop("title", None)
+    schema["properties"]["text"]["maxLength"] = settings.limits.max_text_chars
+    # Its one nested model, in place (a body's schema has no $defs of its own in OpenAPI).
+    voice_settings = schema.pop("$defs")["VoiceSettings"]
+    voice_settings.pop("title", None)
+    schema["properties"]["voice_settings"]["anyOf"][0] = voice_settings
     return schema
 
 

@@ -12,11 +12,10 @@ from aiohttp import web
 
 from web import job_service
 from web.appkeys import DERIVED, QUEUE
-from web.clients.identity import client_id
-from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, json_response
 from web.intake.bodies import json_body
-from web.intake.submissions import speech_request
+from web.intake.door import Admitted
+from web.intake.speech import admit_speech
 from web.monitors.memory import address
 from web.replies.sending import holding
 from web.replies.timings import words_file
@@ -33,8 +32,6 @@ def _flag(payload: dict[str, object], name: str, default: bool) -> bool:
 
 
 async def captioned_speech(request: web.Request) -> web.StreamResponse:
-    app = request.app
-    client = client_id(request)
     payload = await json_body(request)
     timestamps = True
     if isinstance(payload, dict):
@@ -53,19 +50,16 @@ async def captioned_speech(request: web.Request) -> web.StreamResponse:
                 code="invalid_value",
                 param="stream",
             )
-    params = await speech_request(app, payload, client)
-    await check_submit(request)
-    async with stream_lease(request, client):  # held open while the job is made
-        return await _answer(request, params, client, timestamps)
+    async with admit_speech(request, payload) as (params, admitted):  # held while it is made
+        return await _answer(request, params, admitted, timestamps)
 
 
 async def _answer(
-    request: web.Request, params: Speech, client: str, timestamps: bool
+    request: web.Request, params: Speech, admitted: Admitted, timestamps: bool
 ) -> web.StreamResponse:
     app = request.app
-    submitted = await job_service.enqueue(app, params.request, client, source=address(request))
-    job_id = submitted.job_id
-    finished = await succeeded(request, job_id, submitted.event_id)
+    job_id = admitted.job_id
+    finished = await succeeded(request, job_id, admitted.cursor)
     if finished is None:  # nobody is listening any more
         return web.Response(status=499, headers={"X-Job-Id": job_id})
     size = int(finished.get("audio_size") or 0)

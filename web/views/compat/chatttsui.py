@@ -15,15 +15,11 @@ import ipaddress
 
 from aiohttp import web
 
-from web import job_service
 from web.appkeys import FORWARDED_TLS, QUEUE, SETTINGS
-from web.clients.identity import client_id
-from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, json_response
 from web.intake.bodies import FORM, MULTIPART, form_fields
-from web.intake.submissions import synthesis_request
+from web.intake.door import Policy, admit, who
 from web.middlewares.origin import origin_allowed
-from web.monitors.memory import address
 from web.replies.sending import holding, send_bytes
 from web.replies.waiting import succeeded
 from web.schemas.chatttsui import FIELDS, answer, failure, tts_call
@@ -31,6 +27,8 @@ from web.schemas.chatttsui import FIELDS, answer, failure, tts_call
 # The most bytes one character of text takes in a form: 4 in UTF-8, each sent as %XX.
 _BYTES_PER_CHAR = 12
 _OTHER_FIELDS = 8 * 1024  # the other fields together, and the form's own framing
+# One interactive job, answered once it is made.
+_TTS = Policy(hold=True, priority="high")
 
 
 async def tts(request: web.Request) -> web.StreamResponse:
@@ -49,19 +47,12 @@ async def _tts(request: web.Request) -> web.StreamResponse:
             "browsers; call /tts from a program, or add the site to CHATTTS_ALLOWED_ORIGINS",
             code="origin_not_allowed",
         )
-    client = client_id(request)
     call = tts_call(await _fields(request))
-    limit = app[SETTINGS].limits.max_text_chars
-    job = await synthesis_request(
-        app[QUEUE], {**call.job, "priority": "high"}, limit, client=client
-    )
-    await check_submit(request)
-    async with stream_lease(request, client):  # an open connection while its job is made
-        submitted = await job_service.enqueue(app, job, client, source=address(request))
-        finished = await succeeded(request, submitted.job_id, submitted.event_id)
+    async with admit(app, who(request), call.job, _TTS) as admitted:  # held while it is made
+        job_id = admitted.job_id
+        finished = await succeeded(request, job_id, admitted.cursor)
     if finished is None:
-        return web.Response(status=499, headers={"X-Job-Id": submitted.job_id})
-    job_id = submitted.job_id
+        return web.Response(status=499, headers={"X-Job-Id": job_id})
     if call.wav:
         with holding(request, int(finished.get("audio_size") or 0)):
             data = await app[QUEUE].stored.file(job_id)

@@ -25,17 +25,15 @@ from aiohttp import web
 from core.audio.catalog import AV_FORMATS
 from core.audio.formats import SAMPLE_RATE, bare_mp3, mime_type
 from core.audio.stream_encode import StreamEncoder
-from web import job_service
 from web.appkeys import ENCODING, QUEUE
-from web.clients.identity import client_id
-from web.clients.limits import check_submit, stream_lease
 from web.errors import ApiError, dumps
-from web.following import Closing, closing_error, pcm_pieces
+from web.following import pcm_pieces
 from web.intake.bodies import json_body
-from web.intake.submissions import speech_request
+from web.intake.speech import admit_speech
 from web.monitors.memory import address
-from web.replies.sending import holding, paced_write, send_bytes
-from web.replies.waiting import succeeded, unless_gone
+from web.replies.sending import holding, send_bytes
+from web.replies.streamed import Streamed
+from web.replies.waiting import succeeded
 from web.schemas.openai import Speech
 
 DELTA_BYTES = 32 * 1024  # audio bytes per SSE delta, at most
@@ -46,20 +44,12 @@ ENCODE_PIECE_BYTES = 256 * 1024
 
 
 async def speech(request: web.Request) -> web.StreamResponse:
-    app = request.app
-    client = client_id(request)
-    params = await speech_request(app, await json_body(request), client)
-    await check_submit(request)
     # An answer is an open connection while its job is made: it holds a lease like the event
     # streams, taken before the job is queued (past the cap, a plain 429).
-    async with stream_lease(request, client):
+    async with admit_speech(request, await json_body(request)) as (params, admitted):
         if params.stream is None:
-            submitted = await job_service.enqueue(
-                app, params.request, client, source=address(request)
-            )
-            return await _whole(request, params, submitted.job_id, submitted.event_id)
-        submitted = await job_service.enqueue(app, params.request, client, source=address(request))
-        return await _streamed(request, params, submitted.job_id, submitted.event_id)
+            return await _whole(request, params, admitted.job_id, admitted.cursor)
+        return await _streamed(request, params, admitted.job_id, admitted.cursor)
 
 
 async def _whole(
@@ -85,41 +75,29 @@ async def _whole(
 
 
 class _Sender:
-    """A streamed answer, prepared at its first byte (so that an early failure is a plain error)."""
+    """A streamed answer's audio: chunks of the asked format, or SSE deltas of them."""
 
     def __init__(self, request: web.Request, params: Speech, job_id: str) -> None:
         self.request = request
         self.params = params
-        self.job_id = job_id
-        self.response: web.StreamResponse | None = None
+        sse = params.stream == "sse"
+        self.out = Streamed(
+            request, job_id, "text/event-stream" if sse else mime_type(params.format)
+        )
         self.pcm_bytes = 0
         self.source = address(request)
 
-    async def _open(self) -> web.StreamResponse:
-        if self.response is None:
-            sse = self.params.stream == "sse"
-            response = web.StreamResponse(
-                headers={
-                    "Content-Type": "text/event-stream" if sse else mime_type(self.params.format),
-                    "Cache-Control": "no-cache",
-                    "X-Job-Id": self.job_id,
-                }
-            )
-            response.enable_chunked_encoding()
-            await response.prepare(self.request)
-            self.response = response
-        return self.response
-
     async def event(self, event: dict[str, Any]) -> None:
-        response = await self._open()
-        data = f"event: {event['type']}\ndata: {dumps(event)}\n\n".encode()
-        await paced_write(self.request, response.write, data)
+        await self.out.write(f"event: {event['type']}\ndata: {dumps(event)}\n\n".encode())
+
+    async def error(self, failure: ApiError) -> None:
+        await self.event({"type": "error", "error": failure.error()})
 
     async def send(self, chunk: bytes) -> None:
         if not chunk:
             return
         if self.params.stream == "audio":
-            await paced_write(self.request, (await self._open()).write, chunk)
+            await self.out.write(chunk)
             return
         for start in range(0, len(chunk), DELTA_BYTES):
             piece = base64.b64encode(chunk[start : start + DELTA_BYTES]).decode()
@@ -134,7 +112,8 @@ class _Sender:
     async def run(self, cursor: str | None) -> None:
         encoder = StreamEncoder(self.params.format, SAMPLE_RATE)
         compressed = self.params.format in AV_FORMATS
-        async with contextlib.aclosing(pcm_pieces(self.request.app, self.job_id, cursor)) as it:
+        pieces = pcm_pieces(self.request.app, self.out.job_id, cursor)
+        async with contextlib.aclosing(pieces) as it:
             async for pcm in it:
                 self.pcm_bytes += len(pcm)
                 for start in range(0, len(pcm), ENCODE_PIECE_BYTES):
@@ -151,33 +130,11 @@ class _Sender:
                 "total_tokens": self.params.input_chars + frames,
             }
             await self.event({"type": "speech.audio.done", "usage": usage})
-        elif self.response is None:
-            await self._open()  # no audio at all: still a (empty) successful stream
 
 
 async def _streamed(
     request: web.Request, params: Speech, job_id: str, cursor: str | None
 ) -> web.StreamResponse:
     sender = _Sender(request, params, job_id)
-    failure: ApiError | None = None
-    try:
-        await unless_gone(request, sender.run(cursor))
-    except ApiError as exc:
-        failure = exc
-    except Closing:
-        failure = closing_error(job_id)
-    except (ConnectionError, TimeoutError):  # the client left, or stopped reading
-        if request.transport is not None:
-            request.transport.abort()
-        return sender.response or web.Response(status=499, headers={"X-Job-Id": job_id})
-    if sender.response is None:
-        if failure is not None:
-            raise failure
-        return web.Response(status=499, headers={"X-Job-Id": job_id})
-    if failure is not None:
-        if params.stream == "sse":
-            with contextlib.suppress(ConnectionError, TimeoutError):
-                await sender.event({"type": "error", "error": failure.error()})
-        elif request.transport is not None:
-            request.transport.close()  # the body ends short: the client sees a broken transfer
-    return sender.response
+    tail = sender.error if params.stream == "sse" else None  # SSE tells; a body is cut short
+    return await sender.out.answer(sender.run(cursor), tail)

@@ -21,9 +21,8 @@ from core.audio.formats import SAMPLE_RATE, mime_type
 from web import job_service
 from web.clients.limits import stream_lease
 from web.errors import ApiError
-from web.following import Closing, closing_error, pcm_pieces
-from web.replies.sending import paced_write
-from web.replies.waiting import unless_gone
+from web.following import pcm_pieces
+from web.replies.streamed import Streamed
 from web.schemas.jobs import valid_job_id
 
 
@@ -34,53 +33,25 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
     if not job.request.stream:
         raise _not_streamed(job_id)
     skip = _offset(request)
-    response: web.StreamResponse | None = None
-    failure: ApiError | None = None
     pieces = pcm_pieces(app, job_id, None, whole_file=job.request.format == "pcm")
+    headers = {"Cache-Control": "no-store", "X-Sample-Rate": str(SAMPLE_RATE)}
+    out = Streamed(request, job_id, mime_type("pcm"), headers)
 
     async def send() -> None:
-        nonlocal response, skip
+        nonlocal skip
         async with contextlib.aclosing(pieces) as it:
             async for pcm in it:
                 if skip >= len(pcm):
                     skip -= len(pcm)
                     continue
                 pcm, skip = pcm[skip:], 0
-                if response is None:
-                    response = await _open(request, job_id)
-                await paced_write(request, response.write, pcm)  # TimeoutError: not reading
-
-    try:
-        async with stream_lease(request):
-            await unless_gone(request, send())
-    except ApiError as exc:
-        failure = exc
-    except Closing:
-        failure = closing_error(job_id)
-    except (ConnectionError, TimeoutError):  # the client left, or stopped reading
-        if request.transport is not None:
-            request.transport.abort()
-        return response or web.Response(status=499)
-    return await _ended(request, job_id, response, failure, skip)
-
-
-async def _ended(
-    request: web.Request,
-    job_id: str,
-    response: web.StreamResponse | None,
-    failure: ApiError | None,
-    skip: int,
-) -> web.StreamResponse:
-    """The answer once the job's stream ended (`skip`: offset bytes the stream never held)."""
-    if response is None:
-        if failure is not None:
-            raise failure
-        if skip > 0:  # the offset asked for more than the whole stream holds
+                await out.write(pcm)  # TimeoutError: not reading
+        if out.response is None and skip > 0:  # the offset is past all the stream holds
             raise _past_end(_offset(request) - skip, skip)
-        return await _open(request, job_id)  # nothing streamed (a cache hit): an empty body
-    if failure is not None and request.transport is not None:
-        request.transport.close()  # the body ends short: the client sees a broken transfer
-    return response
+
+    # Nothing streamed (a cache hit): an empty body.
+    async with stream_lease(request):
+        return await out.answer(send())
 
 
 def _not_streamed(job_id: str) -> ApiError:
@@ -113,17 +84,3 @@ def _offset(request: web.Request) -> int:
             code="invalid_offset",
         )
     return int(raw)
-
-
-async def _open(request: web.Request, job_id: str) -> web.StreamResponse:
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": mime_type("pcm"),
-            "Cache-Control": "no-store",
-            "X-Sample-Rate": str(SAMPLE_RATE),
-            "X-Job-Id": job_id,
-        }
-    )
-    response.enable_chunked_encoding()
-    await response.prepare(request)
-    return response

@@ -9,10 +9,9 @@ from core.queue.job import JobState
 from web import job_service
 from web.appkeys import QUEUE
 from web.clients.identity import client_id, is_admin, new_client_token
-from web.clients.limits import check_submit
 from web.errors import ApiError, json_response
 from web.intake.bodies import json_body
-from web.monitors.memory import address
+from web.intake.door import who
 from web.schemas.answers import Cancelling, JobPage, JobView
 from web.schemas.jobs import (
     DEFAULT_LIST_LIMIT,
@@ -25,9 +24,7 @@ from web.schemas.jobs import (
 async def create_job(request: web.Request) -> web.Response:
     idem = idempotency_key(request.headers.get("Idempotency-Key"))
     payload = await json_body(request)
-    await check_submit(request)
-    client = client_id(request)
-    body = await job_service.submit(request.app, client, payload, idem, source=address(request))
+    body = await job_service.submit(request.app, who(request), payload, idem)
     token = new_client_token(request)
     if token is not None:  # a script without cookies: how it stays this client (identity.py)
         body["client_token"] = token

@@ -54,10 +54,11 @@ from web.appkeys import (
     THROUGHPUT,
 )
 from web.clients.identity import client_id, is_admin
-from web.clients.limits import check_submit, stream_lease
+from web.clients.limits import stream_lease
 from web.errors import ApiError, dumps, job_not_found, redis_unavailable
 from web.following import ChunkReader, Restarted
 from web.hub import follow
+from web.intake.door import Who
 from web.middlewares.origin import check_websocket_origin
 from web.monitors.memory import address
 from web.replies.sending import send_timeout_s
@@ -232,14 +233,8 @@ class Session:
             if request is None:
                 raise ApiError(422, "'request' is required", code="missing_field", param="request")
             audio = _audio_flag(msg)
-            await check_submit(self.request, self.client)
-            body = await job_service.submit(
-                self.app,
-                self.client,
-                request,
-                idempotency_key(idem),
-                source=self.source,
-            )
+            by = Who(self.client, self.source)
+            body = await job_service.submit(self.app, by, request, idempotency_key(idem))
             await self.put({"type": "submitted", "ref": ref, "job": body})
             self._subscribe(body["id"], None, audio)
         elif op == "subscribe":

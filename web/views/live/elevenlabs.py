@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import logging
 import math
 from dataclasses import dataclass
@@ -28,13 +27,12 @@ from aiohttp import WSCloseCode, web
 
 from web.appkeys import QUEUE
 from web.errors import ApiError, dumps
-from web.intake.submissions import check_voice
+from web.intake.elevenlabs import seed_of, speed_of, voice_of
 from web.live.connection import LiveConnection, json_frame, serve
 from web.live.elevenlabs_audio import AudioOut, OutputFormat, output_format
-from web.live.options import SEED_BOUND, live_options
+from web.live.options import live_options
 from web.live.pieces import AudioPiece, SpokenSegment
 from web.live.speaker import Speaker
-from web.schemas.openai import OUR_SPEED
 
 log = logging.getLogger("chattts_online.web.live")
 
@@ -316,33 +314,18 @@ class _ElevenLabs:
             speaker.end()
 
     async def _open(self, name: str, msg: dict[str, Any]) -> _Voice:
-        given: dict[str, Any] = {"voice": await self._voice_of(), "seed": self._seed()}
-        settings = msg.get("voice_settings")
-        speed = settings.get("speed") if isinstance(settings, dict) else None
-        if isinstance(speed, int | float) and not isinstance(speed, bool) and speed > 0:
-            given["speed"] = min(max(float(speed), OUR_SPEED[0]), OUR_SPEED[1])
+        voice_id = cast(_Config, self.config).voice_id
+        if not self._voice_checked:
+            self._voice = await voice_of(self.app[QUEUE], voice_id, self.connection.client)
+            self._voice_checked = True
+        given: dict[str, Any] = {"voice": self._voice, "seed": seed_of(voice_id)}
+        speed = speed_of(msg.get("voice_settings"))
+        if speed is not None:
+            given["speed"] = speed
         options = await live_options(self.app, self.connection.client, given)
         listener = _Voice(self, name)
         listener.speaker = self.connection.open(name, options, listener)
         return listener
-
-    async def _voice_of(self) -> str | None:
-        """The path's voice if it is one of ours; else None: ElevenLabs' voice ids, which
-        agents carry, read with our default voice of the text's language."""
-        if not self._voice_checked:
-            voice_id = cast(_Config, self.config).voice_id
-            try:
-                await check_voice(self.app[QUEUE], voice_id, self.connection.client)
-                self._voice = voice_id
-            except ApiError:
-                self._voice = None
-            self._voice_checked = True
-        return self._voice
-
-    def _seed(self) -> int:
-        """One seed per voice id: an agent's turns, and its connections, sound alike."""
-        voice_id = cast(_Config, self.config).voice_id
-        return int.from_bytes(hashlib.sha256(voice_id.encode()).digest()[:4], "big") % SEED_BOUND
 
 
 def _tag(name: str | None) -> dict[str, str]:

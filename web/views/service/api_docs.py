@@ -38,6 +38,7 @@ from web.schemas.openapi_bodies import (
     Schema,
     admin_key,
     captioned_request,
+    elevenlabs_request,
     job_ids,
     job_request,
     legacy_request,
@@ -72,6 +73,7 @@ ELEVENLABS_QUERY = (
     ("auto_mode", {"enum": ["true", "false"]}, "true: each text frame is spoken at once"),
     ("sync_alignment", {"enum": ["true", "false"]}, "true: times from the context's start"),
 )
+ELEVENLABS_AUDIO = ("audio/mpeg", "audio/pcm", "audio/opus", "audio/basic")
 PAGE_QUERY = (  # a console list's page: its size, and where the page before ended
     ("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}, ""),
     ("cursor", {"type": "string"}, "next_cursor of the page before"),
@@ -195,6 +197,25 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "elevenlabs_stream_input"): Operation(
         "ElevenLabs' single-context text-in WebSocket", "live", WEBSOCKET, query=ELEVENLABS_QUERY
     ),
+    **{
+        ("POST", name): Operation(
+            f"ElevenLabs' text to speech{summary}",
+            "elevenlabs",
+            (answer, *errors(400, 422, 429, 500, 503)),
+            body=elevenlabs_request,
+            query=ELEVENLABS_QUERY[:1],
+        )
+        for name, summary, answer in (
+            ("elevenlabs_speech", "", media(200, ELEVENLABS_AUDIO, "the audio")),
+            ("elevenlabs_speech_stream", ", streamed", media(200, ELEVENLABS_AUDIO, "as made")),
+            ("elevenlabs_speech_timed", ", timed", json(200, answers.TimedSpeech)),
+            (
+                "elevenlabs_speech_stream_timed",
+                ", timed and streamed",
+                media(200, ("text/plain",), "lines of JSON, a TimedSpeech each"),
+            ),
+        )
+    },
     ("GET", "voices"): Operation("The voices", "voices", (json(200, answers.VoiceList),)),
     ("POST", "voices_register"): Operation(
         "Register a voice",

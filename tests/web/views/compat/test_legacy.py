@@ -70,6 +70,8 @@ async def test_default_voice_and_pending(client: Client) -> None:
         ({"text": 5}, ["body", "text"], "string_type"),
         ({}, ["body", "text"], "missing"),
         ({"text": "!!!"}, ["body", "text"], "value_error"),
+        # Checked at the one door every API submits through, as a job's text is.
+        ({"text": "hello [not_a_token]"}, ["body", "text"], "value_error"),
     ],
 )
 async def test_validation_errors_in_fastapi_shape(
