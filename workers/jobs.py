@@ -122,12 +122,6 @@ class ActiveJob:
     def done(self) -> bool:
         return len(self.audio) >= len(self.segments)
 
-    def next_segment(self, offset: int = 0) -> Segment | None:
-        index = len(self.audio) + offset
-        if index >= len(self.segments):
-            return None
-        return self.segment(index)
-
     def segment(self, index: int) -> Segment:
         return Segment(
             self.job_id, index, self.segments[index], self.started.request, self.voice_data

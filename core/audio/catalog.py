@@ -53,3 +53,37 @@ OPENAI_FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
 JOINED_FORMATS = frozenset(name for name, f in CATALOG.items() if f.joined)
 AV_FORMATS = {name: f.av for name, f in CATALOG.items() if f.av is not None}
 assert set(OPENAI_FORMATS) <= set(CATALOG)
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """An ElevenLabs `output_format` (pcm_16000, mp3_22050_32, ulaw_8000, opus_48000_64, ...):
+    its codec, sample rate and (mp3, opus) bit rate in kbit/s. Speech is made at 24 kHz and
+    resampled to its rate; mp3 and opus are FFmpeg's (`av` above), μ-law is G.711's table."""
+
+    name: str
+    codec: str
+    rate: int
+    kbps: int | None = None
+
+
+def _elevenlabs_formats() -> dict[str, OutputFormat]:
+    """Every `output_format` served, by name; a name without its bit rate means the first."""
+    found = {f"pcm_{rate}": OutputFormat(f"pcm_{rate}", "pcm", rate) for rate in ELEVENLABS_PCM}
+    found["ulaw_8000"] = OutputFormat("ulaw_8000", "ulaw", 8000)
+    for codec, table in (("mp3", ELEVENLABS_MP3), ("opus", ELEVENLABS_OPUS)):
+        for rate, bit_rates in table.items():
+            for kbps in bit_rates:
+                name = f"{codec}_{rate}_{kbps}"
+                found[name] = OutputFormat(name, codec, rate, kbps)
+            found[f"{codec}_{rate}"] = found[f"{codec}_{rate}_{bit_rates[0]}"]
+    return found
+
+
+ELEVENLABS_PCM = (8000, 16000, 22050, 24000, 32000, 44100, 48000)
+# Sample rate -> the bit rates (kbit/s) ElevenLabs names for it; the first is the default.
+ELEVENLABS_MP3 = {22050: (32,), 24000: (48,), 44100: (128, 32, 64, 96, 192)}
+ELEVENLABS_OPUS = {48000: (64, 32, 96, 128, 192)}
+ELEVENLABS_FORMATS = _elevenlabs_formats()
+# The names ElevenLabs' API lists (each with its bit rate), sorted.
+ELEVENLABS_NAMES = sorted(name for name, f in ELEVENLABS_FORMATS.items() if name == f.name)

@@ -89,14 +89,6 @@ def default_voice(text: str) -> str:
     return DEFAULT_VOICES["zh" if mostly_mandarin(text) else "en"]
 
 
-def openai_voice(name: str, text: str) -> str | None:
-    """Our built-in voice for an OpenAI voice name, by the text's language (None: not one)."""
-    mapped = OPENAI_VOICES.get(name.strip().lower())
-    if mapped is None:
-        return None
-    return mapped[1] if mostly_mandarin(text) else mapped[0]
-
-
 class VoiceRegistry:
     """Registered voices of one queue: metadata in `keys.voices`, data in `keys.voice_data`,
     sizes per owner in `keys.owned_voices`."""

@@ -10,6 +10,13 @@ from typing import Any
 import srt
 import webvtt
 
+# The subtitle formats and their media types.
+SUBTITLE_FORMATS = {
+    "srt": "application/x-subrip",
+    "vtt": "text/vtt",
+    "json": "application/json",
+}
+
 
 def to_srt(cues: Sequence[Mapping[str, Any]]) -> str:
     return str(

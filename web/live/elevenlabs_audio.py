@@ -1,67 +1,35 @@
-"""ElevenLabs' `output_format` (pcm_16000, mp3_22050_32, ulaw_8000, opus_48000_64, ...): parsed,
-and a context's 24 kHz PCM turned into it piece by piece (one resampler and one encoder per
-context, so that the joints between pieces are clean)."""
+"""ElevenLabs' `output_format` (core/audio/catalog.py) looked up, and a context's 24 kHz PCM turned
+into it piece by piece (one resampler and one encoder per context, so that the joints between
+pieces are clean)."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from core.audio.catalog import ELEVENLABS_FORMATS, ELEVENLABS_NAMES, OutputFormat
 from core.audio.formats import SAMPLE_RATE
 from core.audio.stream_encode import StreamEncoder, load_av
 from web.errors import ApiError
 
-PCM_RATES = (8000, 16000, 22050, 24000, 32000, 44100, 48000)
-# Sample rate -> the bit rates (kbit/s) ElevenLabs names for it; the first is the default.
-MP3_RATES = {22050: (32,), 24000: (48,), 44100: (128, 32, 64, 96, 192)}
-OPUS_RATES = {48000: (64, 32, 96, 128, 192)}
-ULAW_RATES = (8000,)
-_NAME = re.compile(r"(pcm|mp3|opus|ulaw)_(\d{4,5})(?:_(\d{2,3}))?")
 # μ-law (G.711): the bias added to a sample's magnitude, and the largest magnitude encoded.
 _ULAW_BIAS, _ULAW_CLIP = 0x84, 32635
 
 
-@dataclass(frozen=True)
-class OutputFormat:
-    """An `output_format`: its codec, sample rate and (mp3, opus) bit rate in kbit/s."""
-
-    name: str
-    codec: str
-    rate: int
-    kbps: int | None = None
-
-
-def supported_formats() -> list[str]:
-    names = [f"pcm_{rate}" for rate in PCM_RATES]
-    for codec, table in (("mp3", MP3_RATES), ("opus", OPUS_RATES)):
-        names += [f"{codec}_{rate}_{kbps}" for rate, rates in table.items() for kbps in rates]
-    return [*names, "ulaw_8000"]
-
-
 def output_format(name: str) -> OutputFormat:
-    """The format `name` names; 422 `unsupported_format` listing the ones served."""
-    match = _NAME.fullmatch(name)
-    if match is not None:
-        codec, rate, kbps = match[1], int(match[2]), int(match[3]) if match[3] else None
-        if kbps is None and codec in ("pcm", "ulaw") and rate in _rates(codec):
-            return OutputFormat(name, codec, rate)
-        bit_rates = MP3_RATES if codec == "mp3" else OPUS_RATES if codec == "opus" else {}
-        if rate in bit_rates and (kbps is None or kbps in bit_rates[rate]):
-            return OutputFormat(name, codec, rate, kbps or bit_rates[rate][0])
-    raise ApiError(
-        422,
-        f"output_format {name!r} is not served here; the formats are "
-        f"{', '.join(sorted(supported_formats()))}",
-        code="unsupported_format",
-        param="output_format",
-    )
-
-
-def _rates(codec: str) -> tuple[int, ...]:
-    return PCM_RATES if codec == "pcm" else ULAW_RATES
+    """The format `name` names (core/audio/catalog.py); 422 `unsupported_format` listing the
+    ones served."""
+    found = ELEVENLABS_FORMATS.get(name)
+    if found is None:
+        raise ApiError(
+            422,
+            f"output_format {name!r} is not served here; the formats are "
+            f"{', '.join(ELEVENLABS_NAMES)}",
+            code="unsupported_format",
+            param="output_format",
+        )
+    return found
 
 
 class AudioOut:

@@ -13,13 +13,6 @@ from core.text.cues import PlacedSegment, segment_cues, word_times
 from core.text.subtitles import to_srt, to_vtt
 from web.schemas.answers import Cue, TimedText, WordTime
 
-# The subtitle formats and their media types.
-SUBTITLE_FORMATS = {
-    "srt": "application/x-subrip",
-    "vtt": "text/vtt",
-    "json": "application/json",
-}
-
 
 def placed_segments(job: Job, raw: list[bytes]) -> list[PlacedSegment]:
     """The worker's placements in seconds; segments that share their characters (one sentence

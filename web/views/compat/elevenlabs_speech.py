@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from core.audio.catalog import OutputFormat
 from core.queue.job import MAX_SEED
 from web.appkeys import QUEUE
 from web.errors import json_response
@@ -31,7 +32,7 @@ from web.following import Closing, closing_error, pcm_pieces
 from web.intake.bodies import json_body
 from web.intake.door import Admitted, Policy, admit, who
 from web.intake.elevenlabs import seed_of, speed_of, voice_of
-from web.live.elevenlabs_audio import AudioOut, OutputFormat, output_format
+from web.live.elevenlabs_audio import AudioOut, output_format
 from web.live.pieces import AlignedPieces, AudioPiece
 from web.replies.sending import holding
 from web.replies.streamed import Streamed

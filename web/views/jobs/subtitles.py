@@ -17,12 +17,13 @@ import functools
 from aiohttp import web
 
 from core.queue.job import JobState
+from core.text.subtitles import SUBTITLE_FORMATS
 from web import job_service
 from web.appkeys import DERIVED, QUEUE
 from web.errors import ApiError, not_found
 from web.monitors.memory import address
 from web.replies.sending import disposition
-from web.replies.timings import SUBTITLE_FORMATS, subtitles_file
+from web.replies.timings import subtitles_file
 
 
 async def job_subtitles(request: web.Request) -> web.StreamResponse:

@@ -25,14 +25,16 @@ from typing import Any, cast
 
 from aiohttp import WSCloseCode, web
 
+from core.audio.catalog import OutputFormat
 from web.appkeys import QUEUE
 from web.errors import ApiError, dumps
 from web.intake.elevenlabs import seed_of, speed_of, voice_of
-from web.live.connection import LiveConnection, json_frame, serve
-from web.live.elevenlabs_audio import AudioOut, OutputFormat, output_format
+from web.live.connection import LiveConnection, serve
+from web.live.elevenlabs_audio import AudioOut, output_format
 from web.live.options import live_options
 from web.live.pieces import AudioPiece, SpokenSegment
 from web.live.speaker import Speaker
+from web.replies.sockets import json_frame
 
 log = logging.getLogger("chattts_online.web.live")
 
@@ -200,7 +202,7 @@ class _Voice:
             **_tag(self.name),
         }
         text = dumps(frame)
-        await self.protocol.connection.send(text, context=self.name, size=len(text))
+        await self.protocol.connection.send(text, key=self.name, size=len(text))
 
 
 class _ElevenLabs:
@@ -219,7 +221,7 @@ class _ElevenLabs:
             return
         if self.config.idle_s is not None:
             self.connection.idle_s = self.config.idle_s
-        await self.connection.run(self._handle, self._idle, self._binary)
+        await self.connection.serve(self._handle, self._idle, self._binary)
 
     @property
     def single(self) -> bool:
@@ -229,7 +231,7 @@ class _ElevenLabs:
 
     async def final(self, name: str) -> None:
         """The context's audio is all out (or it had none): `isFinal`; stream-input closes."""
-        await self.connection.send(dumps({"isFinal": True, **_tag(name)}), context=name)
+        await self.connection.send(dumps({"isFinal": True, **_tag(name)}), key=name)
         if self.single:
             await self.connection.close_after_sent()
 

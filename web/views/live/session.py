@@ -25,10 +25,11 @@ from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE
 from web.errors import ApiError, dumps
-from web.live.connection import LiveConnection, json_frame, serve
+from web.live.connection import LiveConnection, serve
 from web.live.options import live_options
 from web.live.pieces import AudioPiece, SpokenSegment
 from web.live.speaker import Speaker
+from web.replies.sockets import json_frame, unknown_op
 
 log = logging.getLogger("chattts_online.web.live")
 
@@ -91,7 +92,7 @@ class _Context:
         await self._frame({"type": "error", "error": error.error()})
 
     async def _frame(self, frame: dict[str, Any]) -> None:
-        await self.connection.send(dumps({**frame, "context": self.name}), context=self.name)
+        await self.connection.send(dumps({**frame, "context": self.name}), key=self.name)
 
 
 class _Session:
@@ -102,7 +103,7 @@ class _Session:
         self.app = connection.app
 
     async def run(self) -> None:
-        await self.connection.run(self._handle, self._idle, self._binary)
+        await self.connection.serve(self._handle, self._idle, self._binary)
 
     async def _idle(self, name: str) -> None:
         error = ApiError(
@@ -169,12 +170,7 @@ class _Session:
             else:
                 open_one.end()
         else:
-            raise ApiError(
-                400,
-                f"unknown op {op!r}; the ops are {', '.join(OPS)}",
-                code="unknown_op",
-                param="op",
-            )
+            raise unknown_op(op, OPS)
 
     async def _open(self, name: str, msg: dict[str, Any]) -> Speaker:
         options = await live_options(self.app, self.connection.client, msg)

@@ -19,10 +19,11 @@ from aiohttp import web
 
 from core.audio.formats import SAMPLE_RATE
 from web.errors import ApiError, dumps
-from web.live.connection import LiveConnection, json_frame, serve
+from web.live.connection import LiveConnection, serve
 from web.live.options import LiveOptions, live_options
 from web.live.pieces import AudioPiece, SpokenSegment
 from web.live.speaker import Speaker
+from web.replies.sockets import json_frame, unknown_op
 
 log = logging.getLogger("chattts_online.web.live")
 
@@ -80,7 +81,7 @@ class _Utterance:
 
     async def _frame(self, frame: dict[str, Any]) -> None:
         frame["utterance_index"] = self.index
-        await self.stream.connection.send(dumps(frame), context=CONTEXT)
+        await self.stream.connection.send(dumps(frame), key=CONTEXT)
 
 
 class _Stream:
@@ -91,7 +92,7 @@ class _Stream:
         self.held: list[str] = []  # text for the next utterance, while the last one ends
 
     async def run(self) -> None:
-        await self.connection.run(self._handle, self._idle, self._binary)
+        await self.connection.serve(self._handle, self._idle, self._binary)
 
     async def error(self, error: ApiError) -> None:
         body = error.error()
@@ -133,9 +134,7 @@ class _Stream:
         elif kind == "session.close":
             await connection.close(1000, "session closed")
         else:
-            raise ApiError(
-                400, f"unknown type {kind!r}; the types are {', '.join(TYPES)}", code="unknown_type"
-            )
+            raise unknown_op(kind, TYPES, "type")
 
     def _hold(self, text: str) -> None:
         held = sum(map(len, self.held)) + len(text)
