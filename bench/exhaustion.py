@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import resource
 import socket
@@ -27,11 +26,16 @@ import aiohttp
 import redis
 
 from bench.runs import p99, percentile
-from bench.servers import REPO_ROOT, raise_nofile, start_redis, wait_http
-from core.infra.embedded_redis import free_port
+from bench.servers import (
+    add_checkout_args,
+    raise_nofile,
+    run_checkout,
+    shipped_limits,
+    start_ours,
+    start_redis,
+)
 from core.infra.settings import Settings
-from testing.limits import LIMITS_OFF
-from testing.procs import Processes, bench_run
+from testing.procs import Processes
 
 HEADER_STALLS, BODY_STALLS = 1_100, 100
 HOLD_S = 25.0  # past the header deadline (20 s), within aiohttp's keep-alive (75 s)
@@ -48,19 +52,6 @@ SUBTITLED_TEXT = " ".join(
 LONG_TEXT = (
     "。".join(["今天天气很好，我们一起去公园散步，看看花草树木，听听鸟儿唱歌" * 3] * 3) + "。"
 )
-
-
-def start_web(procs: Processes, repo: Path, redis_url: str, tmp: Path, **changes: Any) -> str:
-    port = free_port()
-    shipped = {name: Settings().value(name) for name in LIMITS_OFF}
-    settings = Settings.of(
-        redis_url=redis_url, port=port, data_dir=str(tmp / "data"), log_level="WARNING"
-    ).replace(**{**shipped, **changes})
-    env = {**os.environ, **settings.to_env()}
-    procs.start("web", [sys.executable, "-m", "cli", "web"], env, cwd=repo)
-    url = f"http://127.0.0.1:{port}"
-    wait_http(procs, f"{url}/healthz")
-    return url
 
 
 async def _healthz_ms(http: aiohttp.ClientSession, url: str) -> float:
@@ -313,11 +304,12 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
     files = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, files[1]))
     try:
-        url = start_web(
+        url, _ = start_ours(
             procs,
-            repo,
             redis_url,
             tmp,
+            repo=repo,
+            **shipped_limits(),
             max_backlog=BACKLOG,
             submit_rate_per_client=0,
             submit_rate_per_address=0,
@@ -344,16 +336,8 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repo", default=str(REPO_ROOT), help="the checkout to serve")
-    parser.add_argument("--output", help="write the figures here as JSON too")
-    parser.add_argument("--keep-logs", action="store_true")
-    args = parser.parse_args()
-    with bench_run("exhaustion-", args.keep_logs) as (procs, tmp):
-        figures = measure(args, procs, tmp)
-    text = json.dumps(figures, indent=2)
-    print(text)
-    if args.output:
-        Path(args.output).write_text(text + "\n")
+    add_checkout_args(parser)
+    run_checkout("exhaustion-", parser.parse_args(), measure)
 
 
 if __name__ == "__main__":

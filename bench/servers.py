@@ -5,20 +5,23 @@ fd limits. Ours with its workers: bench/stack.py."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench import baseline_env
 from bench.identities import COOKIE_SECRET
 from core.infra.embedded_redis import EmbeddedRedis, free_port
 from core.infra.settings import ENV_PREFIX, SETTINGS, Settings
 from testing.limits import LIMITS_OFF
-from testing.procs import Proc, Processes
+from testing.procs import Proc, Processes, bench_run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 60.0
@@ -51,9 +54,12 @@ def start_redis(procs: Processes, tmp: Path, maxmemory: str = "0") -> str:
     return server.url
 
 
-def start_ours(procs: Processes, redis_url: str, tmp: Path, **changes: object) -> tuple[str, Proc]:
-    """One `chattts-online web` process (no worker), rate limits off unless `changes` set them
-    (a benchmark measures the machinery, not the guard in front of it): its URL and process."""
+def start_ours(
+    procs: Processes, redis_url: str, tmp: Path, *, repo: Path = REPO_ROOT, **changes: object
+) -> tuple[str, Proc]:
+    """One `chattts-online web` process of the checkout at `repo` (no worker), rate limits off
+    unless `changes` set them (a benchmark measures the machinery, not the guard in front of it;
+    `shipped_limits()` sets them as shipped): its URL and process."""
     port = free_port()
     settings = Settings.of(
         redis_url=redis_url,
@@ -65,10 +71,38 @@ def start_ours(procs: Processes, redis_url: str, tmp: Path, **changes: object) -
         cookie_secret=COOKIE_SECRET,  # the simulated users' cookies are signed with it
     ).replace(**{**LIMITS_OFF, **changes})
     env = {**os.environ, **settings.to_env()}
-    proc = procs.start("ours-web", [sys.executable, "-m", "cli", "web"], env, cwd=REPO_ROOT)
+    proc = procs.start("ours-web", [sys.executable, "-m", "cli", "web"], env, cwd=repo)
     url = f"http://127.0.0.1:{port}"
     wait_http(procs, f"{url}/healthz")
     return url, proc
+
+
+def shipped_limits() -> dict[str, object]:
+    """The limits as shipped (what LIMITS_OFF lifts)."""
+    return {name: Settings().value(name) for name in LIMITS_OFF}
+
+
+def add_checkout_args(p: argparse.ArgumentParser) -> None:
+    """A bench of one checkout: which (another commit's, for a before and after in one run),
+    where its figures go besides stdout, whether its processes' logs are kept."""
+    p.add_argument("--repo", default=str(REPO_ROOT), help="the checkout to serve")
+    p.add_argument("--output", help="write the figures here as JSON too")
+    p.add_argument("--keep-logs", action="store_true")
+
+
+def run_checkout(
+    prefix: str,
+    args: argparse.Namespace,
+    measure: Callable[[argparse.Namespace, Processes, Path], dict[str, Any]],
+) -> None:
+    """Run `measure` with its processes and folder, then print its figures (and write them to
+    --output)."""
+    with bench_run(prefix, args.keep_logs) as (procs, tmp):
+        figures = measure(args, procs, tmp)
+    text = json.dumps(figures, indent=2)
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
 
 
 def start_baseline(procs: Processes, redis_url: str, args: argparse.Namespace) -> str:

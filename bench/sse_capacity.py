@@ -153,7 +153,7 @@ async def publish(redis_url: str, groups: int, rounds: int) -> float:
 async def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, Any]:
     n, share = args.connections, args.share
     redis_url = start_redis(procs, tmp)
-    limits = {
+    limits: dict[str, Any] = {
         "max_backlog": NO_LIMIT,
         "max_active_per_client": NO_LIMIT,
         "max_backlog_per_owner": 0,

@@ -73,7 +73,11 @@ SYSTEMS = (
 
 def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, Any]:
     redis_url = start_redis(procs, tmp)
-    limits = {"max_backlog": NO_LIMIT, "max_active_per_client": NO_LIMIT, **NO_QUOTA}
+    limits: dict[str, Any] = {
+        "max_backlog": NO_LIMIT,
+        "max_active_per_client": NO_LIMIT,
+        **NO_QUOTA,
+    }
     limits["max_backlog_per_owner"] = 0
     ours, web = start_ours(procs, redis_url, tmp, **(limits | dict(args.setting)))
     urls = {s.key: ours + s.path for s in SYSTEMS if not s.baseline}

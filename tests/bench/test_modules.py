@@ -146,3 +146,30 @@ def test_tracehook_runs_a_module_and_names_the_line_that_grew(tmp_path: Path) ->
     top = tracehook.growth(folder)[0]
     assert top["site"].endswith("grower.py:6") and top["code"] == "kept.append(bytearray(100))"
     assert top["blocks_grew"] >= 20000 and top["path"][-1] == top["site"]
+
+
+def test_the_voice_path_is_cut_at_the_enqueue_and_the_engine_and_counted() -> None:
+    from bench import voice_path
+
+    web = [
+        "web.job_service:submit",
+        "web.intake.door:admit",
+        "core.queue.voice_names:canonical",
+        "web.intake.door:queue",
+        "core.queue.scripts:Script.order",
+        "core.queue.job:Job.public",  # the answer's branch: not on the way to the engine
+    ]
+    worker = [
+        "workers.engines.batching:Batched.pieces",
+        "workers.engines.espeak:EspeakEngine.pieces",
+        "workers.hearing:Hearing.first",
+        "workers.engines.espeak:_voice",
+        "workers.continuous:Continuous._hear",  # after the engine: not counted
+    ]
+    path = voice_path.to_the_engine(web, worker)
+    assert path == [*web[:5], *worker[:4]]
+    figures = voice_path.summary(path)
+    # job_service, door, voice_names, the door again, scripts, batching, espeak, hearing, espeak
+    assert figures["stops"] == 9 and figures["modules"] == 7
+    assert figures["returns"] == 2  # back in the door, back in the eSpeak NG engine
+    assert voice_path.carries({"voice": voice_path.VOICE}) and not voice_path.carries("zh_female")

@@ -20,11 +20,11 @@ from web.appkeys import KEY_SHARES, METRICS, QUEUE, SETTINGS, THROUGHPUT
 from web.clients.identity import client_id
 from web.clients.limits import RateLimited, check_rate, ipv6_network, leases, submitters
 from web.errors import ApiError
-from web.intake.submissions import synthesis_request
+from web.intake.submissions import check_voice, clean
 from web.middlewares.error_handling import refusal
 from web.monitors.fleet import check_speakable
 from web.monitors.memory import address
-from web.schemas.jobs import callback_url, check_text
+from web.schemas.jobs import callback_url, check_length, check_text, synthesis
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,12 @@ async def admit(
     """Admit one submission, in the one order: its rate, its request, the lease of a connection
     that waits on it (held while the block runs), its storage and its job."""
     await charge(app, by, policy.limited)
-    request, callback, document = await _checked(app, by, payload, policy)
+    try:
+        request, callback, document = await checked_request(app, by, payload, policy)
+    except ApiError as exc:
+        if policy.in_own_terms is None:
+            raise
+        raise policy.in_own_terms(exc) from None
     async with _held(app, by, policy.hold):
         submitted = await queue(app, by, request, idem, callback, document)
         yield Admitted(request, submitted, callback, document)
@@ -103,35 +108,35 @@ async def charge(app: web.Application, by: Who, limited: Literal["refuse", "wait
             await asyncio.sleep(exc.retry_after_s)
 
 
-async def _checked(
+async def checked_request(
     app: web.Application, by: Who, payload: Any, policy: Policy
 ) -> tuple[SynthesisRequest, str | None, bool]:
+    """A submission's request checked: its callback_url (where the protocol takes one), its
+    text cleaned (off the event loop when long) and its fields validated (web/schemas), its
+    voice known to this client and speakable by the live workers, a document's rules, its
+    priority; (request, callback, whether it is a document)."""
     limits = app[SETTINGS].limits
     max_chars = limits.max_text_chars if policy.max_chars is None else policy.max_chars
+    document_chars = limits.max_document_chars if policy.documents else None
+    if not isinstance(payload, dict):
+        raise ApiError(422, "the body must be a JSON object", code="invalid_body")
+    payload = {**payload, **policy.fixed}
+    if policy.priority is not None:
+        payload["priority"] = policy.priority
     callback = None
-    try:
-        if policy.callbacks and isinstance(payload, dict):
-            payload = dict(payload)
-            callback = callback_url(payload, app[SETTINGS].callbacks.allow_networks)
-        document_chars = limits.max_document_chars if policy.documents else None
-        fixed = {**policy.fixed, **({"priority": policy.priority} if policy.priority else {})}
-        request = await synthesis_request(
-            app[QUEUE], payload, max_chars, document_chars, by.client, **fixed
-        )
-        document = len(request.text) > max_chars
-        if document:
-            _check_document(request, max_chars)
-        if policy.priority is None:
-            _check_priority(request, by)
-    except ApiError as exc:
-        if policy.in_own_terms is None:
-            raise
-        raise policy.in_own_terms(exc) from None
-    return request, callback, document
-
-
-def _check_priority(request: SynthesisRequest, by: Who) -> None:
-    if request.priority == "high" and not by.client.startswith("key-"):
+    if policy.callbacks:
+        callback = callback_url(payload, app[SETTINGS].callbacks.allow_networks)
+    text = payload.get("text")
+    if isinstance(text, str):
+        check_length(text, max_chars, document_chars)  # as sent: never cleaned past the limit
+        payload["text"] = await clean(text)
+    request = synthesis(payload, max_chars, document_chars)
+    await check_voice(app[QUEUE], request.voice, by.client)
+    await check_speakable(app[QUEUE], request.text, request.voice, request.normalize)
+    document = len(request.text) > max_chars
+    if document:
+        _check_document(request, max_chars)
+    if policy.priority is None and request.priority == "high" and not by.client.startswith("key-"):
         raise ApiError(
             403,
             "'priority': 'high' is for clients with an API key (CHATTTS_API_KEYS); anyone else "
@@ -139,6 +144,7 @@ def _check_priority(request: SynthesisRequest, by: Who) -> None:
             code="priority_not_allowed",
             param="priority",
         )
+    return request, callback, document
 
 
 def _check_document(request: SynthesisRequest, max_text_chars: int) -> None:
@@ -170,7 +176,10 @@ async def queue(
     """Queue a checked request, its expected audio charged to the client's storage quota (and
     its address's, an IPv6 address's /48): one script, one round trip. A refusal is the one
     answer (status, Retry-After); a new job is counted."""
-    expected = admit_storage(app, request, document)
+    expected = expected_bytes(request.text, request.format, document, request.speed)
+    quota = app[SETTINGS].limits.storage_per_client_bytes
+    if quota and expected > quota:
+        raise _too_large(expected, quota, document)
     source = ipv6_network(by.source) or by.source  # a site's /48 is one owner: its /64s share
     try:
         submitted = await app[QUEUE].enqueue(
@@ -191,23 +200,18 @@ async def queue(
     return submitted
 
 
-def admit_storage(app: web.Application, request: SynthesisRequest, document: bool) -> int:
-    """The bytes a job's audio is expected to keep (core/audio/sizes.py), refused here when no
-    client could ever keep them (413); the client's quota and the store's room are charged
-    atomically with the job (enqueue.lua)."""
-    expected = expected_bytes(request.text, request.format, document, request.speed)
-    quota = app[SETTINGS].limits.storage_per_client_bytes
-    if quota and expected > quota:
-        # A document keeps its parts as PCM whatever its format: only a shorter one helps.
-        fix = "" if document else ", or ask for a compressed format (mp3, opus)"
-        raise ApiError(
-            413,
-            f"this job's audio would take about {expected / 1e6:.0f} MB, more than the "
-            f"{quota / 1e6:.0f} MB a client may keep: split the text into shorter jobs{fix}",
-            code="job_too_large",
-            param="text",
-        )
-    return expected
+def _too_large(expected: int, quota: int, document: bool) -> ApiError:
+    """No client could ever keep this job's audio (core/audio/sizes.py): 413. Within the quota,
+    the client's and the store's room are charged atomically with the job (enqueue.lua)."""
+    # A document keeps its parts as PCM whatever its format: only a shorter one helps.
+    fix = "" if document else ", or ask for a compressed format (mp3, opus)"
+    return ApiError(
+        413,
+        f"this job's audio would take about {expected / 1e6:.0f} MB, more than the "
+        f"{quota / 1e6:.0f} MB a client may keep: split the text into shorter jobs{fix}",
+        code="job_too_large",
+        param="text",
+    )
 
 
 def room(app: web.Application) -> Room:
@@ -236,7 +240,7 @@ class Template:
         await charge(self.app, self.by, "wait")
         if self.admitted is None:
             payload = {**self.fields, "text": text}
-            request, _, _ = await _checked(self.app, self.by, payload, self.policy)
+            request, _, _ = await checked_request(self.app, self.by, payload, self.policy)
             self.admitted = request
             self.fields["voice"] = request.voice  # what the context speaks with, from now on
             return request

@@ -1,48 +1,19 @@
-"""Submissions admitted: text cleaned off the event loop when long, the request validated
-(web/schemas), then its voice checked against the queue (known to this client, speakable by a
-live engine)."""
+"""What the door (web/intake/door.py) checks a submission with besides its schema: its text
+cleaned off the event loop when long, its voice known to this client."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-from core.queue.job import SynthesisRequest
 from core.queue.store import Queue
 from core.queue.voice_names import is_derived
 from core.queue.voices import BUILTIN_BY_NAME
 from core.text.sentences import clean_text
 from web.errors import ApiError
-from web.monitors.fleet import check_speakable, check_voice_speakable
-from web.schemas.jobs import check_length, synthesis
 from web.schemas.voices import voice_owner
 
 # Cleaning this many characters takes well under a millisecond; longer text is cleaned off-loop.
 _CLEAN_ON_LOOP = 20_000
-
-
-async def synthesis_request(
-    queue: Queue,
-    payload: Any,
-    max_chars: int,
-    document_chars: int | None = None,
-    client: str | None = None,
-    **fixed: Any,
-) -> SynthesisRequest:
-    """Validate a submission: cleaned text of 1..max_chars with known control tokens only, a
-    sentence prompt of known tokens (with `refine`), known voice and format, no extras."""
-    if not isinstance(payload, dict):
-        raise ApiError(422, "the body must be a JSON object", code="invalid_body")
-    payload = {**payload, **fixed}
-    text = payload.get("text")
-    if isinstance(text, str):
-        check_length(text, max_chars, document_chars)  # as sent: never cleaned past the limit
-        payload["text"] = await clean(text)
-    request = synthesis(payload, max_chars, document_chars)
-    await check_voice(queue, request.voice, client)
-    await check_voice_speakable(queue, request.voice)
-    await check_speakable(queue, request.text, request.voice, request.normalize)
-    return request
 
 
 async def clean(text: str) -> str:

@@ -10,9 +10,8 @@ from typing import Any
 from aiohttp import web
 
 from core.queue.job import MAX_SEED
-from web.appkeys import QUEUE, SETTINGS
 from web.errors import ApiError
-from web.intake.submissions import synthesis_request
+from web.intake.door import Policy, Who, checked_request
 
 # The fields of a job request a context takes; its text, format and streaming are the session's.
 FIELDS = frozenset(
@@ -52,7 +51,5 @@ async def live_options(app: web.Application, client: str, given: dict[str, Any])
         )
     fields.setdefault("seed", secrets.randbelow(SEED_BOUND))
     probe = {**fields, "text": "Hello."}
-    await synthesis_request(
-        app[QUEUE], probe, app[SETTINGS].limits.max_text_chars, client=client, format="pcm"
-    )
+    await checked_request(app, Who(client, ""), probe, Policy(fixed={"format": "pcm"}))
     return LiveOptions(fields)

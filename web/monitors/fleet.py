@@ -88,10 +88,13 @@ def _speakable(normalizers: list[Normalizer], text: str, voice: str, spell: bool
     return speakable
 
 
-async def check_voice_speakable(queue: Queue, voice: str) -> None:
-    """422 when the voice would reach only workers that cannot speak it: a registered voice
-    where no live worker's engine speaks registered voices (`voice_needs_chattts`: eSpeak NG's
-    do not), a blend where none mixes voices (`voice_blend_unsupported`)."""
+async def check_speakable(queue: Queue, text: str, voice: str, spell: bool = True) -> None:
+    """422 when the live workers cannot speak this: a voice that would reach only workers that
+    cannot speak it (a registered voice where no live worker's engine speaks registered voices,
+    `voice_needs_chattts`: eSpeak NG's do not; a blend where none mixes voices,
+    `voice_blend_unsupported`), or `text_not_speakable` when every live worker reads text
+    through a normalizer this service knows (core/text/normalizers.py) and none would leave
+    anything to say (`spell`: the request's `normalize`)."""
     live = await engines_in_use(queue)
     if not live.names:
         return  # no worker yet: the one that takes the job checks it (workers/intake.py)
@@ -104,13 +107,6 @@ async def check_voice_speakable(queue: Queue, voice: str) -> None:
     )
     if refusal is not None:
         raise ApiError(422, refusal.message, code=refusal.code, param="voice")
-
-
-async def check_speakable(queue: Queue, text: str, voice: str, spell: bool = True) -> None:
-    """422 `text_not_speakable` when every live worker reads text through a normalizer this
-    service knows (core/text/normalizers.py) and none would leave anything to say (`spell`: the
-    request's `normalize`)."""
-    live = await engines_in_use(queue)
     named = [normalizer_named(name) for name in sorted(live.normalizers, key=str)]
     normalizers = [normalizer for normalizer in named if normalizer is not None]
     if not normalizers or len(normalizers) < len(named):
@@ -120,5 +116,5 @@ async def check_speakable(queue: Queue, text: str, voice: str, spell: bool = Tru
     else:  # the first call imports the number libraries; long text takes milliseconds
         speakable = await asyncio.to_thread(_speakable, normalizers, text, voice, spell)
     if not speakable:
-        refusal = normalizers[0].refusal(spell)
-        raise ApiError(422, refusal, code="text_not_speakable", param="text")
+        message = normalizers[0].refusal(spell)
+        raise ApiError(422, message, code="text_not_speakable", param="text")

@@ -26,7 +26,7 @@ from aiohttp import web
 
 from core.audio.catalog import OutputFormat
 from core.queue.job import MAX_SEED
-from web.appkeys import QUEUE
+from web.appkeys import MEMORY, QUEUE
 from web.errors import json_response
 from web.following import Closing, closing_error, pcm_pieces
 from web.intake.bodies import json_body
@@ -34,7 +34,7 @@ from web.intake.door import Admitted, Policy, admit, who
 from web.intake.elevenlabs import seed_of, speed_of, voice_of
 from web.live.elevenlabs_audio import AudioOut, output_format
 from web.live.pieces import AlignedPieces, AudioPiece
-from web.replies.sending import holding
+from web.monitors.memory import address
 from web.replies.streamed import Streamed
 from web.replies.waiting import unless_gone
 from web.schemas.answers import CharacterAlignment, TimedSpeech
@@ -131,29 +131,37 @@ class _Speech:
                 await self.out.write(orjson.dumps(line) + b"\n")
 
     async def whole(self) -> web.StreamResponse:
-        """`with-timestamps`: the whole audio in base64 beside every character's times."""
-        audio, pieces = bytearray(), []
+        """`with-timestamps`: the whole audio in base64 beside every character's times. Its
+        bytes count in the memory budget as they come (thrice: the audio, its base64, the
+        answer), so that an address's answers being gathered hold what one may hold."""
+        audio, pieces, held = bytearray(), [], 0
+        memory, source = self.request.app[MEMORY], address(self.request)
 
         async def collect() -> None:
+            nonlocal held
             async for data, piece in self._each():
+                memory.take(source, 3 * len(data), "audio to send")
+                held += 3 * len(data)
                 audio.extend(data)
                 if piece is not None:
                     pieces.append(piece)
 
         try:
             done, _ = await unless_gone(self.request, collect())
-        except Closing:
-            raise closing_error(self.admitted.job_id) from None
-        if not done:  # nobody is listening any more
-            return web.Response(status=499, headers={"X-Job-Id": self.admitted.job_id})
-        with holding(self.request, len(audio) * 3):  # the audio, its base64, the answer
+            if not done:  # nobody is listening any more
+                return web.Response(status=499, headers={"X-Job-Id": self.admitted.job_id})
             alignment = _alignment(pieces)
+            encoded = await asyncio.to_thread(base64.b64encode, audio)  # megabytes: off the loop
             body: TimedSpeech = {
-                "audio_base64": base64.b64encode(audio).decode(),
+                "audio_base64": encoded.decode(),
                 "alignment": alignment,
                 "normalized_alignment": alignment,
             }
             return json_response(body, headers={"X-Job-Id": self.admitted.job_id})
+        except Closing:
+            raise closing_error(self.admitted.job_id) from None
+        finally:
+            memory.give(source, held)
 
 
 def _alignment(pieces: list[AudioPiece]) -> CharacterAlignment | None:

@@ -16,6 +16,7 @@ from elevenlabs import AsyncElevenLabs
 from elevenlabs.core.api_error import ApiError as ElevenLabsError
 
 from tests.conftest import ClientFactory, WorkerProcess
+from web.appkeys import MEMORY
 
 Client = TestClient[Any, Any]
 TEXT = "Hello there, this is a test of the speech API."
@@ -127,3 +128,19 @@ async def test_a_voice_of_ours_by_its_name_and_its_speed(
         job = await (await client.get(f"/v1/tts/jobs/{response.headers['X-Job-Id']}")).json()
         assert job["voice"] == "en_male"
     assert seconds[1] < 0.8 * seconds[0]
+
+
+async def test_a_timed_answer_counts_in_the_memory_budget(
+    make_client: ClientFactory, worker: WorkerProcess
+) -> None:
+    """The whole answer with timestamps is gathered before it is sent: its bytes count in the
+    address's budget as they come, past it the answer is refused, and all is given back."""
+    client = await make_client(web_memory_per_address_bytes=200_000)
+    path = f"/v1/text-to-speech/{VOICE_ID}/with-timestamps?output_format=pcm_48000"
+    response = await client.post(path, json={"text": TEXT * 3})
+    assert response.status in (429, 503), await response.text()
+    assert (await response.json())["error"]["code"]
+    assert client.app[MEMORY].held == 0
+    response = await client.post(path.replace("pcm_48000", "pcm_8000"), json={"text": "Short."})
+    assert response.status == 200
+    assert client.app[MEMORY].held == 0
