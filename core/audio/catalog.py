@@ -1,6 +1,6 @@
-"""Every audio format the service writes, in one place: its MIME type and file extension, and
-which encoder makes it (libsndfile for a whole file and for Ogg Vorbis, FFmpeg through PyAV for
-the other streams and for what libsndfile lacks). The lists the APIs accept are read from here."""
+"""Every audio format the service writes, in one place: its MIME type and file extension, and the
+one encoder that makes it, whole or streamed (FFmpeg through PyAV; libsndfile for Ogg Vorbis;
+PCM and WAV written here). The lists the APIs accept are read from here, ElevenLabs' too."""
 
 from __future__ import annotations
 
@@ -15,38 +15,45 @@ MAX_FRAMES_PER_WRITE = 1 << 18  # 10.9 s at 24 kHz
 
 @dataclass(frozen=True)
 class AudioFormat:
+    """A format and its one encoder: written here (`own`: PCM, and WAV's header before it),
+    libsndfile's (`sndfile`: its container and subtype) or FFmpeg's through PyAV (`av`: its
+    container, codec and bit rate), for a whole file and for a stream alike."""
+
     name: str
     mime: str
     extension: str
-    # libsndfile's (container, subtype) for a whole file; None: FFmpeg writes it (`av`).
-    sndfile: tuple[str, str] | None
-    # FFmpeg's (container, codec, bit rate or None) for a stream; None: not encoded by FFmpeg
-    # (WAV and PCM are written by core/audio/stream_encode.py itself, Vorbis by libsndfile).
-    av: tuple[str, str, int | None] | None
+    sndfile: tuple[str, str] | None = None
+    av: tuple[str, str, int | None] | None = None
     # A document's file is its PCM parts joined as it is sent (WAV: after a header); another
     # format's is encoded from them once, when the document ends (core/audio/documents.py).
     joined: bool = False
 
+    @property
+    def encoder(self) -> str:
+        return "libsndfile" if self.sndfile else "FFmpeg" if self.av else "own"
 
+
+# Each format's encoder, measured on 30 s of speech (python -m bench.encoders; the table is in
+# docs/performance.md, "Other benchmarks"): FFmpeg's MP3 takes half libsndfile's time, its FLAC
+# as many bytes in a few milliseconds more, and both stream, which libsndfile's cannot (it
+# completes their headers at the end).
 CATALOG: dict[str, AudioFormat] = {
     f.name: f
     for f in (
-        AudioFormat("wav", "audio/wav", "wav", ("WAV", "PCM_16"), None, joined=True),
-        AudioFormat(
-            "mp3", "audio/mpeg", "mp3", ("MP3", "MPEG_LAYER_III"), ("mp3", "libmp3lame", 64_000)
-        ),
-        # libopus through FFmpeg: a whole file in a third of libsndfile's time (bench.encoders).
-        AudioFormat("opus", "audio/ogg; codecs=opus", "opus", None, ("ogg", "libopus", 32_000)),
-        # FFmpeg's own Vorbis encoder takes stereo only (its wheels carry no libvorbis): Ogg
-        # Vorbis is libsndfile's, whole or as a stream (python -m bench.encoders).
-        AudioFormat("ogg", "audio/ogg", "ogg", ("OGG", "VORBIS"), None),
-        AudioFormat("flac", "audio/flac", "flac", ("FLAC", "PCM_16"), ("flac", "flac", None)),
+        AudioFormat("wav", "audio/wav", "wav", joined=True),  # 16-bit mono, 24 kHz
+        AudioFormat("mp3", "audio/mpeg", "mp3", av=("mp3", "libmp3lame", 64_000)),
+        # libopus: a whole file in a third of libsndfile's time.
+        AudioFormat("opus", "audio/ogg; codecs=opus", "opus", av=("ogg", "libopus", 32_000)),
+        # FFmpeg's own Vorbis encoder takes stereo only (its wheels carry no libvorbis).
+        AudioFormat("ogg", "audio/ogg", "ogg", sndfile=("OGG", "VORBIS")),
+        AudioFormat("flac", "audio/flac", "flac", av=("flac", "flac", None)),
         # 16-bit little-endian mono at 24 kHz.
-        AudioFormat("pcm", "audio/pcm", "pcm", ("RAW", "PCM_16"), None, joined=True),
+        AudioFormat("pcm", "audio/pcm", "pcm", joined=True),
         # ADTS frames, what OpenAI's API returns; libsndfile has no AAC.
-        AudioFormat("aac", "audio/aac", "aac", None, ("adts", "aac", 64_000)),
+        AudioFormat("aac", "audio/aac", "aac", av=("adts", "aac", 64_000)),
     )
 }
+assert all(not (f.sndfile and f.av) for f in CATALOG.values()), "one encoder per format"
 FORMATS = tuple(CATALOG)
 # What OpenAI's speech API returns, in its own order (its `response_format`).
 OPENAI_FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")

@@ -8,7 +8,7 @@ import numpy as np
 import soundfile as sf
 
 from core.audio.catalog import CATALOG
-from core.audio.stream_encode import encode_whole, to_pcm16, write_sliced
+from core.audio.stream_encode import encode_whole, to_pcm16, wav_header, write_sliced
 
 # Every engine delivers 24 kHz mono: ChatTTS's native rate, one of Opus's rates, OpenAI's pcm rate.
 SAMPLE_RATE = 24_000
@@ -26,16 +26,15 @@ def extension(fmt: str) -> str:
 
 
 def encode(audio: np.ndarray, sample_rate: int, fmt: str) -> bytes:
-    """Encode mono float32 samples in [-1, 1] as `fmt`."""
-    sndfile = CATALOG[fmt].sndfile
+    """Encode mono float32 samples in [-1, 1] as `fmt`, with its one encoder (catalog.py)."""
     clipped = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
-    if fmt == "pcm":
-        # Converted as the WAV would be: a job's PCM (and its streamed chunks) are exactly the
-        # samples of the same job's WAV.
-        return to_pcm16(clipped)
-    if sndfile is None:
+    found = CATALOG[fmt]
+    if found.av is not None:
         return encode_whole(clipped, sample_rate, fmt)
-    container, subtype = sndfile
+    if found.sndfile is None:  # written here: a job's PCM is exactly its WAV's samples
+        pcm = to_pcm16(clipped)
+        return pcm if fmt == "pcm" else wav_header(len(pcm) // 2, sample_rate) + pcm
+    container, subtype = found.sndfile
     buffer = io.BytesIO()
     with sf.SoundFile(buffer, "w", sample_rate, 1, format=container, subtype=subtype) as out:
         write_sliced(out, clipped)

@@ -1,7 +1,7 @@
 """Incremental audio encoders: a stream encoded piece by piece, each piece sendable at once.
 
 Used for streamed responses (segments leave as they finish) and for the whole files FFmpeg writes
-for us (AAC, which libsndfile cannot write, and Opus: core/audio/catalog.py). Input is 16-bit
+(every format but PCM, WAV and Ogg Vorbis: core/audio/catalog.py). Input is 16-bit
 little-endian mono PCM; output bytes need no later rewrite:
 
 * `pcm` passes through;
@@ -146,19 +146,31 @@ class _SoundSink(_Sink):
         return b""
 
 
+class _File(io.BytesIO):
+    """A whole file's output: FFmpeg may seek back in it to complete its headers (an MP3's LAME
+    frame, which tells players its exact length; a FLAC's total samples). Read once, at the end."""
+
+    def take(self) -> bytes:
+        return b""
+
+
 class StreamEncoder:
     """Encodes PCM pieces into one continuous stream of `fmt`. Not thread-safe: one user at a time
     (calls may come from different threads one after the other, e.g. via asyncio.to_thread)."""
 
-    def __init__(self, fmt: str, sample_rate: int, bit_rate: int | None = None) -> None:
-        """`bit_rate` (bits/s): the format's own (core/audio/catalog.py) unless given."""
+    def __init__(
+        self, fmt: str, sample_rate: int, bit_rate: int | None = None, whole: bool = False
+    ) -> None:
+        """`bit_rate` (bits/s): the format's own (core/audio/catalog.py) unless given. `whole`
+        (FFmpeg's formats): one file, its bytes all returned by `close`, its headers complete."""
         self.fmt = fmt
         self.sample_rate = sample_rate
         self.bit_rate = bit_rate
         self._started = False
         self._closed = False
         self._av: ModuleType | None = None
-        self._sink = _Sink()
+        self._whole = whole
+        self._sink: _Sink | _File = _File() if whole else _Sink()
         self._container: Any = None
         self._stream: Any = None
         self._sound: Any = None  # libsndfile's writer (Vorbis)
@@ -175,7 +187,9 @@ class StreamEncoder:
         av = self._av = load_av()
         container_name, codec, bit_rate = AV_FORMATS[self.fmt]
         bit_rate = self.bit_rate or bit_rate
-        options = _MUXER_OPTIONS.get(container_name, {})
+        options = dict(_MUXER_OPTIONS.get(container_name, {}))
+        if self._whole:
+            options.pop("write_xing", None)  # a file: its LAME frame says its exact length
         self._container = av.open(self._sink, "w", format=container_name, options=options)
         stream = self._container.add_stream(codec, rate=self.sample_rate, layout="mono")
         if bit_rate:
@@ -219,7 +233,7 @@ class StreamEncoder:
         for packet in self._stream.encode(None):
             self._container.mux(packet)
         self._container.close()
-        return self._sink.take()
+        return self._sink.getvalue() if isinstance(self._sink, _File) else self._sink.take()
 
 
 def flac_with_total(head: bytes, samples: int) -> bytes:
@@ -238,7 +252,7 @@ def flac_with_total(head: bytes, samples: int) -> bytes:
 
 
 def encode_whole(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:
-    """One complete file through the incremental encoder (the formats whose whole files FFmpeg
-    writes: core/audio/catalog.py)."""
-    encoder = StreamEncoder(fmt, sample_rate)
+    """One complete file through the incremental encoder (FFmpeg's formats: core/audio/
+    catalog.py), its headers completed at its end as a whole file's are."""
+    encoder = StreamEncoder(fmt, sample_rate, whole=True)
     return encoder.feed(to_pcm16(samples)) + encoder.close()
