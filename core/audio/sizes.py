@@ -35,6 +35,11 @@ BYTES_PER_S = {
 }
 
 
+# The least a stream is charged for, in seconds of speech: an engine's lead-in and tail, a word
+# read out letter by letter ("â)" is a second of eSpeak NG's speech; its estimate, 0.1 s).
+MIN_STREAM_S = 5.0
+
+
 @lru_cache(maxsize=4)  # asked twice per submission (its storage, its lane's cost); texts are long
 def speech_seconds(text: str) -> float:
     """Seconds of speech `text` should make: its characters at a slow rate, and its pause
@@ -61,5 +66,7 @@ def expected_bytes(text: str, fmt: str, document: bool, speed: float = 1.0) -> i
 
 
 def stream_bytes(text: str, speed: float = 1.0) -> int:
-    """Bytes a streamed job's chunks keep in Redis: its speech as 16-bit PCM."""
-    return int(speech_seconds(text) / speed * BYTES_PER_S["pcm"])
+    """Bytes a streamed job's chunks keep in Redis: its speech as 16-bit PCM, MIN_STREAM_S of
+    it at least (what a stream charged less than it writes may be stopped, when its client's
+    or the queue's room for streams is full by then)."""
+    return int(max(MIN_STREAM_S, speech_seconds(text) / speed) * BYTES_PER_S["pcm"])

@@ -47,7 +47,8 @@ _PROTECTED_EXACTLY = frozenset({"/v1", "/tts"})
 _DISCOVERY = frozenset({"/v1/models", "/v1/audio/voices", "/v1/audio/models"})
 # What operators read, closed too with `private_metrics` (/healthz stays open: it says nothing).
 _OPERATIONS = ("/metrics", "/readyz")
-# ElevenLabs' API-key header, taken as a Bearer key on its endpoints (web/views/live/elevenlabs.py).
+# ElevenLabs' API-key header, taken as a Bearer key (its SDKs and plugins send it); its paths, where
+# a refusal names it.
 ELEVENLABS_KEY_HEADER = "xi-api-key"
 ELEVENLABS_PATHS = ("/v1/text-to-speech/",)
 _COOKIE_ATTRIBUTES = f"{COOKIE}=%s; HttpOnly; Max-Age={COOKIE_MAX_AGE_S}; Path=/; SameSite=Lax"
@@ -66,9 +67,9 @@ def bearer_key(request: web.Request) -> str | None:
 
 def api_key(request: web.Request) -> str | None:
     """The API key a request carries: 'Authorization: Bearer', or ElevenLabs' `xi-api-key`
-    header on the ElevenLabs-compatible endpoints (what its clients send)."""
+    header (what its SDKs and plugins send, to its speech routes and to `/v1/voices` alike)."""
     key = bearer_key(request)
-    if key is None and request.path.startswith(ELEVENLABS_PATHS):
+    if key is None:
         key = request.headers.get(ELEVENLABS_KEY_HEADER, "").strip() or None
     return key
 

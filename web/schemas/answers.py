@@ -117,6 +117,10 @@ class Voice(TypedDict):
     kind: NotRequired[str]  # a registered voice's: embedding or recording
     created_at: NotRequired[float]
     engines: NotRequired[list[str]]  # the live engines that speak it (in the listing)
+    # What ElevenLabs' SDKs and LiveKit's plugin read: its name, premade or cloned, its labels.
+    voice_id: NotRequired[str]
+    category: NotRequired[Literal["premade", "cloned"]]
+    labels: NotRequired[dict[str, str]]
 
 
 class Engine(TypedDict):

@@ -17,10 +17,19 @@ from web.schemas.answers import Engine, Voice, VoiceList
 from web.schemas.voices import NAME, public_fields, voice_owner
 
 
+def _shown(voice: Mapping[str, Any]) -> Voice:
+    """A voice with the fields ElevenLabs' SDKs and LiveKit's plugin read besides ours:
+    `voice_id` (its name), `category` (`premade`: built in; `cloned`: registered) and `labels`
+    (its language and gender)."""
+    labels = {key: str(voice[key]) for key in ("language", "gender") if voice.get(key)}
+    category = "cloned" if voice.get("builtin") is False else "premade"
+    return cast(Voice, {**voice, "voice_id": voice["name"], "category": category, "labels": labels})
+
+
 def _listed(voice: Mapping[str, Any], engines: list[str]) -> Voice:
     """A voice as the listing shows it (a heartbeat's, a built-in's, a registered one's), with
     the live engines that speak it."""
-    return cast(Voice, {**voice, "engines": engines})
+    return cast(Voice, {**_shown(voice), "engines": engines})
 
 
 async def list_voices(request: web.Request) -> web.Response:
@@ -75,7 +84,7 @@ async def get_voice(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     builtin = BUILTIN_BY_NAME.get(name)
     if builtin is not None:
-        return json_response(builtin.public())
+        return json_response(_shown(builtin.public()))
     queue = request.app[QUEUE]
     raw: bytes | None = None
     if NAME.fullmatch(name):
@@ -86,4 +95,4 @@ async def get_voice(request: web.Request) -> web.Response:
     if raw is None:
         message = f"no voice named {name[:64]!r} (GET /v1/voices lists them)"
         raise not_found(message, "voice_not_found")
-    return json_response(public_fields(name, raw))
+    return json_response(_shown(public_fields(name, raw)))

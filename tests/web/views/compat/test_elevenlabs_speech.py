@@ -144,3 +144,19 @@ async def test_a_timed_answer_counts_in_the_memory_budget(
     response = await client.post(path.replace("pcm_48000", "pcm_8000"), json={"text": "Short."})
     assert response.status == 200
     assert client.app[MEMORY].held == 0
+
+
+async def test_voices_as_the_sdk_lists_them(
+    make_client: ClientFactory, worker: WorkerProcess
+) -> None:
+    """`voices.get_all()` with the key in `xi-api-key`, as the SDK sends it to /v1/voices."""
+    client = await make_client(api_keys="k-one")
+    listed = await sdk(client, "k-one").voices.get_all()
+    by_id = {voice.voice_id: voice for voice in listed.voices}
+    assert {"en_female", "zh_male"} <= set(by_id)
+    english = by_id["en_female"]
+    assert english.name == "en_female" and english.category == "premade"
+    assert english.labels == {"language": "en-US", "gender": "female"}
+    with pytest.raises(ElevenLabsError) as caught:
+        await sdk(client, "wrong").voices.get_all()
+    assert caught.value.status_code == 401

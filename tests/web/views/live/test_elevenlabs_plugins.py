@@ -44,6 +44,33 @@ async def _livekit_turn(tts: Any, pieces: tuple[str, ...]) -> tuple[bytes, set[i
     return bytes(pcm), rates, words
 
 
+async def test_livekit_synthesize_and_its_voices(
+    make_client: ClientFactory, worker: WorkerProcess
+) -> None:
+    """LiveKit's HTTP side: `synthesize()` (ElevenLabs' `/stream` route) and `list_voices()`."""
+    elevenlabs = pytest.importorskip("livekit.plugins.elevenlabs")
+    client = await make_client(api_keys=KEY)
+    pcm, rates = bytearray(), set()
+    async with aiohttp.ClientSession() as http:
+        tts = elevenlabs.TTS(
+            base_url=f"http://127.0.0.1:{_port(client)}/v1",
+            api_key=KEY,
+            voice_id="en_male",
+            model="eleven_flash_v2_5",
+            encoding="pcm_24000",
+            http_session=http,
+        )
+        voices = await tts.list_voices()
+        async with asyncio.timeout(60):
+            async for event in tts.synthesize(LIVEKIT_TEXT[0]):
+                pcm += event.frame.data.tobytes()
+                rates.add(event.frame.sample_rate)
+        await tts.aclose()
+    assert {"en_female", "en_male"} <= {voice.id for voice in voices}
+    assert {voice.category for voice in voices} <= {"premade", "cloned"}
+    assert rates == {24_000} and len(pcm) / 2 / 24_000 > 1.0
+
+
 @pytest.mark.parametrize(("encoding", "rate"), [("pcm_16000", 16000), ("mp3_22050_32", 22050)])
 async def test_livekit_plugin(
     make_client: ClientFactory, worker: WorkerProcess, encoding: str, rate: int
