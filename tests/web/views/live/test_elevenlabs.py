@@ -243,7 +243,8 @@ async def test_idle_context_reopens(make_client: ClientFactory, worker: WorkerPr
 
 
 async def test_xi_api_key_is_the_key(make_client: ClientFactory) -> None:
-    """With API keys configured, ElevenLabs' key header counts as a Bearer key would."""
+    """With API keys configured, ElevenLabs' key header counts as a Bearer key would, on every
+    route."""
     client = await make_client(api_keys="k-eleven")
     path = url(MULTI, output_format="pcm_16000")
     for headers in ({}, {"xi-api-key": "wrong"}):
@@ -255,6 +256,8 @@ async def test_xi_api_key_is_the_key(make_client: ClientFactory) -> None:
             await ws.send_json({"text": "", "context_id": "k"})
             await ws.send_json({"context_id": "k", "close_context": True})
             assert await ws.receive_json() == {"isFinal": True, "contextId": "k"}
-    # Elsewhere the header is no key.
+    # Elsewhere too (LiveKit's plugin lists the voices with it), and a wrong one is refused.
     answer = await client.get("/v1/voices", headers={"xi-api-key": "k-eleven"})
+    assert answer.status == 200
+    answer = await client.get("/v1/voices", headers={"xi-api-key": "wrong"})
     assert answer.status == 401
