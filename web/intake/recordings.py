@@ -11,7 +11,6 @@ import numpy as np
 import soundfile as sf
 
 from core.audio.stream_encode import load_av
-from core.voices.chattts import MAX_RECORDING_S, MIN_RECORDING_S
 
 # What a recording may be before any sample is decoded: a decoded 8-channel, 655 kHz, 19 s FLAC
 # of 1.45 MB once took 1.1 GB. Mono or stereo, 8-192 kHz.
@@ -28,58 +27,56 @@ def is_mp3(audio: bytes) -> bool:
     return audio[:3] == b"ID3" or (len(audio) > 1 and audio[0] == 0xFF and audio[1] & 0xE0 == 0xE0)
 
 
-def probe(audio: bytes) -> None:
+def probe(audio: bytes, span: tuple[float, float]) -> None:
     """The recording's header, read without decoding a sample: ValueError saying what is
-    wrong with it."""
+    wrong with it (`span`: the shortest and longest recording taken, in seconds)."""
     if is_mp3(audio):
         with _mp3(audio) as (rate, channels, seconds, _):
-            _check(rate, channels, seconds)
+            _check(rate, channels, seconds, span)
         return
     try:
         with sf.SoundFile(io.BytesIO(audio)) as f:
-            _check(f.samplerate, f.channels, f.frames / f.samplerate)
+            _check(f.samplerate, f.channels, f.frames / f.samplerate, span)
     except (sf.LibsndfileError, RuntimeError, TypeError, ZeroDivisionError) as exc:
         raise ValueError(f"{_UNREADABLE}: {exc}") from None
 
 
-def decode(audio: bytes) -> tuple[np.ndarray, int]:
+def decode(audio: bytes, span: tuple[float, float]) -> tuple[np.ndarray, int]:
     """The recording as mono float samples and its rate. Its header is checked before any
     sample is decoded, and samples are read a block at a time into mono, so memory stays
     bounded whatever the file claims."""
     if is_mp3(audio):
         with _mp3(audio) as (rate, channels, seconds, blocks):
-            _check(rate, channels, seconds)
-            return _mono(blocks, rate), rate
+            _check(rate, channels, seconds, span)
+            return _mono(blocks, rate, span[1]), rate
     try:
         with sf.SoundFile(io.BytesIO(audio)) as f:
-            _check(f.samplerate, f.channels, f.frames / f.samplerate)
+            _check(f.samplerate, f.channels, f.frames / f.samplerate, span)
             blocks = f.blocks(blocksize=f.samplerate, dtype="float32", always_2d=True)
-            return _mono((block.T for block in blocks), f.samplerate), f.samplerate
+            return _mono((block.T for block in blocks), f.samplerate, span[1]), f.samplerate
     except (sf.LibsndfileError, RuntimeError, TypeError, ZeroDivisionError) as exc:
         raise ValueError(f"{_UNREADABLE}: {exc}") from None
 
 
-def _check(rate: int, channels: int, seconds: float) -> None:
+def _check(rate: int, channels: int, seconds: float, span: tuple[float, float]) -> None:
     if channels > MAX_RECORDING_CHANNELS:
         raise ValueError(f"{channels} channels: send mono or stereo")
     if not RECORDING_RATES[0] <= rate <= RECORDING_RATES[1]:
         raise ValueError(
             f"a sample rate of {rate} Hz: {RECORDING_RATES[0]}-{RECORDING_RATES[1]} Hz needed"
         )
-    if not MIN_RECORDING_S <= seconds <= MAX_RECORDING_S:
-        raise ValueError(
-            f"the recording lasts {seconds:.1f} s: {MIN_RECORDING_S:g}-{MAX_RECORDING_S:g} s needed"
-        )
+    if not span[0] <= seconds <= span[1]:
+        raise ValueError(f"the recording lasts {seconds:.1f} s: {span[0]:g}-{span[1]:g} s needed")
 
 
-def _mono(blocks: Iterator[np.ndarray], rate: int) -> np.ndarray:
+def _mono(blocks: Iterator[np.ndarray], rate: int, longest: float) -> np.ndarray:
     """Blocks of (channels, samples) averaged to mono, refused past the longest recording
     (more samples than its header said)."""
-    limit, read, pieces = int(MAX_RECORDING_S * rate), 0, []
+    limit, read, pieces = int(longest * rate), 0, []
     for block in blocks:
         read += block.shape[1]
         if read > limit:
-            raise ValueError(f"the recording lasts over {MAX_RECORDING_S:g} s")
+            raise ValueError(f"the recording lasts over {longest:g} s")
         pieces.append(block.mean(axis=0, dtype=np.float32))
     return np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
 

@@ -11,17 +11,12 @@ from typing import Any
 from aiohttp import web
 
 from core.audio.isolated import CodecCrashed
-from core.voices.chattts import (
-    MAX_RECORDING_S,
-    MAX_TRANSCRIPT_CHARS,
-    MIN_RECORDING_S,
-    recording_voice_data,
-    validate_voice_data,
-)
-from web.appkeys import CODECS, MEMORY
+from core.voices.formats import VoiceFormat
+from web.appkeys import CODECS, MEMORY, QUEUE
 from web.errors import ApiError
 from web.intake import recordings
 from web.intake.bodies import FORM, MULTIPART, form_fields, form_parts, json_body
+from web.monitors.fleet import voice_formats
 from web.monitors.memory import address
 from web.schemas.voices import (
     FORM_FIELDS,
@@ -41,10 +36,22 @@ MAX_FORM_PARTS = len(("name", "transcript", "audio", "language", "gender", "desc
 DECODE_BYTES = 112 * 1024 * 1024
 
 
-async def _check_data(data: str, param: str) -> str:
-    """The voice data's kind; 422 with validate_voice_data's reason when it is not usable."""
+def _kind(formats: list[VoiceFormat], data: str) -> str:
+    """The data's kind in the first of `formats` that takes it; else the first one's reason."""
+    reasons = []
+    for voice_format in formats:
+        try:
+            return voice_format.check(data)
+        except ValueError as exc:
+            reasons.append(exc)
+    raise reasons[0]
+
+
+async def _check_data(request: web.Request, data: str, param: str) -> str:
+    """The voice data's kind, in a format the live workers speak; 422 saying why it is not."""
+    formats = await voice_formats(request.app[QUEUE])
     try:
-        return await asyncio.to_thread(validate_voice_data, data)
+        return await asyncio.to_thread(_kind, formats, data)
     except ValueError as exc:
         raise ApiError(
             422, f"invalid {param!r}: {exc}", code="invalid_voice_data", param=param
@@ -70,15 +77,16 @@ async def _from_json(request: web.Request) -> dict[str, Any]:
     name = new_name(payload.get("name"))
     embedding = payload.get("embedding")
     if not isinstance(embedding, str) or not embedding.strip():
+        what = (await voice_formats(request.app[QUEUE]))[0].what
         raise ApiError(
             422,
-            "'embedding' is required: a ChatTTS speaker embedding string (or send a reference "
-            "recording as multipart/form-data with 'name', 'transcript' and 'audio')",
+            f"'embedding' is required: {what} (or send a reference recording as "
+            "multipart/form-data with 'name', 'transcript' and 'audio')",
             code="missing_field",
             param="embedding",
         )
     embedding = embedding.strip()
-    kind = await _check_data(embedding, "embedding")
+    kind = await _check_data(request, embedding, "embedding")
     return {"name": name, "embedding": embedding, "kind": kind, **metadata(payload)}
 
 
@@ -98,19 +106,21 @@ async def _from_form(request: web.Request) -> dict[str, Any]:
                 _within(part.data, _MAX_FORM_FIELD_BYTES, f"field {part.name!r}")
                 values[part.name] = part.text()
     name = new_name(values.get("name"))
+    voice_format = (await voice_formats(request.app[QUEUE]))[0]
     transcript = (values.get("transcript") or "").strip()
-    if not transcript or len(transcript) > MAX_TRANSCRIPT_CHARS:
+    if not transcript or len(transcript) > voice_format.max_transcript_chars:
         raise ApiError(
             422,
             f"'transcript' is required: what is said in the recording (at most "
-            f"{MAX_TRANSCRIPT_CHARS} characters)",
+            f"{voice_format.max_transcript_chars} characters)",
             code="invalid_transcript",
             param="transcript",
         )
+    shortest, longest = span = voice_format.recording_s
     if not audio:
         raise ApiError(
             422,
-            f"'audio' is required: a {MIN_RECORDING_S:g}-{MAX_RECORDING_S:g} s recording "
+            f"'audio' is required: a {shortest:g}-{longest:g} s recording "
             "(WAV, FLAC, Ogg or MP3) of the voice saying the transcript",
             code="missing_field",
             param="audio",
@@ -121,11 +131,13 @@ async def _from_form(request: web.Request) -> dict[str, Any]:
     codecs = request.app[CODECS]  # native decoders: a file that crashes one fails alone
     try:
         # Its header: refused before any memory is taken.
-        await asyncio.to_thread(codecs.run, "probing a recording", recordings.probe, audio)
+        probe = recordings.probe
+        await asyncio.to_thread(codecs.run, "probing a recording", probe, audio, span)
         with request.app[MEMORY].hold(address(request), DECODE_BYTES, "decoding a recording"):
-            what = "decoding a recording"
-            mono, rate = await asyncio.to_thread(codecs.run, what, recordings.decode, audio)
-            data = await asyncio.to_thread(recording_voice_data, mono, rate, transcript)
+            what, decode = "decoding a recording", recordings.decode
+            mono, rate = await asyncio.to_thread(codecs.run, what, decode, audio, span)
+            packed = voice_format.from_recording
+            data = await asyncio.to_thread(packed, mono, rate, transcript)
     except (ValueError, CodecCrashed) as exc:
         raise ApiError(
             422, f"invalid 'audio': {exc}", code="invalid_voice_data", param="audio"

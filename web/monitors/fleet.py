@@ -19,6 +19,7 @@ from core.queue.speakers import unspeakable
 from core.queue.store import Queue
 from core.queue.voice_names import is_derived, language_of
 from core.text.normalizers import Normalizer, normalizer_named
+from core.voices.formats import VoiceFormat, formats_for
 from web.errors import ApiError
 
 # A worker that starts or stops changes the answer within this long.
@@ -29,11 +30,11 @@ _NORMALIZE_ON_LOOP = 256
 
 @dataclass(frozen=True)
 class LiveEngines:
-    """The live workers' engines: their names (for messages), whether any speaks registered
-    voices, and the normalizer each reads text through (None: none the web tier knows)."""
+    """The live workers' engines: their names (for messages), the formats of registered voices'
+    data they speak, and the normalizer each reads text through (None: none the web tier knows)."""
 
     names: frozenset[str]
-    registered_voices: bool
+    voice_formats: frozenset[str]
     blends: bool
     normalizers: frozenset[str | None]
 
@@ -55,16 +56,19 @@ async def engines_in_use(queue: Queue) -> LiveEngines:
     cached = _ENGINES.get(queue)
     if cached is not None and now - cached.at < ENGINES_TTL_S:
         return cached.live
-    beats = await queue.fleet.heartbeats()
-    capabilities = [capabilities_of(beat) for beat in beats]
-    live = LiveEngines(
-        names=frozenset(str(beat.get("engine", "unknown")) for beat in beats),
-        registered_voices=any(c.get("registered_voices") is True for c in capabilities),
-        blends=any(c.get("blends") is True for c in capabilities),
-        normalizers=frozenset(_normalizer(c) for c in capabilities),
-    )
+    live = _live(await queue.fleet.heartbeats())
     _ENGINES[queue] = _Engines(live, now)
     return live
+
+
+def _live(beats: list[dict[str, Any]]) -> LiveEngines:
+    capabilities = [capabilities_of(beat) for beat in beats]
+    return LiveEngines(
+        names=frozenset(str(beat.get("engine", "unknown")) for beat in beats),
+        voice_formats=frozenset(f for c in capabilities if (f := _named(c, "voice_data"))),
+        blends=any(c.get("blends") is True for c in capabilities),
+        normalizers=frozenset(_named(c, "normalizer") for c in capabilities),
+    )
 
 
 def capabilities_of(beat: dict[str, Any]) -> dict[str, Any]:
@@ -73,9 +77,16 @@ def capabilities_of(beat: dict[str, Any]) -> dict[str, Any]:
     return capabilities if isinstance(capabilities, dict) else {}
 
 
-def _normalizer(capabilities: dict[str, Any]) -> str | None:
-    normalizer = capabilities.get("normalizer")
-    return normalizer if isinstance(normalizer, str) else None
+def _named(capabilities: dict[str, Any], what: str) -> str | None:
+    name = capabilities.get(what)
+    return name if isinstance(name, str) else None
+
+
+async def voice_formats(queue: Queue) -> list[VoiceFormat]:
+    """The formats a registration's data is checked against: the live workers' (every format
+    this service knows while none of them speaks registered voices). Read afresh, not from
+    the submit checks' cache: a registration is rare, and must not hold a stale view for them."""
+    return formats_for(_live(await queue.fleet.heartbeats()).voice_formats)
 
 
 def _speakable(normalizers: list[Normalizer], text: str, voice: str, spell: bool) -> bool:
@@ -101,7 +112,7 @@ async def check_speakable(queue: Queue, text: str, voice: str, spell: bool = Tru
     refusal = unspeakable(
         voice,
         ", ".join(sorted(live.names)),
-        registered_voices=live.registered_voices,
+        registered_voices=bool(live.voice_formats),
         blends=live.blends,
         who="the live workers run",
     )

@@ -119,8 +119,9 @@ class Capabilities:
     """What an engine can do, published in its workers' heartbeats: the web tier and the page
     read these, never an engine's name."""
 
-    # It speaks registered voices (their stored speaker data); else only its built-in names.
-    registered_voices: bool = False
+    # The format of the registered voices' data it speaks (core/voices/formats.py); None: only
+    # its built-in names.
+    voice_data: str | None = None
     # It mixes voices by weight (`a(2)+b(1)`: core/queue/voice_names.py).
     blends: bool = False
     # The request's fields it honours besides text, voice and format.
@@ -138,9 +139,14 @@ class Capabilities:
     # check passes: their segments are checked and told, never made again (workers/checks/).
     speech: bool = True
 
+    @property
+    def registered_voices(self) -> bool:
+        return self.voice_data is not None
+
     def public(self) -> dict[str, Any]:
         return {
             "registered_voices": self.registered_voices,
+            "voice_data": self.voice_data,
             "blends": self.blends,
             "knobs": sorted(self.knobs),
             "streaming": self.streaming,

@@ -122,7 +122,6 @@ class EspeakEngine:
     # Its voices are its own (a registered ChatTTS voice is refused); same text and voice, same
     # samples (results may be cached); a segment takes milliseconds, so it goes out whole.
     capabilities = Capabilities(
-        registered_voices=False,
         knobs=frozenset({"speed"}),
         streaming="segments",
         alignment=True,

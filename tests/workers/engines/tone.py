@@ -55,7 +55,6 @@ class ToneEngine:
     max_batch = 4
     waiting_room = 4
     capabilities = Capabilities(
-        registered_voices=False,
         knobs=frozenset({"speed"}),
         streaming="chunks",
         alignment=True,

@@ -40,7 +40,7 @@ __all__ = [
 
 # What ChatTTS does on our runtime (the library's `infer` hands each segment over whole).
 CAPABILITIES = Capabilities(
-    registered_voices=True,
+    voice_data="chattts",
     blends=True,
     knobs=frozenset({"speed", "seed", "temperature", "top_p", "top_k", "refine", "prompt"}),
     streaming="chunks",
