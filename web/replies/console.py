@@ -10,8 +10,8 @@ from core.queue.console import DeadLetter
 from core.queue.readings import QueueReading
 from core.queue.store import Queue
 from web.clients.identity import shown_client
-from web.schemas.answers import DeadLetter as DeadLetterView
-from web.schemas.answers import QueueView
+from web.schemas.console_answers import DeadLetter as DeadLetterView
+from web.schemas.console_answers import QueueView
 
 # The windows of the throughput figures, in minutes.
 WINDOWS_MIN = (1, 5, 15)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from web.errors import ApiError
-from web.schemas.answers import TtsAnswer, TtsFailure, TtsFile
+from web.schemas.compat_answers import TtsAnswer, TtsFailure, TtsFile
 
 DEFAULT_VOICE = "2222"  # ChatTTS-ui's: a seed
 DEFAULT_TEXT_SEED = 42  # ChatTTS-ui seeds every request's sampling with it unless told 0

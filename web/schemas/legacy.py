@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.queue.voices import BUILTIN_VOICES
 from core.text.sentences import has_speakable
-from web.schemas.answers import LegacyProblem
+from web.schemas.compat_answers import LegacyProblem
 
 MAX_CHARS = 500
 VOICE_PATTERN = "^(" + "|".join(v.name for v in BUILTIN_VOICES) + ")$"

@@ -1,5 +1,5 @@
 """What the OpenAPI document says of one route: its parameters, its body, and its answers, with
-the JSON Schemas of the very types its view builds them as (web/schemas/answers.py, errors.py)."""
+the JSON Schemas of the very types its view builds them as (web/schemas/*answers.py, errors.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from core.audio.catalog import CATALOG
 from core.infra.settings import Settings
 from web.errors import LEGACY_PREFIX, ErrorBody, LegacyError
-from web.schemas.answers import LegacyValidationError
+from web.schemas.compat_answers import LegacyValidationError
 
 Schema = dict[str, Any]
 JSON = "application/json"
@@ -37,7 +37,7 @@ class Answer:
 
 
 def json(status: int, shape: Any, description: str = "", headers: tuple[str, ...] = ()) -> Answer:
-    """`status` with a JSON body built as `shape` (web/schemas/answers.py)."""
+    """`status` with a JSON body built as `shape` (a TypedDict of web/schemas/*answers.py)."""
     return Answer(status, description or shape.__doc__ or "", {JSON: shape}, headers)
 
 

@@ -12,6 +12,8 @@ from core.infra.settings import Settings
 from core.queue.job import JobState
 from core.text.subtitles import SUBTITLE_FORMATS
 from web.schemas import answers, chatttsui
+from web.schemas import compat_answers as compat
+from web.schemas import console_answers as console
 from web.schemas import openai as speech
 from web.schemas.admin import MAX_PAGE, MAX_USAGE_DAYS
 from web.schemas.jobs import MAX_LIST_LIMIT
@@ -76,7 +78,7 @@ SEGMENT_NUMBER = ("n", {"type": "integer", "minimum": 1, "maximum": 999_999})
 # answer (or, with wav=1, the WAV itself), and its errors as {"code": 1} with HTTP 200.
 CHATTTSUI_QUERY = tuple((name, {"type": "string"}, "") for name in chatttsui.FIELDS)
 CHATTTSUI_ANSWERS = (
-    json(200, answers.TtsAnswer | answers.TtsFailure, "the audio made, or {code: 1, msg}"),
+    json(200, compat.TtsAnswer | compat.TtsFailure, "the audio made, or {code: 1, msg}"),
     media(200, ("audio/x-wav",), "with wav=1: the WAV itself"),
 )
 
@@ -91,7 +93,7 @@ def chatttsui_form(_: Settings) -> Schema:
 #
 #     (json(200, answers.VoiceList), *errors(404))  # a VoiceList, or 404 in the error shape
 #
-# json(status, T): a JSON body, T a TypedDict of web/schemas/answers.py that the view annotates
+# json(status, T): a JSON body, T a TypedDict of web/schemas/*answers.py that the view annotates
 # its body with; media(status, types, what): audio or text; empty(status, what); errors(*s) and
 # legacy_errors(*s): the error shapes. What every route of its kind may answer (a body's 413, an
 # API route's 503) is added by common_errors. Tests check real answers against the document.
@@ -200,7 +202,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         for name, summary, answer in (
             ("elevenlabs_speech", "", media(200, ELEVENLABS_AUDIO, "the audio")),
             ("elevenlabs_speech_stream", ", streamed", media(200, ELEVENLABS_AUDIO, "as made")),
-            ("elevenlabs_speech_timed", ", timed", json(200, answers.TimedSpeech)),
+            ("elevenlabs_speech_timed", ", timed", json(200, compat.TimedSpeech)),
             (
                 "elevenlabs_speech_stream_timed",
                 ", timed and streamed",
@@ -235,20 +237,20 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("POST", "captioned_speech"): Operation(
         "Speech with word timestamps (Kokoro's captioned speech)",
         "openai",
-        (json(200, answers.CaptionedSpeech), *errors(400, 429, 500, 503)),
+        (json(200, compat.CaptionedSpeech), *errors(400, 429, 500, 503)),
         body=captioned_request,
     ),
     ("GET", "openai_models"): Operation(
-        "Models (OpenAI's shape)", "openai", (json(200, answers.ModelList),)
+        "Models (OpenAI's shape)", "openai", (json(200, compat.ModelList),)
     ),
     ("GET", "openai_model"): Operation(
-        "One model (OpenAI's shape)", "openai", (json(200, answers.Model), *errors(404))
+        "One model (OpenAI's shape)", "openai", (json(200, compat.Model), *errors(404))
     ),
     ("GET", "openai_audio_models"): Operation(
-        "Speech models (Open WebUI's shape)", "openai", (json(200, answers.AudioModelList),)
+        "Speech models (Open WebUI's shape)", "openai", (json(200, compat.AudioModelList),)
     ),
     ("GET", "openai_voices"): Operation(
-        "Voices by id and name (Open WebUI's shape)", "openai", (json(200, answers.VoiceNames),)
+        "Voices by id and name (Open WebUI's shape)", "openai", (json(200, compat.VoiceNames),)
     ),
     ("GET", "chatttsui_tts"): Operation(
         "Speak (ChatTTS-ui's API: fields in the query string)",
@@ -269,11 +271,11 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("POST", "legacy_submit"): Operation(
         "Submit (the previous API)",
         "legacy",
-        (json(200, answers.LegacySubmitted), *legacy_errors(422, 429, 503)),
+        (json(200, compat.LegacySubmitted), *legacy_errors(422, 429, 503)),
         body=legacy_request,
     ),
     ("GET", "legacy_query"): Operation(
-        "Query (the previous API)", "legacy", (json(200, answers.LegacyStatus), *legacy_errors(404))
+        "Query (the previous API)", "legacy", (json(200, compat.LegacyStatus), *legacy_errors(404))
     ),
     ("GET", "healthz"): Operation("Alive", "operations", (json(200, answers.Health),)),
     ("GET", "readyz"): Operation(
@@ -291,11 +293,11 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("POST", "admin_session"): Operation(
         "Sign in to the console with an admin key",
         "admin",
-        (json(200, answers.SignedIn), *errors(403)),
+        (json(200, console.SignedIn), *errors(403)),
         body=admin_key,
     ),
     ("DELETE", "admin_session"): Operation(
-        "Sign out of the console", "admin", (json(200, answers.SignedIn),)
+        "Sign out of the console", "admin", (json(200, console.SignedIn),)
     ),
     ("GET", "admin_live"): Operation(
         "The console's live view (SSE)",
@@ -303,28 +305,28 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         (media(200, (SSE,), "a `console` event a second"), *ADMIN, *errors(429)),
     ),
     ("GET", "admin_queue"): Operation(
-        "The queue at a glance", "admin", (json(200, answers.QueueView), *ADMIN)
+        "The queue at a glance", "admin", (json(200, console.QueueView), *ADMIN)
     ),
     ("POST", "admin_pause"): Operation(
         "Pause intake (503 paused)",
         "admin",
-        (json(200, answers.PauseState), *ADMIN),
+        (json(200, console.PauseState), *ADMIN),
         body=pause_request,
         optional_body=True,
     ),
     ("POST", "admin_resume"): Operation(
-        "Resume intake", "admin", (json(200, answers.PauseState), *ADMIN)
+        "Resume intake", "admin", (json(200, console.PauseState), *ADMIN)
     ),
     ("GET", "admin_workers"): Operation(
-        "Live workers", "admin", (json(200, answers.Workers), *ADMIN)
+        "Live workers", "admin", (json(200, console.Workers), *ADMIN)
     ),
     ("POST", "admin_drain"): Operation(
-        "Drain a worker", "admin", (json(202, answers.Draining), *ADMIN, *errors(404))
+        "Drain a worker", "admin", (json(202, console.Draining), *ADMIN, *errors(404))
     ),
     ("GET", "admin_usage"): Operation(
         "Usage per day and client",
         "admin",
-        (json(200, answers.Usage), media(200, ("text/csv",), "format=csv"), *ADMIN, *errors(400)),
+        (json(200, console.Usage), media(200, ("text/csv",), "format=csv"), *ADMIN, *errors(400)),
         query=(
             ("days", {"type": "integer", "minimum": 1, "maximum": MAX_USAGE_DAYS}, ""),
             ("format", {"enum": ["json", "csv"]}, ""),
@@ -333,13 +335,13 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "admin_audit"): Operation(
         "The operators' actions",
         "admin",
-        (json(200, answers.AuditPage), *ADMIN, *errors(400)),
+        (json(200, console.AuditPage), *ADMIN, *errors(400)),
         query=PAGE_QUERY,
     ),
     ("GET", "admin_jobs"): Operation(
         "Search jobs",
         "admin",
-        (json(200, answers.ConsoleJobPage), *ADMIN, *errors(400)),
+        (json(200, console.ConsoleJobPage), *ADMIN, *errors(400)),
         query=(
             ("state", {"type": "string"}, f"comma-separated: {', '.join(STATES)}"),
             ("client", {"type": "string"}, "a client id, or the address or key it is fair to"),
@@ -352,27 +354,27 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         ),
     ),
     ("GET", "admin_job"): Operation(
-        "A job's whole record", "admin", (json(200, answers.JobRecord), *ADMIN, *errors(404))
+        "A job's whole record", "admin", (json(200, console.JobRecord), *ADMIN, *errors(404))
     ),
     ("GET", "admin_dlq"): Operation(
         "Dead letters, newest first",
         "admin",
-        (json(200, answers.DeadLetterPage), *ADMIN, *errors(400)),
+        (json(200, console.DeadLetterPage), *ADMIN, *errors(400)),
         query=PAGE_QUERY,
     ),
     ("POST", "admin_requeue"): Operation(
         "Requeue dead jobs ({ids} or {all})",
         "admin",
-        (json(200, answers.RequeueResults), *ADMIN, *errors(400)),
+        (json(200, console.RequeueResults), *ADMIN, *errors(400)),
         body=job_ids,
     ),
     ("POST", "admin_requeue_one"): Operation(
-        "Requeue a dead job", "admin", (json(200, answers.Requeued), *ADMIN, *errors(404, 409))
+        "Requeue a dead job", "admin", (json(200, console.Requeued), *ADMIN, *errors(404, 409))
     ),
     ("POST", "admin_purge"): Operation(
         "Purge dead letters ({ids} or {all})",
         "admin",
-        (json(200, answers.Purged), *ADMIN, *errors(400)),
+        (json(200, console.Purged), *ADMIN, *errors(400)),
         body=job_ids,
     ),
 }

@@ -20,7 +20,7 @@ from web.monitors.memory import address
 from web.replies.sending import holding
 from web.replies.timings import words_file
 from web.replies.waiting import succeeded
-from web.schemas.answers import CaptionedSpeech
+from web.schemas.compat_answers import CaptionedSpeech
 from web.schemas.openai import Speech
 
 

@@ -37,7 +37,7 @@ from web.live.pieces import AlignedPieces, AudioPiece
 from web.monitors.memory import address
 from web.replies.streamed import Streamed
 from web.replies.waiting import unless_gone
-from web.schemas.answers import CharacterAlignment, TimedSpeech
+from web.schemas.compat_answers import CharacterAlignment, TimedSpeech
 from web.schemas.elevenlabs import NORMALIZE, speech_body
 
 DEFAULT_FORMAT = "mp3_44100_128"

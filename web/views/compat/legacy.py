@@ -27,11 +27,7 @@ from web.intake.bodies import read_body
 from web.intake.door import Policy, admit, who
 from web.intake.submissions import clean
 from web.replies.sending import holding, send_bytes
-from web.schemas.answers import (
-    LegacyStatus,
-    LegacySubmitted,
-    LegacyValidationError,
-)
+from web.schemas.compat_answers import LegacyStatus, LegacySubmitted, LegacyValidationError
 from web.schemas.legacy import MAX_CHARS, LegacyRequest, fastapi_detail
 
 # Base64 of more than this runs in a thread, off the event loop.

@@ -12,7 +12,7 @@ from core.queue.voices import BUILTIN_VOICES, OPENAI_VOICES
 from web.appkeys import QUEUE
 from web.clients.identity import client_id, is_admin
 from web.errors import ApiError, json_response
-from web.schemas import answers
+from web.schemas import compat_answers as compat
 from web.schemas.voices import voice_owner
 
 # `/v1/audio/speech` takes any model name: these are the ones OpenAI clients send, all served by
@@ -27,12 +27,12 @@ async def _model_names(request: web.Request) -> list[str]:
     return [*MODEL_ALIASES, *(e for e in engines if e not in MODEL_ALIASES)]
 
 
-def _model(name: str) -> answers.Model:
+def _model(name: str) -> compat.Model:
     return {"id": name, "object": "model", "created": 0, "owned_by": OWNER}
 
 
 async def list_models(request: web.Request) -> web.Response:
-    body: answers.ModelList = {
+    body: compat.ModelList = {
         "object": "list",
         "data": [_model(name) for name in await _model_names(request)],
     }
@@ -54,9 +54,7 @@ async def get_model(request: web.Request) -> web.Response:
 
 
 async def list_audio_models(request: web.Request) -> web.Response:
-    body: answers.AudioModelList = {
-        "models": [{"id": name} for name in await _model_names(request)]
-    }
+    body: compat.AudioModelList = {"models": [{"id": name} for name in await _model_names(request)]}
     return json_response(body)
 
 
@@ -72,6 +70,6 @@ async def list_audio_voices(request: web.Request) -> web.Response:
         *((v.name, v.description) for v in BUILTIN_VOICES),
         *((name, name) for name in mine),
     ]
-    voices = [answers.VoiceName(id=voice, name=said) for voice, said in named]
-    body: answers.VoiceNames = {"voices": voices}
+    voices = [compat.VoiceName(id=voice, name=said) for voice, said in named]
+    body: compat.VoiceNames = {"voices": voices}
     return json_response(body)

@@ -16,7 +16,7 @@ from web.errors import ApiError, json_response
 from web.intake.bodies import json_body
 from web.replies.console import queue_view, speech_quality, workers_page
 from web.schemas import admin as params
-from web.schemas.answers import (
+from web.schemas.console_answers import (
     AuditPage,
     Draining,
     PauseState,

@@ -15,7 +15,7 @@ from web.intake.bodies import json_body
 from web.job_service import job_urls
 from web.replies.console import dead_letter_view, listed_job
 from web.schemas import admin as params
-from web.schemas.answers import (
+from web.schemas.console_answers import (
     ConsoleJobPage,
     DeadLetterPage,
     JobRecord,

@@ -27,7 +27,7 @@ from web.intake.bodies import json_body
 from web.replies.console import dead_letter_page, queue_view, speech_quality, workers_page
 from web.replies.sending import send_timeout_s
 from web.schemas.admin import MAX_KEY_CHARS
-from web.schemas.answers import SignedIn
+from web.schemas.console_answers import SignedIn
 
 log = logging.getLogger("chattts_online.web.admin")
 
