@@ -136,6 +136,7 @@ async def checked_request(
     document = len(request.text) > max_chars
     if document:
         _check_document(request, max_chars)
+    check_storage(app, request, document)
     if policy.priority is None and request.priority == "high" and not by.client.startswith("key-"):
         raise ApiError(
             403,
@@ -177,9 +178,6 @@ async def queue(
     its address's, an IPv6 address's /48): one script, one round trip. A refusal is the one
     answer (status, Retry-After); a new job is counted."""
     expected = expected_bytes(request.text, request.format, document, request.speed)
-    quota = app[SETTINGS].limits.storage_per_client_bytes
-    if quota and expected > quota:
-        raise _too_large(expected, quota, document)
     source = ipv6_network(by.source) or by.source  # a site's /48 is one owner: its /64s share
     try:
         submitted = await app[QUEUE].enqueue(
@@ -200,12 +198,17 @@ async def queue(
     return submitted
 
 
-def _too_large(expected: int, quota: int, document: bool) -> ApiError:
-    """No client could ever keep this job's audio (core/audio/sizes.py): 413. Within the quota,
-    the client's and the store's room are charged atomically with the job (enqueue.lua)."""
+def check_storage(app: web.Application, request: SynthesisRequest, document: bool) -> None:
+    """413 for a job whose audio no client could ever keep (core/audio/sizes.py), before any
+    lease is taken. Within the quota, the client's and the store's room are charged atomically
+    with the job (enqueue.lua)."""
+    expected = expected_bytes(request.text, request.format, document, request.speed)
+    quota = app[SETTINGS].limits.storage_per_client_bytes
+    if not quota or expected <= quota:
+        return
     # A document keeps its parts as PCM whatever its format: only a shorter one helps.
     fix = "" if document else ", or ask for a compressed format (mp3, opus)"
-    return ApiError(
+    raise ApiError(
         413,
         f"this job's audio would take about {expected / 1e6:.0f} MB, more than the "
         f"{quota / 1e6:.0f} MB a client may keep: split the text into shorter jobs{fix}",
@@ -247,4 +250,5 @@ class Template:
         check_text(text, self.app[SETTINGS].limits.max_text_chars)
         request = self.admitted.model_copy(update={"text": text})
         await check_speakable(self.app[QUEUE], text, request.voice, request.normalize)
+        check_storage(self.app, request, False)
         return request
