@@ -19,10 +19,11 @@ from web.appkeys import FORWARDED_TLS, QUEUE, SETTINGS
 from web.errors import ApiError, json_response
 from web.intake.bodies import FORM, MULTIPART, form_fields
 from web.intake.door import Policy, admit, who
+from web.intake.submissions import check_voice
 from web.middlewares.origin import origin_allowed
 from web.replies.sending import holding, send_bytes
 from web.replies.waiting import succeeded
-from web.schemas.chatttsui import FIELDS, answer, failure, tts_call
+from web.schemas.chatttsui import DEFAULT_VOICE, FIELDS, answer, failure, tts_call
 
 # The most bytes one character of text takes in a form: 4 in UTF-8, each sent as %XX.
 _BYTES_PER_CHAR = 12
@@ -38,6 +39,17 @@ async def tts(request: web.Request) -> web.StreamResponse:
         return json_response(failure(exc.message), headers=exc.headers)
 
 
+async def _spoken_voice(app: web.Application, voice: str, client: str) -> str:
+    """The voice, or ChatTTS-ui's default seed for a name that is not one here: ChatTTS-ui
+    speaks any voice that is no seed or saved speaker in its default (pyVideoTrans' settings
+    test sends `boy1`)."""
+    try:
+        await check_voice(app[QUEUE], voice, client)
+    except ApiError:
+        return DEFAULT_VOICE
+    return voice
+
+
 async def _tts(request: web.Request) -> web.StreamResponse:
     app = request.app
     if request.method == "GET" and not _own_page_or_no_page(request):
@@ -47,8 +59,9 @@ async def _tts(request: web.Request) -> web.StreamResponse:
             "browsers; call /tts from a program, or add the site to CHATTTS_ALLOWED_ORIGINS",
             code="origin_not_allowed",
         )
-    call = tts_call(await _fields(request))
-    async with admit(app, who(request), call.job, _TTS) as admitted:  # held while it is made
+    call, by = tts_call(await _fields(request)), who(request)
+    call.job["voice"] = await _spoken_voice(app, call.job["voice"], by.client)
+    async with admit(app, by, call.job, _TTS) as admitted:  # held while it is made
         job_id = admitted.job_id
         finished = await succeeded(request, job_id, admitted.cursor)
     if finished is None:
