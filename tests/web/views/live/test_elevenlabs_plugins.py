@@ -1,6 +1,7 @@
-"""The voice-agent plugins themselves against the ElevenLabs-compatible WebSocket: LiveKit's
-`livekit-plugins-elevenlabs` (its TTS stream, several at once on its one socket) and Pipecat's
-ElevenLabsTTSService (through Pipecat's own test harness), each with a base URL and a key."""
+"""The voice-agent plugins themselves against the ElevenLabs-compatible WebSocket and HTTP API:
+LiveKit's `livekit-plugins-elevenlabs` (its TTS stream, several at once on its one socket, its
+`synthesize()` and voices) and Pipecat's ElevenLabsTTSService and ElevenLabsHttpTTSService
+(through Pipecat's own test harness), each with a base URL and a key."""
 
 from __future__ import annotations
 
@@ -188,3 +189,29 @@ async def test_pipecat_tokens(client: Client, worker: WorkerProcess) -> None:
     audio = b"".join(f.audio for f in down if isinstance(f, frames_module.TTSAudioRawFrame))
     assert len(audio) / 2 / 24000 > 1.0
     assert any(isinstance(f, frames_module.TTSStoppedFrame) for f in down)
+
+
+async def test_pipecat_http_service(make_client: ClientFactory, worker: WorkerProcess) -> None:
+    """Pipecat's ElevenLabsHttpTTSService: ElevenLabs' `/stream/with-timestamps` route, a turn's
+    audio at the pipeline's rate and its words in order within it."""
+    frames_module = pytest.importorskip("pipecat.frames.frames")
+    elevenlabs = pytest.importorskip("pipecat.services.elevenlabs.tts")
+    harness = pytest.importorskip("pipecat.tests.utils")
+    client = await make_client(api_keys=KEY)
+    async with aiohttp.ClientSession() as http:
+        tts = elevenlabs.ElevenLabsHttpTTSService(
+            api_key=KEY,
+            aiohttp_session=http,
+            base_url=f"http://127.0.0.1:{_port(client)}",
+            sample_rate=16000,
+            settings=elevenlabs.ElevenLabsHttpTTSSettings(voice="en_male"),
+        )
+        sent = [frames_module.TTSSpeakFrame(LIVEKIT_TEXT[0]), harness.SleepFrame(3)]
+        down, up = await harness.run_test(tts, frames_to_send=sent)
+    audio = [f for f in down if isinstance(f, frames_module.TTSAudioRawFrame)]
+    assert audio and {f.sample_rate for f in audio} == {16000}
+    seconds = sum(len(f.audio) for f in audio) / 2 / 16000
+    assert seconds > 1.0
+    words = [f.text for f in down if isinstance(f, frames_module.TTSTextFrame)]
+    assert " ".join(words).split() == LIVEKIT_TEXT[0].split()
+    assert not [f for f in up if isinstance(f, frames_module.ErrorFrame)]
