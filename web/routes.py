@@ -86,6 +86,7 @@ def setup_routes(app: web.Application, static_dir: Path) -> None:
     for path, name in elevenlabs_speech.ROUTES:  # ElevenLabs' text-to-speech HTTP API
         r.add_post(f"/v1/text-to-speech/{{voice_id}}{path}", elevenlabs_speech.speech, name=name)
     r.add_get("/v1/voices", listing.list_voices, name="voices", expect_handler=e)
+    r.add_get("/v2/voices", listing.search_voices, name="voices_search", expect_handler=e)
     r.add_post("/v1/voices", registry.register_voice, name="voices_register", expect_handler=e)
     voice = r.add_resource("/v1/voices/{name}", name="voice")
     voice.add_route("GET", listing.get_voice, expect_handler=e)

@@ -141,6 +141,15 @@ class VoiceList(TypedDict):
     workers: int
 
 
+class VoicePage(TypedDict):
+    """A page of voices found, in ElevenLabs' shape (`GET /v2/voices`)."""
+
+    voices: list[Voice]
+    has_more: bool
+    total_count: int
+    next_page_token: str | None
+
+
 class VoiceDeleted(TypedDict):
     name: str
     deleted: bool

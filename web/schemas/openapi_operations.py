@@ -211,6 +211,18 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         )
     },
     ("GET", "voices"): Operation("The voices", "voices", (json(200, answers.VoiceList),)),
+    ("GET", "voices_search"): Operation(
+        "Voices found, a page at a time (ElevenLabs' shape)",
+        "voices",
+        (json(200, answers.VoicePage), *errors(400)),
+        query=(
+            ("search", {"type": "string"}, "in a voice's name, description and labels"),
+            ("category", {"type": "string"}, "premade or cloned"),
+            ("voice_type", {"type": "string"}, "as category"),
+            ("page_size", {"type": "integer", "minimum": 1, "maximum": 100}, "10 by default"),
+            ("next_page_token", {"type": "string"}, "next_page_token of the page before"),
+        ),
+    ),
     ("POST", "voices_register"): Operation(
         "Register a voice",
         "voices",

@@ -1,5 +1,6 @@
 """Voices listed (`GET /v1/voices`: the live engines', the built-in and this client's registered
-ones) and shown one at a time (`GET /v1/voices/{name}`); a registered voice only to its owner."""
+ones; `GET /v2/voices`: searched and paged, as ElevenLabs' `voices.search()` reads them) and
+shown one at a time (`GET /v1/voices/{name}`); a registered voice only to its owner."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from aiohttp import web
 from core.queue.voices import BUILTIN_BY_NAME, BUILTIN_VOICES, DEFAULT_VOICE, DEFAULT_VOICES
 from web.appkeys import QUEUE
 from web.clients.identity import client_id, is_admin
-from web.errors import json_response, not_found
+from web.errors import ApiError, json_response, not_found
 from web.monitors.fleet import capabilities_of
-from web.schemas.answers import Engine, Voice, VoiceList
+from web.schemas.answers import Engine, Voice, VoiceList, VoicePage
 from web.schemas.voices import NAME, public_fields, voice_owner
 
 
@@ -33,6 +34,50 @@ def _listed(voice: Mapping[str, Any], engines: list[str]) -> Voice:
 
 
 async def list_voices(request: web.Request) -> web.Response:
+    return json_response(await _listing(request))
+
+
+async def search_voices(request: web.Request) -> web.Response:
+    """`GET /v2/voices?search=&category=&page_size=&next_page_token=`: ElevenLabs' search, over
+    a voice's name, description and labels; a page of at most 100."""
+    query = request.query
+    search = query.get("search", "").strip().lower()
+    category = query.get("category") or query.get("voice_type")
+    size, start = _whole(query, "page_size", 10, 1, 100), _whole(query, "next_page_token", 0, 0)
+    found = [
+        voice
+        for voice in (await _listing(request))["voices"]
+        if (not category or voice.get("category") == category)
+        and search
+        in " ".join([voice["name"], str(voice.get("description") or "")]).lower()
+        + " ".join(voice.get("labels", {}).values()).lower()
+    ]
+    page: VoicePage = {
+        "voices": found[start : start + size],
+        "has_more": start + size < len(found),
+        "total_count": len(found),
+        "next_page_token": str(start + size) if start + size < len(found) else None,
+    }
+    return json_response(page)
+
+
+def _whole(
+    query: Mapping[str, str], name: str, default: int, least: int, most: int = 1 << 30
+) -> int:
+    value = query.get(name, "")
+    if not value:
+        return default
+    if not (value.isascii() and value.isdigit()) or not least <= int(value) <= most:
+        raise ApiError(
+            400,
+            f"{name!r} must be a whole number from {least} to {most}",
+            code="invalid_value",
+            param=name,
+        )
+    return int(value)
+
+
+async def _listing(request: web.Request) -> VoiceList:
     queue = request.app[QUEUE]
     beats = await queue.fleet.heartbeats()  # the workers alive now
     registered = await queue.voices.all()
@@ -77,7 +122,7 @@ async def list_voices(request: web.Request) -> web.Response:
         "engines": list(engines.values()),
         "workers": len(beats),
     }
-    return json_response(listing)
+    return listing
 
 
 async def get_voice(request: web.Request) -> web.Response:

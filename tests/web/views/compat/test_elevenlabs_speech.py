@@ -160,3 +160,27 @@ async def test_voices_as_the_sdk_lists_them(
     with pytest.raises(ElevenLabsError) as caught:
         await sdk(client, "wrong").voices.get_all()
     assert caught.value.status_code == 401
+
+
+async def test_voices_searched_a_page_at_a_time(
+    make_client: ClientFactory, worker: WorkerProcess
+) -> None:
+    """`voices.search()` (/v2/voices): found by name and labels, a page at a time, each page's
+    token leading to the next until none is left."""
+    client = await make_client(api_keys="k-one")
+    api = sdk(client, "k-one").voices
+    english = await api.search(search="en-us")
+    assert english.voices and all(v.labels["language"] == "en-US" for v in english.voices)
+    seen, token = [], None
+    while True:
+        page = await api.search(page_size=2, next_page_token=token, category="premade")
+        assert len(page.voices) <= 2 and page.total_count >= len(english.voices)
+        seen += [voice.voice_id for voice in page.voices]
+        token = page.next_page_token
+        assert page.has_more == (token is not None)
+        if token is None:
+            break
+    assert len(seen) == len(set(seen)) == page.total_count
+    assert (await api.search(search="no such voice at all")).voices == []
+    response = await client.get("/v2/voices?page_size=101", headers={"xi-api-key": "k-one"})
+    assert response.status == 400 and (await response.json())["error"]["param"] == "page_size"
