@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from cli.errors import OK, REJECTED, UNAVAILABLE, USAGE, CliError, exit_code
 from cli.running import service_url
 
 TIMEOUT_S = 15.0
+# A listing's column: the field it shows, or the function that makes its cell of an item.
+Column = str | Callable[[dict[str, Any]], Any]
 
 
 def add_parser(sub: Any, default_url: str) -> None:
@@ -182,6 +185,13 @@ def _table(rows: list[list[Any]], header: list[str]) -> str:
     )
 
 
+def _listing(items: list[dict[str, Any]], columns: dict[str, Column]) -> str:
+    """A table of `items`, one column per header: the item's field of that name, or what the
+    function makes of the item."""
+    rows = [[c(i) if callable(c) else i.get(c) for c in columns.values()] for i in items]
+    return _table(rows, list(columns))
+
+
 def _show(args: argparse.Namespace, console: Console) -> tuple[Any, str]:
     """The API's answer to this command, and how a person reads it."""
     what = args.what
@@ -223,21 +233,10 @@ def _show(args: argparse.Namespace, console: Console) -> tuple[Any, str]:
             {k: v for k, v in query.items() if v is not None}
         )
         answer = console.call("GET", path)
-        rows = [
-            [
-                j["id"],
-                j["state"],
-                j.get("client"),
-                j.get("voice"),
-                _when(j.get("created_at")),
-                j.get("attempts"),
-                j.get("error", ""),
-            ]
-            for j in answer["jobs"]
-        ]
-        return answer, _table(
-            rows, ["id", "state", "client", "voice", "submitted", "attempts", "error"]
-        )
+        columns: dict[str, Column] = {"id": "id", "state": "state", "client": "client"}
+        columns |= {"voice": "voice", "submitted": lambda j: _when(j.get("created_at"))}
+        columns |= {"attempts": "attempts", "error": "error"}
+        return answer, _listing(answer["jobs"], columns)
     if what == "job":
         answer = console.call("GET", f"/admin/v1/jobs/{urllib.parse.quote(args.id)}")
         return answer, _job_record(answer)
@@ -245,22 +244,10 @@ def _show(args: argparse.Namespace, console: Console) -> tuple[Any, str]:
         return _dlq(args, console)
     if what == "workers":
         answer = console.call("GET", "/admin/v1/workers")
-        rows = [
-            [
-                w["name"],
-                w["host"],
-                w["engine"],
-                w["device"],
-                w["state"],
-                w["in_hand"],
-                w["steps_per_s"],
-                f"{w['streams']['playing']}/{w['streams']['capacity']}",
-            ]
-            for w in answer["workers"]
-        ]
-        return answer, _table(
-            rows, ["name", "host", "engine", "device", "state", "in hand", "steps/s", "streams"]
-        )
+        columns = {k: k for k in ("name", "host", "engine", "device", "state")}
+        columns |= {"in hand": "in_hand", "steps/s": "steps_per_s"}
+        columns["streams"] = lambda w: f"{w['streams']['playing']}/{w['streams']['capacity']}"
+        return answer, _listing(answer["workers"], columns)
     if what == "worker":
         answer = console.call(
             "POST", f"/admin/v1/workers/{urllib.parse.quote(args.name, safe='')}/drain", {}
@@ -271,21 +258,10 @@ def _show(args: argparse.Namespace, console: Console) -> tuple[Any, str]:
             text = console.call("GET", f"/admin/v1/usage?days={args.days}&format=csv", raw=True)
             return None, text.rstrip("\n")
         answer = console.call("GET", f"/admin/v1/usage?days={args.days}")
-        rows = [
-            [
-                u["day"],
-                u["client"],
-                u["label"],
-                u["jobs"],
-                u["succeeded"],
-                u["characters"],
-                u["audio_seconds"],
-            ]
-            for u in answer["usage"]
-        ]
-        return answer, _table(
-            rows, ["day", "client", "who", "jobs", "succeeded", "characters", "audio (s)"]
-        )
+        columns = {"day": "day", "client": "client", "who": "label", "jobs": "jobs"}
+        columns |= {"succeeded": "succeeded", "characters": "characters"}
+        columns |= {"audio (s)": "audio_seconds"}
+        return answer, _listing(answer["usage"], columns)
     answer = console.call("GET", f"/admin/v1/audit?limit={args.limit}")
     rows = [
         [_when(a["ts"]), a["by"], a["action"], a["target"], a.get("detail", "")]
@@ -297,17 +273,10 @@ def _show(args: argparse.Namespace, console: Console) -> tuple[Any, str]:
 def _dlq(args: argparse.Namespace, console: Console) -> tuple[Any, str]:
     if args.action == "list":
         answer = console.call("GET", "/admin/v1/dlq?limit=100")
-        rows = [
-            [
-                d["id"],
-                d["reason"],
-                d["last_worker"],
-                _when(d["dead_at"]),
-                "yes" if d["requeueable"] else "no",
-            ]
-            for d in answer["dead_letters"]
-        ]
-        return answer, _table(rows, ["id", "reason", "last worker", "dead at", "requeueable"])
+        columns: dict[str, Column] = {"id": "id", "reason": "reason", "last worker": "last_worker"}
+        columns["dead at"] = lambda d: _when(d["dead_at"])
+        columns["requeueable"] = lambda d: "yes" if d["requeueable"] else "no"
+        return answer, _listing(answer["dead_letters"], columns)
     if bool(args.ids) == args.all:
         raise CliError(f"dlq {args.action}: give job ids, or --all", USAGE)
     body = {"all": True} if args.all else {"ids": args.ids}
@@ -327,26 +296,25 @@ def _dlq(args: argparse.Namespace, console: Console) -> tuple[Any, str]:
     return answer, "\n".join([*lines, f"{answer['requeued']} requeued"])
 
 
-def run(args: argparse.Namespace, default_url: str) -> int:
-    key = os.environ.get("CHATTTS_ADMIN_KEY", "")
-    if args.admin_key_file:
-        try:
-            if args.admin_key_file == "-":
-                key = sys.stdin.readline().strip()
-            else:
-                key = Path(args.admin_key_file).read_text().strip()
-        except OSError as exc:
-            print(f"chattts-online admin: cannot read the key: {exc}", file=sys.stderr)
-            return USAGE
-    if not key:
-        print(
-            "chattts-online admin: set CHATTTS_ADMIN_KEY or give --admin-key-file",
-            file=sys.stderr,
-        )
-        return USAGE
-    console = Console(service_url(args.url), key)
+def _admin_key(args: argparse.Namespace) -> str:
+    """The key in the file --admin-key-file names (-: standard input), else CHATTTS_ADMIN_KEY."""
     try:
-        answer, text = _show(args, console)
+        if args.admin_key_file == "-":
+            key = sys.stdin.readline().strip()
+        elif args.admin_key_file:
+            key = Path(args.admin_key_file).read_text().strip()
+        else:
+            key = os.environ.get("CHATTTS_ADMIN_KEY", "")
+    except OSError as exc:
+        raise CliError(f"cannot read the key: {exc}", USAGE) from None
+    if not key:
+        raise CliError("set CHATTTS_ADMIN_KEY or give --admin-key-file", USAGE)
+    return key
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        answer, text = _show(args, Console(service_url(args.url), _admin_key(args)))
     except CliError as exc:
         print(f"chattts-online admin: {exc}", file=sys.stderr)
         return exc.code

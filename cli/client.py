@@ -205,30 +205,18 @@ async def _wait(
     raise CliError(f"job {job['id']}: its events ended early", UNAVAILABLE)
 
 
-async def submit(
-    api: Api,
-    text: str,
-    output: str,
-    fmt: str,
-    voice: str | None,
-    speed: float | None,
-    max_chars: int = MAX_CHARS,
-    progress: Progress | None = None,
-    tracker: JobTracker | None = None,
-    subtitles: str | None = None,
-) -> int:
+async def submit(api: Api, tracker: JobTracker, text: str, output: str, fmt: str, args: Any) -> int:
     """Any length of text as one job (a document: the server keeps it in parts and resumes it
-    after a crash), or several past `max_chars`; their PCM written as one file of `fmt`;
-    `subtitles` (srt or vtt): the cues of every part, timed on that file, beside it."""
-    parts = split_sentences(clean_text(text), max_chars)
+    after a crash), or several past `--max-chars`; their PCM written as one file of `fmt`;
+    `--subtitles` (srt or vtt): the cues of every part, timed on that file, beside it."""
+    parts = split_sentences(clean_text(text), args.max_chars)
     if not parts:
         raise CliError("the text has nothing to speak", USAGE)
-    progress = progress or Progress([len(p) for p in parts])
-    tracker = tracker or JobTracker()
-    # PCM, encoded here: the jobs of a text past `max_chars` join without re-decoding.
+    progress = Progress([len(p) for p in parts])
+    # PCM, encoded here: the jobs of a text past `--max-chars` join without re-decoding.
     params: dict[str, Any] = {"format": "pcm"}
-    params |= {"voice": voice} if voice else {}
-    params |= {"speed": speed} if speed is not None else {}
+    params |= {"voice": args.voice} if args.voice else {}
+    params |= {"speed": args.speed} if args.speed is not None else {}
     jobs: list[dict[str, Any]] = []
     cues: list[dict[str, Any]] = []
 
@@ -253,15 +241,15 @@ async def submit(
                     written += len(gap)
                 offset_s = written / 2 / SAMPLE_RATE
                 written += await _download(api, job["audio_url"], writer)
-                if subtitles:
+                if args.subtitles:
                     cues += await _cues_from(api, job, offset_s)
             writer.close()
     finally:
         progress.finish()
     if output != "-":
         print(f"wrote {output}", file=sys.stderr)
-    if subtitles:
-        _write_subtitles(cues, output, subtitles)
+    if args.subtitles:
+        _write_subtitles(cues, output, args.subtitles)
     return OK
 
 
@@ -348,18 +336,7 @@ def run(command: str, args: Any) -> int:
             if command == "say":
                 work = say(api, text.strip(), output, fmt, args.voice, args.speed)
             else:
-                work = submit(
-                    api,
-                    text,
-                    output,
-                    fmt,
-                    args.voice,
-                    args.speed,
-                    args.max_chars,
-                    None,
-                    tracker,
-                    args.subtitles,
-                )
+                work = submit(api, tracker, text, output, fmt, args)
             return await until_interrupted(work, functools.partial(tracker.cancel_all, api))
         finally:
             await api.close()

@@ -173,7 +173,6 @@ def build_parser() -> argparse.ArgumentParser:
 def bench(argv: Sequence[str]) -> int:
     """`chattts-online bench ...`: python -m bench.suite ... in the repository's checkout."""
     import subprocess
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     if not (root / "bench" / "suite.py").is_file():
@@ -210,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return live.run(args, *client.connection(args))
         return client.run(args.command, args)
     if args.command == "admin":
-        return admin.run(args, DEFAULT_URL)
+        return admin.run(args)
     try:
         settings = settings_from_args(args)
         logs.configure(settings.log_level, settings.log_format)

@@ -6,13 +6,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from cli.errors import FAILED, OK
 from core.infra.settings import Settings
 from workers.engines.base import EngineError
 from workers.engines.chattts.loading import models
-from workers.engines.chattts.loading.loader import MANIFEST
-
-OK, FAILED, USAGE = 0, 1, 2
-REPO = models.REPO_ID
+from workers.engines.chattts.loading.loader import MANIFEST, resolve_root
 
 
 def _report(root: Path, trust_stamp: bool = False) -> bool:
@@ -63,7 +61,7 @@ def pull(
 
 def verify(settings: Settings) -> int:
     try:
-        root = models.find(settings.engine.model_dir)
+        root = resolve_root(settings.engine.model_dir)
     except EngineError as exc:
         print(f"chattts-online models verify: {exc}", file=sys.stderr)
         return FAILED
@@ -72,7 +70,7 @@ def verify(settings: Settings) -> int:
 
 def info(settings: Settings) -> int:
     try:
-        root = models.find(settings.engine.model_dir)
+        root = resolve_root(settings.engine.model_dir)
     except EngineError as exc:
         print(f"no checkpoint: {exc}")
         print(

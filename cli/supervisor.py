@@ -214,11 +214,8 @@ class Supervisor:
         return False
 
     def _display_host(self) -> str:
-        return (
-            "127.0.0.1"
-            if self.settings.web.host in ("0.0.0.0", "::", "")
-            else self.settings.web.host
-        )
+        host = self.settings.web.host
+        return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
 
 
 def _voices_line(settings: Settings) -> str:

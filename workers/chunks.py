@@ -74,9 +74,6 @@ class ChunkPublisher:
             eager = job.started.request.stream_start == "now"
             self.streams[job.job_id] = _Stream(job, clock=PlaybackClock(expected, eager))
 
-    def streaming(self, job_id: str) -> bool:
-        return job_id in self.streams
-
     def clock(self, job_id: str) -> PlaybackClock | None:
         """The playback clock of a streamed job's listener (None: not streamed)."""
         stream = self.streams.get(job_id)

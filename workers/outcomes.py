@@ -49,9 +49,7 @@ class Outcomes:
 
     async def fail(self, job_id: str, started: Started, reason: str) -> None:
         """A started job that cannot run (bad voice, nothing to speak): it fails at once."""
-        await self.queue.work.finish(
-            job_id, started.client, started.token, "failed", reason, stream=started.stream
-        )
+        await self._finish(job_id, started, "failed", reason)
         self.metrics.outcome("failed")
 
     def complete_in_background(self, job: ActiveJob) -> None:
@@ -97,17 +95,7 @@ class Outcomes:
                 "worker %s: completing %s failed", self.name, job.job_id, extra=job_log(job.job_id)
             )
             await discard_draft(self.queue, job)
-            self.in_hand.pop(job.job_id, None)
-            self.metrics.outcome("failed")
-            with contextlib.suppress(RedisError):
-                await self.queue.work.finish(
-                    job.job_id,
-                    job.started.client,
-                    job.started.token,
-                    "failed",
-                    f"encoding the audio failed: {exc}",
-                    stream=job.started.stream,
-                )
+            await self.give_up(job, f"encoding the audio failed: {exc}")
 
     async def segment_done(
         self, job: ActiveJob, segment: Segment, samples: np.ndarray, verdict: Verdict | None = None
@@ -166,14 +154,20 @@ class Outcomes:
         self.in_hand.pop(job.job_id, None)
         self.metrics.outcome("failed")
         with contextlib.suppress(RedisError):
-            await self.queue.work.finish(
-                job.job_id,
-                job.started.client,
-                job.started.token,
-                "failed",
-                reason,
-                stream=job.started.stream,
-            )
+            await self._finish(job.job_id, job.started, "failed", reason)
+
+    async def _finish(self, job_id: str, started: Started, state: str, reason: str) -> None:
+        """End the job in Redis as `state` ("failed" or "cancelled"), saying why."""
+        await self.queue.work.finish(
+            job_id, started.client, started.token, state, reason, stream=started.stream
+        )
+
+    async def _release(self, job: ActiveJob, reason: str, count_attempt: bool = False) -> bool:
+        """Give the job back to the queue (`reason` "": a document's slice ended)."""
+        started = job.started
+        return await self.queue.work.release(
+            job.job_id, started.client, started.token, reason, count_attempt, stream=started.stream
+        )
 
     async def _put_piece(self, job: ActiveJob, kind: str, ext: str, data: bytes) -> bytes | None:
         """A segment or part written to the store, retried for CHATTTS_AUDIO_STORE_TIMEOUT_S
@@ -294,27 +288,19 @@ class Outcomes:
     async def drop(self, job: ActiveJob) -> None:
         """Stop a job that was cancelled (finish it as such) or lost (leave it to its new owner)."""
         self.in_hand.pop(job.job_id, None)
+        outcome = "failed" if job.failure else "cancelled"
         if job.hold is Hold.STOPPING:
-            await self.queue.work.finish(
-                job.job_id,
-                job.started.client,
-                job.started.token,
-                "failed" if job.failure else "cancelled",
-                job.failure or "cancelled by the client",
-                stream=job.started.stream,
-            )
+            reason = job.failure or "cancelled by the client"
+            await self._finish(job.job_id, job.started, outcome, reason)
         # Counted once Redis took it: a failed finish leaves the job to be reclaimed, and the
         # worker that finishes it counts it.
-        outcome = "failed" if job.failure else "cancelled"
         self.metrics.outcome("lost" if job.hold is Hold.LOST else outcome)
 
     async def hand_back(self, job: ActiveJob) -> None:
         """A document whose slice ended goes back to the queue (the attempt not counted) and
         resumes after its stored parts wherever it is taken next."""
         self.in_hand.pop(job.job_id, None)
-        ok = await self.queue.work.release(
-            job.job_id, job.started.client, job.started.token, "", stream=job.started.stream
-        )
+        ok = await self._release(job, "")
         self.metrics.outcome("yielded" if ok else "lost")
 
     async def engine_failed(self, job: ActiveJob, exc: EngineError) -> None:
@@ -328,25 +314,10 @@ class Outcomes:
                 *(self.name, job.job_id, exc),
                 extra=job_log(job.job_id),
             )
-            await self.queue.work.release(
-                job.job_id,
-                job.started.client,
-                job.started.token,
-                str(exc),
-                count_attempt=True,
-                stream=job.started.stream,
-            )
+            await self._release(job, str(exc), count_attempt=True)
             self.metrics.outcome("released")  # counted once Redis took it (else: reclaimed)
         else:
-            await self.queue.work.finish(
-                job.job_id,
-                job.started.client,
-                job.started.token,
-                "failed",
-                str(exc),
-                stream=job.started.stream,
-            )
-            self.metrics.outcome("failed")
+            await self.fail(job.job_id, job.started, str(exc))
 
     async def release_all(self, reason: str, keep: Collection[str] = ()) -> None:
         """Give every job in hand but `keep` back to the queue; with Redis down, their leases
@@ -362,13 +333,7 @@ class Outcomes:
             )
         try:
             for job in going:
-                await self.queue.work.release(
-                    job.job_id,
-                    job.started.client,
-                    job.started.token,
-                    reason,
-                    stream=job.started.stream,
-                )
+                await self._release(job, reason)
                 self.metrics.outcome("released")
         except RedisError as exc:
             self.metrics.redis_error()

@@ -204,12 +204,14 @@ class Worker:
             except REDIS_UNAVAILABLE as exc:
                 if self._stopping.is_set():
                     raise
-                self.metrics.redis_error()
-                log.warning(
-                    "worker %s: Redis unavailable (%s); retrying in %.1fs", self.name, exc, delay
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, BACKOFF_MAX_S)
+                delay = await self._redis_down(exc, delay)
+
+    async def _redis_down(self, exc: Exception, delay: float) -> float:
+        """Wait `delay` out while Redis is unreachable; the next, longer delay."""
+        self.metrics.redis_error()
+        log.warning("worker %s: Redis unavailable (%s); retrying in %.1fs", self.name, exc, delay)
+        await asyncio.sleep(delay)
+        return min(delay * 2, BACKOFF_MAX_S)
 
     # -- main loop --------------------------------------------------------------------------
 
@@ -306,16 +308,11 @@ class Worker:
                         return
             try:
                 if not self._stopping.is_set():
-                    await self._fill()
+                    await self.intake.fill()
                 await one_round()
                 delay = BACKOFF_START_S
             except REDIS_UNAVAILABLE as exc:
-                self.metrics.redis_error()
-                log.warning(
-                    "worker %s: Redis unavailable (%s); retrying in %.1fs", self.name, exc, delay
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, BACKOFF_MAX_S)
+                delay = await self._redis_down(exc, delay)
 
     async def _tidy(self, busy: Callable[[str], bool]) -> None:
         """Between rounds: cancelled and lost jobs leave, documents whose slice ended go back to
@@ -333,9 +330,6 @@ class Worker:
             self.outcomes.complete_in_background(job)
         for job_id in [j for j in self.chunks.streams if j not in self.in_hand]:
             self.chunks.close(job_id)
-
-    async def _fill(self) -> None:
-        await self.intake.fill()
 
     # -- side tasks -------------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ class WorkerStats:
     ) -> dict[str, Any]:
         """The heartbeat document (JSON) stored under the worker's key."""
         tally = metrics.tally
-        own = engine_stats(engine)
+        own = engine.stats()  # its own counters (ChatTTS: infer calls, OOM splits, truncations)
         # A decode runtime counts its steps; an engine without one, its segments.
         steps = int(own.get("runtime_steps", tally.segments))
         return {
@@ -76,11 +76,6 @@ class WorkerStats:
             "checks": tally.checks,
             "engine_stats": own,
         }
-
-
-def engine_stats(engine: Engine) -> dict[str, Any]:
-    """The engine's own counters (ChatTTS: infer calls, OOM splits, truncations)."""
-    return engine.stats()
 
 
 async def publish_heartbeats(

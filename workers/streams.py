@@ -38,10 +38,6 @@ class StreamRoom:
         self.hand = hand
         self._warned = False
 
-    @property
-    def on(self) -> bool:
-        return self.settings.scheduling.stream_admission == "capacity"
-
     def _measures(self) -> tuple[int | None, float | None]:
         """From one look at the engine: the capacity it measures itself (None: it does not),
         and one stream's speed alone, x real time (None: not measured yet)."""
@@ -56,11 +52,8 @@ class StreamRoom:
         measured = tally.busy_s > 0 and tally.made_s > 0
         return None, tally.made_s / tally.busy_s if measured else None
 
-    def capacity(self) -> int:
-        """Streams carried at once, each `CHATTTS_STREAM_HEADROOM` times faster than real time."""
-        return self._capacity(*self._measures())
-
     def _capacity(self, own: int | None, speed: float | None) -> int:
+        """Streams carried at once, each `CHATTTS_STREAM_HEADROOM` times faster than real time."""
         if self.settings.scheduling.stream_capacity > 0:
             return self.settings.scheduling.stream_capacity
         if own is not None:
@@ -72,26 +65,22 @@ class StreamRoom:
         self._report(capacity, speed)
         return capacity
 
-    def playing(self) -> int:
-        """Streamed jobs in hand whose last chunk is not out yet."""
-        return self.chunks.playing
-
     def room(self) -> int:
         """Streams the worker may take now: up to its capacity (one at a time when it has
         none), and up to the engine's rows when the engine holds streams until they can play
         without a gap (ours does); any number with CHATTTS_STREAM_ADMISSION=off."""
-        if not self.on:
+        if self.settings.scheduling.stream_admission != "capacity":
             return self.hand
         own, speed = self._measures()
         capacity = self._capacity(own, speed)
         if own is not None:
             capacity = max(capacity, min(self.hand, int(self.engine.max_batch)))
-        return max(0, max(1, capacity) - self.playing())
+        return max(0, max(1, capacity) - self.chunks.playing)
 
     def reading(self) -> dict[str, Any]:
         """For the heartbeat (and so /readyz and /metrics)."""
         own, speed = self._measures()  # one look at the engine for both
-        capacity, playing = self._capacity(own, speed), self.playing()
+        capacity, playing = self._capacity(own, speed), self.chunks.playing
         self.metrics.streams_playing.set(playing)
         if speed is not None:
             self.metrics.stream_speed.set(speed)

@@ -16,26 +16,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from core.audio.formats import SAMPLE_RATE
+from core.audio.formats import SAMPLE_RATE as SAMPLE_RATE  # the engines and tests read it here
 from core.queue.job import SynthesisRequest
 from core.queue.voices import Voice
-
-__all__ = [
-    "SAMPLE_RATE",
-    "Capabilities",
-    "ChunkSink",
-    "Engine",
-    "EngineCalls",
-    "EngineError",
-    "PlaybackClock",
-    "Segment",
-    "SegmentDone",
-    "SegmentResult",
-    "Spoken",
-    "run_segments",
-    "synthesize",
-]
-
 
 # (segment text as the engine speaks it, start, end): offsets into the text as submitted.
 Pieces = list[tuple[str, int, int]]

@@ -88,48 +88,12 @@ class Batched:
         self._wakeup = threading.Event()
         self._calls = EngineCalls(self._wakeup)
 
-    # -- what the engine is -----------------------------------------------------------------
+    # -- what the engine is: the wrapped engine's own (its name, rates, voices, pieces, extras
+    # such as voice_from_recording), forwarded; it keeps no segments waiting beyond a batch.
 
-    @property
-    def name(self) -> str:
-        return self.engine.name
+    waiting_room = 0
 
-    @property
-    def model_version(self) -> str:
-        return self.engine.model_version
-
-    @property
-    def sample_rate(self) -> int:
-        return self.engine.sample_rate
-
-    @property
-    def max_batch(self) -> int:
-        return self.engine.max_batch
-
-    @property
-    def waiting_room(self) -> int:
-        return 0
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return self.engine.capabilities
-
-    def stats(self) -> dict[str, Any]:
-        return self.engine.stats()
-
-    def load(self) -> None:
-        self.engine.load()
-
-    def warmup(self) -> None:
-        self.engine.warmup()
-
-    def voices(self) -> list[Voice]:
-        return self.engine.voices()
-
-    def pieces(self, text: str, request: SynthesisRequest, language: str | None = None) -> Pieces:
-        return self.engine.pieces(text, request, language)
-
-    def __getattr__(self, name: str) -> Any:  # an engine's own extras (voice_from_recording)
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.engine, name)
 
     # -- the continuous protocol ------------------------------------------------------------

@@ -51,20 +51,10 @@ _VOICE_TABLE: dict[str, tuple[bytes, int]] = {
     "en_male_2": (b"en+m1", 35),
 }
 # A seed voice (core/queue/voice_names.py) is a variant and a pitch drawn from its seed, in the
-# text's language: the same seed is the same voice on every worker.
-_SEED_VARIANTS = (
-    b"f1",
-    b"f2",
-    b"f3",
-    b"f4",
-    b"f5",
-    b"m1",
-    b"m2",
-    b"m3",
-    b"m4",
-    b"m5",
-    b"m6",
-    b"m7",
+# text's language: the same seed is the same voice on every worker. (eSpeak NG's variants: f1-f5,
+# m1-m7, in this order.)
+_SEED_VARIANTS = tuple(
+    f"{kind}{n}".encode() for kind, count in (("f", 5), ("m", 7)) for n in range(1, count + 1)
 )
 _SEED_LANGUAGES = {"zh": b"cmn", "en": b"en-us"}
 
@@ -131,7 +121,6 @@ class EspeakEngine:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.model_version = "espeak-ng"
-        self.last_warnings: list[str] = []
         self._lib: Any = None
         self._native_rate = 0
         self._chunks: list[np.ndarray] = []

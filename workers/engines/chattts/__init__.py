@@ -1,21 +1,13 @@
 """The ChatTTS engine (`pip install '.[chattts]'`): its light API here, the engine on first use.
 
-Importing this module does not import torch: `find_weights`, voice validation and text
-normalization serve `create_engine("auto")` and the web tier; `create` (the engine registry's
-entry) and `ChatTTSEngine` load the engine on use.
+Importing this module does not import torch: `find_weights` serves `create_engine("auto")`;
+`create` (the engine registry's entry) and `ChatTTSEngine` load the engine on use.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from core.text.normalize import is_speakable, normalize
-from core.voices.chattts import (
-    parse_voice_data,
-    recording_voice_data,
-    sample_voice_data,
-    validate_voice_data,
-)
 from workers.engines.base import Capabilities
 from workers.engines.chattts.loading.loader import find_weights
 
@@ -24,18 +16,7 @@ if TYPE_CHECKING:
     from workers.engines.base import Engine
     from workers.engines.chattts.engine import ChatTTSEngine
 
-__all__ = [
-    "CAPABILITIES",
-    "ChatTTSEngine",
-    "create",
-    "find_weights",
-    "is_speakable",
-    "normalize",
-    "parse_voice_data",
-    "recording_voice_data",
-    "sample_voice_data",
-    "validate_voice_data",
-]
+__all__ = ["CAPABILITIES", "ChatTTSEngine", "create", "find_weights"]
 
 
 # What ChatTTS does on our runtime (the library's `infer` hands each segment over whole).

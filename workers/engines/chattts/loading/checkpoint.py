@@ -7,12 +7,19 @@ with its architecture and checksums, so it loads through the production loader u
 
 from __future__ import annotations
 
-import hashlib
 import json
 import string
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+from workers.engines.chattts.loading.loader import (
+    ASSET_FILES,
+    apply_config,
+    checksum_key,
+    sha256_file,
+)
+from workers.engines.chattts.loading.loader import MANIFEST as MANIFEST  # bench/ reads it here
 
 # The control tokens of ChatTTS's tokenizer, in the order they follow the 21128-token BERT
 # vocabulary in the published `asset/tokenizer` (ids 21128-21177). Code relies on that order:
@@ -63,7 +70,6 @@ _BASE_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 HIDDEN = 768
 NUM_VQ = 4
 NUM_AUDIO_TOKENS = 626  # 625 FSQ codes (levels 5*5*5*5) + the end-of-audio token
-MANIFEST = "chattts-online.json"
 # How rows end (see _shape_eos): the component every input embedding shares, the number of
 # leading tokens per output head, and their logit scale (about 5, against random logits of
 # about 0.6), so that rows end after about 12 tokens on average.
@@ -137,14 +143,6 @@ def _full_config(num_text_tokens: int) -> dict[str, Any]:
             part: vocos[part]["init_args"] for part in ("feature_extractor", "backbone", "head")
         },
     }
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _save(module: Any, path: Path) -> None:
@@ -223,13 +221,9 @@ def build_checkpoint(
     # Module constructors draw from the global RNG: fork it so building leaves no trace.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        vocos_cfg = cc.Vocos(
-            feature_extractor=cc.FeatureExtractor(
-                init_args=cc.FeatureExtractorInitArgs(**cfg["vocos"].get("feature_extractor", {}))
-            ),
-            backbone=cc.Backbone(init_args=cc.BackboneInitArgs(**cfg["vocos"]["backbone"])),
-            head=cc.FourierHead(init_args=cc.FourierHeadInitArgs(**cfg["vocos"]["head"])),
-        )
+        config = cc.Config()
+        apply_config(config, {"vocos": cfg["vocos"]})  # as the loader will read it
+        vocos_cfg = config.vocos
         vocos = Vocos(
             feature_extractor=instantiate_class((), asdict(vocos_cfg.feature_extractor)),
             backbone=instantiate_class((), asdict(vocos_cfg.backbone)),
@@ -335,13 +329,7 @@ def _never_end(embed: Any) -> None:
 
 def _checksums(root: Path) -> dict[str, str]:
     """Checksums keyed the way ChatTTS's own sha256_map.json keys the published files."""
-    out: dict[str, str] = {}
-    for file in sorted((root / "asset").rglob("*")):
-        if file.is_file():
-            rel = file.relative_to(root)
-            key = "sha256_" + "_".join(rel.parts[:-1]) + "_" + rel.name.replace(".", "_")
-            out[key] = _sha256(file)
-    return out
+    return {checksum_key(relative): sha256_file(root / relative) for relative in ASSET_FILES}
 
 
 if (

@@ -35,7 +35,6 @@ ASSET_FILES: tuple[str, ...] = (
     "asset/tokenizer/tokenizer_config.json",
     "asset/tokenizer/tokenizer.json",
 )
-_HASH_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -133,11 +132,8 @@ def find_weights(model_dir: str | None) -> str | None:
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(_HASH_BLOCK), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def verify(checkpoint: Checkpoint, expected: dict[str, str]) -> None:

@@ -149,8 +149,3 @@ def _is_local_dir(model_dir: str) -> bool:
     if (base / "asset").is_dir():
         return True
     return not any(p.name.startswith("models--") for p in base.glob("*")) if base.is_dir() else True
-
-
-def find(model_dir: str | None) -> Path:
-    """The checkpoint root (EngineError, pointing at `models pull`, when there is none)."""
-    return resolve_root(model_dir)
