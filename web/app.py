@@ -19,7 +19,6 @@ from core.audio.isolated import CodecProcess
 from core.infra.ports import PORT_IN_USE_EXIT, port_in_use_message, port_taken
 from core.infra.redis_client import connect
 from core.infra.settings import Settings
-from core.queue.keys import Keys
 from core.queue.store import Queue
 from web.appkeys import (
     CALLBACK_SECRET,
@@ -31,7 +30,6 @@ from web.appkeys import (
     ENCODING,
     HUB,
     KEY_SHARES,
-    KEYS,
     MEMORY,
     METRICS,
     QUEUE,
@@ -114,7 +112,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _hub_ctx(app: web.Application) -> AsyncIterator[None]:
-    hub = EventHub(app[SETTINGS], app[KEYS], on_reconnect=app[METRICS].hub_reconnects.inc)
+    hub = EventHub(app[SETTINGS], app[QUEUE].keys, on_reconnect=app[METRICS].hub_reconnects.inc)
     app[HUB] = hub
     await hub.start()
     yield
@@ -179,7 +177,6 @@ def create_app(settings: Settings) -> web.Application:
     app[CALLBACK_SECRET] = service_secret(settings.callbacks.callback_secret, app[COOKIE_SECRET])
     app[KEY_SHARES] = key_shares(settings, app[COOKIE_SECRET])
     app[SUSPECTS] = {}
-    app[KEYS] = Keys(settings.redis.key_prefix, settings.redis.queue)
     app[METRICS] = Metrics()
     app[CONNECTIONS] = Connections()
     app[DERIVED] = DerivedFiles(DERIVED_FILES_BYTES)

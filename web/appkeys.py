@@ -10,7 +10,6 @@ from aiohttp import web
 
 from core.audio.isolated import CodecProcess
 from core.infra.settings import Settings
-from core.queue.keys import Keys
 from core.queue.lanes import KeyShare
 from core.queue.store import Queue
 from web.derived import DerivedFiles
@@ -21,7 +20,6 @@ from web.monitors.memory import MemoryBudget
 from web.monitors.store import ThroughputMeter
 
 SETTINGS = web.AppKey("settings", Settings)
-KEYS = web.AppKey("keys", Keys)
 QUEUE = web.AppKey("queue", Queue)
 HUB = web.AppKey("hub", EventHub)
 CONNECTIONS = web.AppKey("connections", Connections)

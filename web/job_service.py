@@ -20,24 +20,20 @@ from web.schemas.jobs import position, valid_job_id
 
 def job_urls(app: web.Application, job_id: str) -> JobLinks:
     """A job's URLs, as every answer that names a job gives them."""
-    router = app.router
-    if is_job_id(job_id):
+    router, plain = app.router, is_job_id(job_id)
+
+    def url(name: str) -> str:
         # What url_for builds, at a fraction of its cost (it runs on every submit): a job id is
         # hex, nothing in it to quote.
-        def url(name: str) -> str:
+        if plain:
             return router[name].canonical.format(job_id=job_id)
+        return str(router[name].url_for(job_id=job_id))
 
-        return {
-            "status_url": url("job"),
-            "audio_url": url("job_audio"),
-            "events_url": url("job_events"),
-            "subtitles_url": url("job_subtitles"),
-        }
     return {
-        "status_url": str(router["job"].url_for(job_id=job_id)),
-        "audio_url": str(router["job_audio"].url_for(job_id=job_id)),
-        "events_url": str(router["job_events"].url_for(job_id=job_id)),
-        "subtitles_url": str(router["job_subtitles"].url_for(job_id=job_id)),
+        "status_url": url("job"),
+        "audio_url": url("job_audio"),
+        "events_url": url("job_events"),
+        "subtitles_url": url("job_subtitles"),
     }
 
 

@@ -64,9 +64,6 @@ class ConnectionCounter:
         # The other web processes' connections by source, as their last reports say (census).
         self.elsewhere: dict[str, int] = {}
         self._reported: set[str] = set()
-        self.refused = 0
-        self.header_timeouts = 0
-        self.body_timeouts = 0
 
     def admit(self, remote: str | None) -> str | None:
         """Count a new connection from `remote`; its source, or None when it is one too many."""
@@ -74,7 +71,6 @@ class ConnectionCounter:
         held = self._open.get(source, 0)
         everywhere = held + self.elsewhere.get(source, 0)
         if self.per_address and everywhere >= self.per_address and not self._from_proxy(remote):
-            self.refused += 1
             return None
         self._open[source] = held + 1
         return source
@@ -85,9 +81,6 @@ class ConnectionCounter:
             self._open[source] = held
         else:
             self._open.pop(source, None)
-
-    def held(self, remote: str | None) -> int:
-        return self._open.get(source_of(remote), 0)
 
     def many(self) -> dict[str, int]:
         """The sources holding an eighth of the cap or more here (the most REPORTED_SOURCES):
@@ -207,14 +200,12 @@ class GuardedHandler(RequestHandler):
         self._headers_due = None
         if self._request_in_progress or self._messages or self._upgraded:
             return  # a request is being answered: its headers came
-        self._counter.header_timeouts += 1
         self._close_now()
 
     def _body_overdue(self, payload: StreamReader) -> None:
         self._body_due = None
         if payload.is_eof():
             return
-        self._counter.body_timeouts += 1
         payload.set_exception(TimeoutError("the request body did not arrive in time"))
         self._close_now()
 
@@ -246,7 +237,6 @@ class AcceptFailures:
 
     def __init__(self, every_s: float = 1.0) -> None:
         self.every_s = every_s
-        self.count = 0
         self._unsaid = 0
         self._last = 0.0
 
@@ -254,7 +244,6 @@ class AcceptFailures:
         if context.get("message") != _ACCEPT_FAILURE:
             loop.default_exception_handler(context)
             return
-        self.count += 1
         self._unsaid += 1
         now = time.monotonic()
         if now - self._last >= self.every_s:

@@ -142,9 +142,8 @@ STORE_FULL_RETRY_S = 30
 def retry_after_s(exc: QueueError, app: web.Application) -> int:
     """How long a refused client should wait, from the queue's measured throughput
     (web/monitors/store.py); a fixed guess before the meter runs."""
-    if isinstance(exc, StorageQuotaReached):  # until the client's oldest charge lapses
-        return max(1, min(exc.wait_s, STORAGE_RETRY_MAX_S))
-    if isinstance(exc, StreamsFull):  # until the oldest stream's chunks lapse
+    # Until the client's oldest charge lapses, or the oldest stream's chunks.
+    if isinstance(exc, StorageQuotaReached | StreamsFull):
         return max(1, min(exc.wait_s, STORAGE_RETRY_MAX_S))
     if isinstance(exc, StoreFull):  # until running jobs are written and the store sampled again
         return STORE_FULL_RETRY_S

@@ -124,7 +124,6 @@ class Socket:
         self._closing: asyncio.Task[None] | None = None
         self._frames_in = EgressPacer(FRAMES_PER_S, FRAMES_BURST)  # one bucket: this socket
         self._error_tokens, self._errors_at = float(ERRORS_BURST), time.monotonic()
-        self.errors_dropped = 0
 
     # -- frames out -----------------------------------------------------------------------------
 
@@ -255,7 +254,6 @@ class Socket:
         self._error_tokens = min(ERRORS_BURST, self._error_tokens + refill)
         self._errors_at = now
         if self._error_tokens < 1:
-            self.errors_dropped += 1
             return False
         self._error_tokens -= 1
         return True

@@ -49,20 +49,13 @@ def _quota_error(settings: Settings, exc: VoiceQuotaReached) -> RateLimited:
             60,
             "; its operators can raise it, or remove voices nobody uses",
         )
-    whom = "by this client" if exc.per == "owner" else "from this address"
+    limits, by_owner = settings.limits, exc.per == "owner"
+    whom = "by this client" if by_owner else "from this address"
     if exc.kind == "count":
-        most = (
-            settings.limits.voices_per_owner
-            if exc.per == "owner"
-            else settings.limits.voices_per_address
-        )
+        most = limits.voices_per_owner if by_owner else limits.voices_per_address
         fix = "; delete one you no longer use (DELETE /v1/voices/{name})"
         return RateLimited(f"voices registered {whom}", f"{most}", 0, fix)
-    most = (
-        settings.limits.voice_bytes_per_owner
-        if exc.per == "owner"
-        else settings.limits.voice_bytes_per_address
-    )
+    most = limits.voice_bytes_per_owner if by_owner else limits.voice_bytes_per_address
     fix = "; delete a voice you no longer use"
     return RateLimited(
         f"bytes of voice data registered {whom}", f"{most} bytes ({exc.used} used)", 0, fix
