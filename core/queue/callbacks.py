@@ -44,8 +44,8 @@ class Outbox:
     def __init__(self, redis: RedisClient, keys: Keys) -> None:
         self.redis = redis
         self.keys = keys
-        self._claim = scripts.register(redis, "callback_claim")
-        self._result = scripts.register(redis, "callback_result")
+        self._claim = scripts.Script(redis, "callback_claim")
+        self._result = scripts.Script(redis, "callback_result")
 
     async def claim(
         self,

@@ -28,9 +28,9 @@ class Limits:
 
     def __init__(self, redis: RedisClient, keys: Keys) -> None:
         self._redis, self._keys = redis, keys
-        self._take = scripts.register(redis, "rate_take")
-        self._lease = scripts.register(redis, "lease_take")
-        self._census = scripts.register(redis, "connection_census")
+        self._take = scripts.Script(redis, "rate_take")
+        self._lease = scripts.Script(redis, "lease_take")
+        self._census = scripts.Script(redis, "connection_census")
 
     async def take(
         self, scope: str, buckets: list[Bucket], peek: bool = False
@@ -74,6 +74,6 @@ class Limits:
             keys=keys, args={"process": process, "seconds": ttl_s, "reported": reported}
         )
         return {
-            (source.decode() if isinstance(source, bytes) else str(source)): int(count)
+            scripts.as_text(source): int(count)
             for source, count in zip(answer[::2], answer[1::2], strict=True)
         }

@@ -7,6 +7,7 @@ from typing import Any
 
 from core.infra.redis_client import RedisClient
 from core.queue.keys import CONSUMER_GROUP, Keys
+from core.queue.scripts import as_text
 
 # XAUTOCLAIM scans about 10 x COUNT pending entries per call; a few calls per reclaim tick.
 RECLAIM_CALLS_PER_SWEEP = 10
@@ -68,8 +69,7 @@ class Reclaimer:
     async def _forget_idle_consumers(self, stream: str, idle_limit_ms: int) -> None:
         consumers: Any = await self.redis.xinfo_consumers(stream, CONSUMER_GROUP)
         for consumer in consumers:
-            name = consumer["name"]
-            name = name.decode() if isinstance(name, bytes) else name
+            name = as_text(consumer["name"])
             if (
                 name != self.consumer
                 and consumer["pending"] == 0

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from core.queue.job import MAX_SEED
 from core.queue.voices import BUILTIN_BY_NAME, OPENAI_VOICES, mostly_mandarin
 
 SEED_PREFIX = "seed_"
-MAX_SEED = 2**31 - 1  # what torch's manual_seed and our request's `seed` take
 MAX_BLEND_PARTS = 4
 MAX_WEIGHT = 100.0
 _SEED = re.compile(r"(?:seed_)?(\d{1,10})")
@@ -68,7 +68,7 @@ def blend_of(name: str) -> Blend | None:
 
 def is_derived(name: str) -> bool:
     """A name the engines speak without the registry: built-in, seed or blend (as canonical)."""
-    if name in BUILTIN_BY_NAME or seed_of(name) is not None:
+    if _plain(name):
         return True
     try:
         blend = blend_of(name)

@@ -17,7 +17,6 @@ from core.queue.reclaim import Reclaimer
 from core.queue.results import SegmentDone, Started
 from core.queue.scripts import QueueScripts, as_text
 
-# How long a streaming job's chunk list outlives its last chunk: listeners read it live.
 # Neither lane's share may be nothing: a weight of zero would stop its clock (take.lua).
 MIN_SHARE = 0.01
 
@@ -80,16 +79,8 @@ class Work:
             "bulk_room": bulk,
             "stream_room": streams,
         }
-        result = await self._scripts.run("take", keys, args)
-        return [
-            (
-                as_text(result[i]),
-                as_text(result[i + 1]),
-                as_text(result[i + 2]),
-                as_text(result[i + 3]),
-            )
-            for i in range(0, len(result), 4)
-        ]
+        found = [as_text(value) for value in await self._scripts.run("take", keys, args)]
+        return list(zip(found[::4], found[1::4], found[2::4], found[3::4], strict=True))
 
     async def wait_for_work(self, timeout_s: float) -> bool:
         """Block until work may have arrived (the wake list, pushed by every enqueue and
@@ -114,17 +105,16 @@ class Work:
         if client is None:
             stored = await self._redis.hget(k.job(job_id), "client")
             client = as_text(stored) if stored is not None else ""
-        owner = client
         result = await self._scripts.run(
             "start",
             {
                 "jobs": stream,
                 "job": k.job(job_id),
                 "ev_job": k.job_events(job_id),
-                "ev_client": k.client_events(owner),
+                "ev_client": k.client_events(client),
                 "stats": k.stats,
                 "dlq": k.dlq,
-                "active": k.active(owner),
+                "active": k.active(client),
                 "segments": k.segments(job_id),
                 "chunks": k.chunks(job_id),
                 "cues": k.cues(job_id),
