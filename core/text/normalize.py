@@ -44,59 +44,22 @@ _SYMBOLS: tuple[tuple[str, str, str], ...] = (
     ("°", " degrees ", "度"),
     ("/", " slash ", "斜杠"),
 )
-# Punctuation ChatTTS drops but that marks a pause: mapped to the pause marks it keeps.
+# Punctuation ChatTTS drops but that marks a pause: mapped to the pause marks it keeps (sentence
+# ends to a full stop, clause marks and brackets to a comma); quotes become spaces, apostrophes go.
 _PUNCT_ZH = str.maketrans(
     {
-        "!": "。",
-        "?": "。",
-        ";": "，",
-        ":": "，",
-        "…": "。",
-        "—": "，",
-        "–": "，",
-        "~": "，",
-        "(": "，",
-        ")": "，",
-        "【": "，",
-        "】": "，",
-        "《": "，",
-        "》": "，",
-        "「": "，",
-        "」": "，",
-        "『": "，",
-        "』": "，",
-        "・": "，",
-        "-": "，",
-        ",": "，",
-        ".": "。",
-        '"': " ",
-        "“": " ",
-        "”": " ",
-        "'": "",
-        "‘": "",
-        "’": "",
+        **dict.fromkeys("!?….", "。"),
+        **dict.fromkeys(";:—–~()【】《》「」『』・-,", "，"),
+        **dict.fromkeys('"“”', " "),
+        **dict.fromkeys("'‘’", ""),
     }
 )
 _PUNCT_EN = str.maketrans(
     {
-        "!": ".",
-        "?": ".",
-        ";": ",",
-        ":": ",",
-        "…": ".",
-        "—": ",",
-        "–": ",",
-        "~": ",",
-        "(": ",",
-        ")": ",",
-        "-": " ",
-        '"': " ",
-        "“": " ",
-        "”": " ",
-        "'": "",
-        "‘": "",
-        "’": "",
-        "_": " ",
+        **dict.fromkeys("!?…", "."),
+        **dict.fromkeys(";:—–~()", ","),
+        **dict.fromkeys('"“”-_', " "),
+        **dict.fromkeys("'‘’", ""),
     }
 )
 
