@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import operator
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -285,6 +286,11 @@ class QueueScripts:
             "maxlen_job": settings.redis.job_events_maxlen,
             "maxlen_client": settings.redis.client_events_maxlen,
         }
+
+    def stamped(self, args: dict[str, Any]) -> dict[str, Any]:
+        """`args` and what every script that writes a job's events takes too: the time, the event
+        streams' lengths and the job's time to live."""
+        return {**args, "now": time.time(), **self.maxlens, "ttl": self.ttl}
 
     async def run(self, name: str, keys: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
         try:

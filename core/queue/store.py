@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import time
 from typing import Any
 
 import orjson
@@ -115,7 +114,6 @@ class Queue:
         request: SynthesisRequest,
         client: str,
         idempotency_key: str | None = None,
-        job_id: str | None = None,
         callback_url: str | None = None,
         document: bool = False,
         expected_bytes: int = 0,
@@ -128,7 +126,7 @@ class Queue:
         address it came from, whose storage account it is charged to as well; `share`: its API
         key's weight under the fair scheduler, lanes.py; `room`: what the store and Redis can
         still take, as last sampled)."""
-        job_id = job_id or new_job_id()
+        job_id = new_job_id()
         settings = self.settings
         if request.priority == "high" and not client.startswith("key-"):
             # Ahead of everyone is for API keys: a protocol that asks it for an anonymous
@@ -146,11 +144,8 @@ class Queue:
             "id": job_id,
             "client": client,
             "request": request_json,
-            "now": time.time(),
-            "ttl": self._scripts.ttl,
             "max_backlog": settings.limits.max_backlog,
             "max_active": settings.limits.max_active_per_client,
-            **self._scripts.maxlens,
             "voice": request.voice,
             "format": request.format,
             "has_idem": "1" if idempotency_key else "0",
@@ -173,6 +168,7 @@ class Queue:
             "backlog_owner": backlog_owner,
             "backlog_share": settings.limits.max_backlog_per_owner,
         }
+        args = self._scripts.stamped(args)
         result = await self._acknowledged(job_id, "enqueue", keys, args, "ok", "dup")
         status = as_text(result[0])
         if status == "idem_mismatch":
@@ -291,13 +287,12 @@ class Queue:
             "usage": k.usage(owner),
             "usage_expiry": k.usage_expiry(owner),
         }
-        args = {
-            "now": time.time(),
-            **self._scripts.maxlens,
-            "ttl": self._scripts.ttl,
-            "client": client or "",
-            "unstarted_ttl": min(self._scripts.ttl, self.settings.redis.unstarted_ttl_s),
-        }
+        args = self._scripts.stamped(
+            {
+                "client": client or "",
+                "unstarted_ttl": min(self._scripts.ttl, self.settings.redis.unstarted_ttl_s),
+            }
+        )
         result = await self._acknowledged(job_id, "cancel", keys, args, "cancelled", "cancelling")
         return as_text(result[0]), (as_text(result[1]) if len(result) > 1 else None)
 
@@ -317,13 +312,7 @@ class Queue:
             "parts": k.parts(job_id),
             "cues": k.cues(job_id),
         }
-        args = {
-            "id": job_id,
-            "now": time.time(),
-            **self._scripts.maxlens,
-            "ttl": self._scripts.ttl,
-            "by": by,
-        }
+        args = self._scripts.stamped({"id": job_id, "by": by})
         result = await self._acknowledged(job_id, "requeue", keys, args, "ok")
         return as_text(result[0]), (as_text(result[1]) if len(result) > 1 else "")
 

@@ -128,7 +128,7 @@ def _single(part: str, text: str) -> str:
 def language_of(name: str, text: str) -> str:
     """The language a derived voice reads in: a built-in's own, a blend's first built-in's,
     else the text's ("zh" or "en")."""
-    blend = blend_of(name) if "+" in name or "(" in name else None
+    blend = blend_of(name)
     for part in [p for p, _ in blend.parts] if blend is not None else [name]:
         builtin = BUILTIN_BY_NAME.get(part)
         if builtin is not None:

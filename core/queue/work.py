@@ -43,15 +43,6 @@ class Work:
             "stats": k.stats,
         }
 
-    def _ended_at(self, token: str) -> dict[str, Any]:
-        """The arguments every script that ends a run takes first."""
-        return {
-            "token": token,
-            "now": time.time(),
-            **self._scripts.maxlens,
-            "ttl": self._scripts.ttl,
-        }
-
     def reclaimer(self, consumer: str) -> Reclaimer:
         """What `consumer` (a worker) reclaims expired leases with, its cursors its own."""
         return Reclaimer(self._redis, self.keys, consumer, self.settings.worker.lease_ms)
@@ -119,15 +110,14 @@ class Work:
                 "chunks": k.chunks(job_id),
                 "cues": k.cues(job_id),
             },
-            {
-                "id": job_id,
-                "entry": entry,
-                "worker": worker,
-                "now": time.time(),
-                "max_deliveries": self.settings.worker.max_deliveries,
-                **self._scripts.maxlens,
-                "ttl": self._scripts.ttl,
-            },
+            self._scripts.stamped(
+                {
+                    "id": job_id,
+                    "entry": entry,
+                    "worker": worker,
+                    "max_deliveries": self.settings.worker.max_deliveries,
+                }
+            ),
         )
         if as_text(result[0]) == "ok":
             return Started(
@@ -175,9 +165,6 @@ class Work:
             "total": done.total,
             "audio": done.audio,
             "duration_s": done.duration_s,
-            "now": time.time(),
-            **self._scripts.maxlens,
-            "ttl": self._scripts.ttl,
             "cue": orjson.dumps(done.cue),
             "samples": done.samples,
             "sample_rate": done.sample_rate,
@@ -187,7 +174,7 @@ class Work:
             if self.settings.scheduling.fair_slice_s > 0
             else "",
         }
-        return as_text(await self._scripts.run("progress", keys, args))
+        return as_text(await self._scripts.run("progress", keys, self._scripts.stamped(args)))
 
     async def chunk(
         self,
@@ -263,20 +250,22 @@ class Work:
                 "pieces": k.pieces(job_id),
                 "draft": k.pieces_draft(job_id, token),
             },
-            {
-                **self._ended_at(token),
-                "audio": audio,
-                "duration_s": duration_s,
-                "sample_rate": sample_rate,
-                "cached": "1" if cached else "0",
-                "cache_mode": cache_mode,
-                "audio_size": document_size if document_size is not None else "",
-                "new_cues": orjson.dumps(new_cues) if new_cues else "",
-                # Every cue, for the cache.
-                "all_cues": orjson.dumps(all_cues or []) if cache_mode == "miss" else "",
-                "audio_ref": audio_ref or "",
-                "cache_ref": cache_ref or "",
-            },
+            self._scripts.stamped(
+                {
+                    "token": token,
+                    "audio": audio,
+                    "duration_s": duration_s,
+                    "sample_rate": sample_rate,
+                    "cached": "1" if cached else "0",
+                    "cache_mode": cache_mode,
+                    "audio_size": document_size if document_size is not None else "",
+                    "new_cues": orjson.dumps(new_cues) if new_cues else "",
+                    # Every cue, for the cache.
+                    "all_cues": orjson.dumps(all_cues or []) if cache_mode == "miss" else "",
+                    "audio_ref": audio_ref or "",
+                    "cache_ref": cache_ref or "",
+                }
+            ),
         )
         return as_text(result[0]) == "ok"
 
@@ -293,7 +282,7 @@ class Work:
         result = await self._scripts.run(
             "finish",
             {**self._ending(job_id, client, stream), "active": self.keys.active(client)},
-            {**self._ended_at(token), "ending": state, "error": error},
+            self._scripts.stamped({"token": token, "ending": state, "error": error}),
         )
         return as_text(result[0]) == "ok"
 
@@ -311,6 +300,6 @@ class Work:
         result = await self._scripts.run(
             "release",
             self._ending(job_id, client, stream),
-            {**self._ended_at(token), "count": count, "reason": reason},
+            self._scripts.stamped({"token": token, "count": count, "reason": reason}),
         )
         return as_text(result[0]) == "ok"

@@ -25,6 +25,7 @@ _LATIN_WORD = re.compile(r"[A-Za-z]+")
 _DISALLOWED = re.compile(r"[^\u4e00-\u9fffA-Za-z，。、,. ]")
 _SENTENCE_ENDS = frozenset("。！？!?；;\n")
 _SPEAKABLE = re.compile(r"[\u4e00-\u9fffA-Za-z]")
+_ACCENTED = re.compile(r"[\u00c0-\u024f]")  # Latin letters with accents (and a few symbols)
 _SPACES = re.compile(r" {2,}")
 _CJK_SPACE = re.compile(r"(?<=[\u4e00-\u9fff，。、]) | (?=[\u4e00-\u9fff，。、])")
 # Around a number, this many characters decide whether it is read in Mandarin or in English.
@@ -151,14 +152,12 @@ def _strip_accents(text: str) -> str:
     """café -> cafe: ChatTTS keeps only unaccented Latin letters."""
     if text.isascii():
         return text
-    out = []
-    for ch in text:
-        if "\u00c0" <= ch <= "\u024f":
-            ch = "".join(
-                c for c in unicodedata.normalize("NFD", ch) if not unicodedata.combining(c)
-            )
-        out.append(ch)
-    return "".join(out)
+    return _ACCENTED.sub(
+        lambda m: "".join(
+            c for c in unicodedata.normalize("NFD", m[0]) if not unicodedata.combining(c)
+        ),
+        text,
+    )
 
 
 def _symbols(text: str, hint: Lang) -> str:
