@@ -170,8 +170,7 @@ class EmbeddedRedis:
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.kill()
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:

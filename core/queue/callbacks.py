@@ -60,9 +60,7 @@ class Outbox:
         `per_client` in flight for one owner, counting `busy` (its deliveries in flight
         already): its others are deferred by `defer_ms`."""
         token = uuid.uuid4().hex
-        in_flight: list[str | int] = []
-        for client, n in (busy or {}).items():
-            in_flight += [client, n]
+        in_flight = [item for client_count in (busy or {}).items() for item in client_count]
         reply: list[bytes] = await self._claim(
             keys={"due": self.keys.callbacks_due, "data": self.keys.callbacks},
             args={

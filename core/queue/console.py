@@ -236,16 +236,14 @@ class Console:
         this = int((now or time.time()) // 60)
         wanted = list(range(this - minutes + 1, this + 1))
         hashes = await self._hashes([self._keys.minute(minute) for minute in wanted])
-        out = []
-        for minute, fields in zip(wanted, hashes, strict=True):
-            out.append(
-                {
-                    "minute": minute * 60,
-                    "jobs": float(fields.get("jobs", 0)),
-                    "audio_s": float(fields.get("audio_s", 0)),
-                }
-            )
-        return out
+        return [
+            {
+                "minute": minute * 60,
+                "jobs": float(fields.get("jobs", 0)),
+                "audio_s": float(fields.get("audio_s", 0)),
+            }
+            for minute, fields in zip(wanted, hashes, strict=True)
+        ]
 
     async def _hashes(self, keys: list[str]) -> list[dict[str, str]]:
         """Every hash of `keys`, in one round trip."""

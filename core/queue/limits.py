@@ -41,9 +41,7 @@ class Limits:
         if not buckets:
             return None
         keys = [self._keys.rate(f"{scope}:{b.kind}", b.who) for b in buckets]
-        limits: list[float] = []
-        for b in buckets:
-            limits += [1000.0 / b.per_s, max(1, b.burst)]
+        limits = [limit for b in buckets for limit in (1000.0 / b.per_s, max(1, b.burst))]
         refused, wait_ms = await self._take(
             keys={"buckets": keys}, args={"peek": "1" if peek else "", "limits": limits}
         )
