@@ -19,6 +19,7 @@ from core.text.normalize_rules import RULES, Rule
 # control_tokens.py) are kept verbatim; any other token-shaped `[word]` (refused at submission)
 # is dropped, never spoken as a word.
 _TAG = TEXT_TOKEN
+_TAG_SPLIT = re.compile(f"({TEXT_TOKEN.pattern})")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 # What ChatTTS's own normalizer keeps (its reject pattern is the complement of this set).
@@ -76,13 +77,9 @@ def normalize(text: str, language_hint: str = "zh", spell: bool = True) -> str:
     """
     hint: Lang = "en" if language_hint.lower().startswith("en") else "zh"
     text = unicodedata.normalize("NFKC", text).replace("\u3007", "零")
-    pieces: list[str] = []
-    pos = 0
-    for tag in _TAG.finditer(text):
-        pieces.append(_normalize_plain(text[pos : tag.start()], hint, spell))
-        pieces.append(tag.group(0))
-        pos = tag.end()
-    pieces.append(_normalize_plain(text[pos:], hint, spell))
+    # Split at the tags (kept, at the odd places): only the text between them is normalized.
+    pieces = _TAG_SPLIT.split(text)
+    pieces[::2] = [_normalize_plain(plain, hint, spell) for plain in pieces[::2]]
     out = re.sub(r"\s+", " ", "".join(pieces))
     # Runs of pause marks ("，，", ", .") left by dropped symbols: keep the first one.
     out = re.sub(r"\s*([，。、,.])(?:\s*[，。、,.])*", r"\1", out).strip(" ,，")
