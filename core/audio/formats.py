@@ -75,9 +75,5 @@ def concatenate(parts: list[np.ndarray], sample_rate: int, gap_s: float = 0.0) -
     if not parts:
         return np.zeros(0, np.float32)
     gap = np.zeros(int(sample_rate * gap_s), np.float32)
-    joined: list[np.ndarray] = []
-    for i, part in enumerate(parts):
-        if i and gap.size:
-            joined.append(gap)
-        joined.append(part.astype(np.float32, copy=False))
-    return np.concatenate(joined)
+    joined = [piece for part in parts for piece in (gap, part.astype(np.float32, copy=False))]
+    return np.concatenate(joined[1:])

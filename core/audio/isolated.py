@@ -45,21 +45,18 @@ class CodecProcess:
 
     def encode(self, samples: np.ndarray, rate: int, fmt: str) -> bytes:
         """`samples` (float, mono) as a whole file of `fmt` (core/audio/formats.py's encode)."""
-        if fmt in IN_PROCESS:
-            return encode(samples, rate, fmt)
-        seconds = samples.size / rate
-        return self.run(
-            f"the {fmt} encoder on {seconds:.0f} s of audio", encode, samples, rate, fmt
-        )
+        return self._encode(encode, samples, samples.size / rate, rate, fmt)
 
     def encode_pcm(self, pcm: bytes, rate: int, fmt: str) -> bytes:
         """16-bit PCM as one file of `fmt`, by the incremental encoder (stream_file)."""
+        return self._encode(stream_file, pcm, len(pcm) / 2 / rate, rate, fmt)
+
+    def _encode(
+        self, fn: Callable[..., bytes], audio: Any, seconds: float, rate: int, fmt: str
+    ) -> bytes:
         if fmt in IN_PROCESS:
-            return stream_file(pcm, rate, fmt)
-        seconds = len(pcm) / 2 / rate
-        return self.run(
-            f"the {fmt} encoder on {seconds:.0f} s of audio", stream_file, pcm, rate, fmt
-        )
+            return fn(audio, rate, fmt)
+        return self.run(f"the {fmt} encoder on {seconds:.0f} s of audio", fn, audio, rate, fmt)
 
     def run(self, what: str, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` in the child (a module-level function, its arguments and result picklable);

@@ -55,20 +55,13 @@ class FileStore:
                 tmp.unlink()
 
     async def get(self, key: str) -> bytes | None:
-        return await self._thread(self._get, self._path(key))
-
-    @staticmethod
-    def _get(path: Path) -> bytes | None:
-        try:
-            return path.read_bytes()
-        except FileNotFoundError:
-            return None
+        return await self._thread(self._read, self._path(key))
 
     async def read(self, key: str, start: int, length: int) -> bytes | None:
         return await self._thread(self._read, self._path(key), start, length)
 
     @staticmethod
-    def _read(path: Path, start: int, length: int) -> bytes | None:
+    def _read(path: Path, start: int = 0, length: int = -1) -> bytes | None:
         try:
             with path.open("rb") as file:
                 file.seek(start)
@@ -90,7 +83,7 @@ class FileStore:
         except FileExistsError:
             return True
         except OSError:  # no hard links here (another device, a filesystem without them)
-            data = cls._get(source)
+            data = cls._read(source)
             if data is None:
                 return False
             cls._put(path, data)

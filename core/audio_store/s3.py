@@ -101,28 +101,21 @@ class S3Store:
             await (await self._s3()).put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
 
     async def get(self, key: str) -> bytes | None:
-        async with _errors("read"):
-            try:
-                answer = await (await self._s3()).get_object(Bucket=self.bucket, Key=self._key(key))
-            except ClientError as exc:
-                if _code(exc) in _MISSING:
-                    return None
-                raise
-            async with answer["Body"] as body:
-                data: bytes = await body.read()
-                return data
+        return await self._get_object(key)
 
     async def read(self, key: str, start: int, length: int) -> bytes | None:
+        return await self._get_object(key, Range=f"bytes={start}-{start + max(1, length) - 1}")
+
+    async def _get_object(self, key: str, **options: str) -> bytes | None:
         async with _errors("read"):
-            s3, last = await self._s3(), start + max(1, length) - 1
             try:
-                answer = await s3.get_object(
-                    Bucket=self.bucket, Key=self._key(key), Range=f"bytes={start}-{last}"
+                answer = await (await self._s3()).get_object(
+                    Bucket=self.bucket, Key=self._key(key), **options
                 )
             except ClientError as exc:
                 if _code(exc) in _MISSING:
                     return None
-                if _code(exc) == "InvalidRange":  # from past its end: nothing more
+                if _code(exc) == "InvalidRange":  # a range from past its end: nothing more
                     return b""
                 raise
             async with answer["Body"] as body:

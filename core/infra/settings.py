@@ -13,7 +13,6 @@ from typing import Any, Literal, get_type_hints
 from pydantic import TypeAdapter, ValidationError
 
 from core.infra.sections import (
-    SECTIONS,
     CallbackSettings,
     LimitSettings,
     RedisSettings,
@@ -33,9 +32,9 @@ ENV_PREFIX = "CHATTTS_"
 
 @dataclass(frozen=True)
 class Setting:
-    """One knob: its variable's name (less the prefix), its section and its field there."""
+    """One knob (SETTINGS holds each by its variable's name, less the prefix): its section and
+    its field there."""
 
-    name: str
     section: str | None  # None: one of Settings' own fields
     field: str
     hint: Any
@@ -110,16 +109,18 @@ class Settings:
 
 
 def _settings() -> dict[str, Setting]:
+    """Every section's fields (a dataclass field of Settings is a section), then its own."""
     out: dict[str, Setting] = {}
-    for section, kind in SECTIONS.items():
-        hints = get_type_hints(kind)
+    hints = get_type_hints(Settings)
+    for section in fields(Settings):
+        kind = hints[section.name]
+        if not dataclasses.is_dataclass(kind):
+            out[section.name] = Setting(None, section.name, kind)
+            continue
+        section_hints = get_type_hints(kind)
         for f in fields(kind):
             name = f.metadata.get("env", f.name.upper()).lower()
-            out[name] = Setting(name, section, f.name, hints[f.name])
-    hints = get_type_hints(Settings)
-    for f in fields(Settings):
-        if f.name not in SECTIONS:
-            out[f.name] = Setting(f.name, None, f.name, hints[f.name])
+            out[name] = Setting(section.name, f.name, section_hints[f.name])
     return out
 
 

@@ -14,10 +14,6 @@ def worker_name(pid: int) -> str:
     return f"{socket.gethostname()}-{pid}"
 
 
-def _default_worker_name() -> str:
-    return worker_name(os.getpid())
-
-
 # ChatTTS's decode paths: our runtime, or its own `infer`.
 RuntimeName = Literal["ours", "library"]
 
@@ -33,7 +29,7 @@ class WorkerSettings:
     max_deliveries: int = 3
     shutdown_grace_s: float = 30.0
     retry_backoff_ms: int = 500
-    worker_name: str = field(default_factory=_default_worker_name)
+    worker_name: str = field(default_factory=lambda: worker_name(os.getpid()))
     # A worker serves Prometheus /metrics on this port (0: off). `run` gives worker i port+i-1.
     worker_metrics_port: int = 9091
 

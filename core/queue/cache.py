@@ -8,19 +8,10 @@ import orjson
 
 from core.queue.job import SynthesisRequest
 
-# Parameters that change the audio; `cache` itself and the text (hashed normalized) are apart.
-_AUDIO_FIELDS = (
-    "voice",
-    "format",
-    "speed",
-    "seed",
-    "temperature",
-    "top_p",
-    "top_k",
-    "refine",
-    "prompt",
-    "normalize",
-)
+# The parameters that change the audio: every one but these (the text is hashed normalized, apart;
+# the rest say how and when the same audio is delivered).
+_NOT_AUDIO = frozenset({"text", "cache", "stream", "stream_start", "stream_check", "priority"})
+_AUDIO_FIELDS = tuple(name for name in SynthesisRequest.model_fields if name not in _NOT_AUDIO)
 
 
 def cache_digest(

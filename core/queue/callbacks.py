@@ -44,8 +44,8 @@ class Outbox:
     def __init__(self, redis: RedisClient, keys: Keys) -> None:
         self.redis = redis
         self.keys = keys
-        self._claim = scripts.register(redis, "callback_claim")
-        self._result = scripts.register(redis, "callback_result")
+        self._claim = scripts.Script(redis, "callback_claim")
+        self._result = scripts.Script(redis, "callback_result")
 
     async def claim(
         self,
@@ -60,9 +60,7 @@ class Outbox:
         `per_client` in flight for one owner, counting `busy` (its deliveries in flight
         already): its others are deferred by `defer_ms`."""
         token = uuid.uuid4().hex
-        in_flight: list[str | int] = []
-        for client, n in (busy or {}).items():
-            in_flight += [client, n]
+        in_flight = [item for client_count in (busy or {}).items() for item in client_count]
         reply: list[bytes] = await self._claim(
             keys={"due": self.keys.callbacks_due, "data": self.keys.callbacks},
             args={

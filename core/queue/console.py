@@ -15,6 +15,7 @@ import orjson
 
 from core.infra.redis_client import RedisClient
 from core.queue.keys import AUDIT_MAXLEN, Keys
+from core.queue.scripts import as_text
 
 # Entries of the audit stream kept (about a year of a busy operator's actions).
 # A drain request outlives a worker that never comes back to read it, but not by long.
@@ -49,12 +50,8 @@ LISTED_FIELDS = (
 )
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _fields(raw: Any) -> dict[str, str]:
-    return {_s(k): _s(v) for k, v in (raw or {}).items()}
+    return {as_text(k): as_text(v) for k, v in (raw or {}).items()}
 
 
 @dataclass(frozen=True)
@@ -110,7 +107,7 @@ class Console:
         for entry_id, raw in entries:
             fields: dict[str, Any] = _fields(raw)
             fields["ts"] = float(fields.get("ts") or 0)
-            out.append({"entry": _s(entry_id), **fields})
+            out.append({"entry": as_text(entry_id), **fields})
         return out
 
     # -- intake -----------------------------------------------------------------------------
@@ -157,15 +154,17 @@ class Console:
         )
         async with self._redis.pipeline(transaction=False) as pipe:
             for _, raw in entries:
-                pipe.hmget(self._keys.job(_s(raw.get(b"id", b""))), list(LISTED_FIELDS))
+                pipe.hmget(self._keys.job(as_text(raw.get(b"id", b""))), list(LISTED_FIELDS))
             records = await pipe.execute()
         letters = []
         for (entry_id, raw), values in zip(entries, records, strict=True):
             fields = _fields(raw)
-            job = {n: _s(v) for n, v in zip(LISTED_FIELDS, values, strict=True) if v is not None}
+            job = {
+                n: as_text(v) for n, v in zip(LISTED_FIELDS, values, strict=True) if v is not None
+            }
             letters.append(
                 DeadLetter(
-                    _s(entry_id),
+                    as_text(entry_id),
                     fields.get("id", ""),
                     fields.get("reason", ""),
                     float(fields.get("ts") or 0),
@@ -189,10 +188,10 @@ class Console:
         wanted, doomed, after = set(job_ids), [], "-"
         while True:  # the stream a page at a time (it holds about DLQ_MAXLEN entries at most)
             entries: Any = await self._redis.xrange(dlq, min=after, max="+", count=PURGE_PAGE)
-            doomed += [_s(e) for e, raw in entries if _s(raw.get(b"id", b"")) in wanted]
+            doomed += [as_text(e) for e, raw in entries if as_text(raw.get(b"id", b"")) in wanted]
             if len(entries) < PURGE_PAGE:
                 break
-            after = f"({_s(entries[-1][0])}"
+            after = f"({as_text(entries[-1][0])}"
         async with self._redis.pipeline(transaction=True) as pipe:
             if doomed:
                 pipe.xdel(dlq, *doomed)
@@ -237,16 +236,14 @@ class Console:
         this = int((now or time.time()) // 60)
         wanted = list(range(this - minutes + 1, this + 1))
         hashes = await self._hashes([self._keys.minute(minute) for minute in wanted])
-        out = []
-        for minute, fields in zip(wanted, hashes, strict=True):
-            out.append(
-                {
-                    "minute": minute * 60,
-                    "jobs": float(fields.get("jobs", 0)),
-                    "audio_s": float(fields.get("audio_s", 0)),
-                }
-            )
-        return out
+        return [
+            {
+                "minute": minute * 60,
+                "jobs": float(fields.get("jobs", 0)),
+                "audio_s": float(fields.get("audio_s", 0)),
+            }
+            for minute, fields in zip(wanted, hashes, strict=True)
+        ]
 
     async def _hashes(self, keys: list[str]) -> list[dict[str, str]]:
         """Every hash of `keys`, in one round trip."""
@@ -281,11 +278,13 @@ class Console:
             )
             async with self._redis.pipeline(transaction=False) as pipe:
                 for job_id, _ in ids:
-                    pipe.hmget(self._keys.job(_s(job_id)), fields)
+                    pipe.hmget(self._keys.job(as_text(job_id)), fields)
                 rows = await pipe.execute()
             for (_, score), values in zip(ids, rows, strict=True):
                 scanned, last = scanned + 1, float(score)
-                record = {n: _s(v) for n, v in zip(fields, values, strict=True) if v is not None}
+                record = {
+                    n: as_text(v) for n, v in zip(fields, values, strict=True) if v is not None
+                }
                 if "state" not in record or not match(record):
                     continue  # expired, or not asked for
                 if needle and needle not in record.get("head", "").casefold():
@@ -325,7 +324,7 @@ class Console:
             "job": fields,
             "runs": [orjson.loads(r) for r in runs],
             "events": [
-                {"id": _s(i), **orjson.loads(f[b"data"])} for i, f in events if b"data" in f
+                {"id": as_text(i), **orjson.loads(f[b"data"])} for i, f in events if b"data" in f
             ],
             "callback": orjson.loads(callback) if callback else None,
             "dead_letter": letter,

@@ -26,8 +26,6 @@ class NotReplicated(Exception):
             f"(CHATTTS_REDIS_MIN_REPLICAS) within {timeout_ms} ms: it might not survive a "
             "failover"
         )
-        self.wanted = wanted
-        self.acked = acked
 
 
 async def run_replicated(

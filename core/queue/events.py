@@ -7,16 +7,13 @@ from typing import Any
 import orjson
 
 from core.infra.redis_client import RedisClient
+from core.queue.scripts import as_text
 
 Event = tuple[str, dict[str, Any]]  # (stream id, the event)
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _events(entries: Any) -> list[Event]:
-    return [(_s(entry_id), orjson.loads(fields[b"data"])) for entry_id, fields in entries]
+    return [(as_text(entry_id), orjson.loads(fields[b"data"])) for entry_id, fields in entries]
 
 
 class EventLog:
@@ -51,9 +48,9 @@ class EventLog:
             if entries and isinstance(entries[0], list):  # RESP3's shape: [[entries]]
                 entries = entries[0]
             try:
-                found[_s(name)] = _events(entries)
+                found[as_text(name)] = _events(entries)
             except Exception as exc:
-                found[_s(name)] = exc
+                found[as_text(name)] = exc
         return found
 
     async def at(self, stream: str, event_id: str) -> Event | None:

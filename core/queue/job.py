@@ -244,13 +244,4 @@ def _checks(h: dict[str, str]) -> CheckCounts | None:
     """The job's counts of heard segments (lua/_prelude.lua: count_check), if any was heard."""
     if not any(h.get(f"checks_{name}") for name in CHECK_COUNTS[:3]):
         return None
-
-    def count(name: str) -> int:
-        return int(h.get(f"checks_{name}") or 0)
-
-    return CheckCounts(
-        passed=count("passed"),
-        failed=count("failed"),
-        unheard=count("unheard"),
-        remade=count("remade"),
-    )
+    return cast(CheckCounts, {name: int(h.get(f"checks_{name}") or 0) for name in CHECK_COUNTS})

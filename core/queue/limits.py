@@ -28,9 +28,9 @@ class Limits:
 
     def __init__(self, redis: RedisClient, keys: Keys) -> None:
         self._redis, self._keys = redis, keys
-        self._take = scripts.register(redis, "rate_take")
-        self._lease = scripts.register(redis, "lease_take")
-        self._census = scripts.register(redis, "connection_census")
+        self._take = scripts.Script(redis, "rate_take")
+        self._lease = scripts.Script(redis, "lease_take")
+        self._census = scripts.Script(redis, "connection_census")
 
     async def take(
         self, scope: str, buckets: list[Bucket], peek: bool = False
@@ -41,9 +41,7 @@ class Limits:
         if not buckets:
             return None
         keys = [self._keys.rate(f"{scope}:{b.kind}", b.who) for b in buckets]
-        limits: list[float] = []
-        for b in buckets:
-            limits += [1000.0 / b.per_s, max(1, b.burst)]
+        limits = [limit for b in buckets for limit in (1000.0 / b.per_s, max(1, b.burst))]
         refused, wait_ms = await self._take(
             keys={"buckets": keys}, args={"peek": "1" if peek else "", "limits": limits}
         )
@@ -74,6 +72,6 @@ class Limits:
             keys=keys, args={"process": process, "seconds": ttl_s, "reported": reported}
         )
         return {
-            (source.decode() if isinstance(source, bytes) else str(source)): int(count)
+            scripts.as_text(source): int(count)
             for source, count in zip(answer[::2], answer[1::2], strict=True)
         }

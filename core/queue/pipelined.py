@@ -67,15 +67,14 @@ class Pipelined:
                 except ResponseError as exc:  # the script's own error: its caller's
                     _settle(reply, exc)
                 answered += 1
-        except (ConnectionError, TimeoutError, OSError):
-            await connection.disconnect()
-            for _, reply in batch[answered:]:
-                _settle(reply, _AGAIN)  # retried as redis-py retries a command
-        except asyncio.CancelledError:  # the loop is closing: its callers try on their own
+        except (ConnectionError, TimeoutError, OSError, asyncio.CancelledError) as exc:
+            # Retried as redis-py retries a command (cancelled: the loop is closing, and its
+            # callers try on their own).
             await connection.disconnect()
             for _, reply in batch[answered:]:
                 _settle(reply, _AGAIN)
-            raise
+            if isinstance(exc, asyncio.CancelledError):
+                raise
         finally:
             await pool.release(connection)
 

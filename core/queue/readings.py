@@ -22,10 +22,6 @@ from core.queue.lanes import BULK, INTERACTIVE, STREAM
 LANES = {"interactive": INTERACTIVE, "bulk": BULK, "stream": STREAM}
 
 
-def _stream_label(keys: Keys, stream: str) -> str:
-    return "jobs_high" if stream == keys.jobs_high else "jobs"
-
-
 def _id_age_s(entry_id: bytes | str | None, now: float) -> float:
     """Age of a stream entry from its id (milliseconds since the epoch, a dash, a sequence)."""
     if not entry_id:
@@ -153,7 +149,7 @@ class Readings:
         now = time.time()
         reading = QueueReading()
         for stream in self._keys.streams:
-            label = _stream_label(self._keys, stream)
+            label = "jobs_high" if stream == self._keys.jobs_high else "jobs"
             reading.streams[label] = await _read_stream(self._redis, stream, now)
         reading.dead_letters = int(await self._redis.xlen(self._keys.dlq))
         raw = await self._redis.hgetall(self._keys.stats)

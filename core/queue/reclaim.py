@@ -7,6 +7,7 @@ from typing import Any
 
 from core.infra.redis_client import RedisClient
 from core.queue.keys import CONSUMER_GROUP, Keys
+from core.queue.scripts import as_text
 
 # XAUTOCLAIM scans about 10 x COUNT pending entries per call; a few calls per reclaim tick.
 RECLAIM_CALLS_PER_SWEEP = 10
@@ -63,16 +64,9 @@ class Reclaimer:
         """Delete group consumers that own nothing and were idle for long (dead workers' names)."""
         idle_limit_ms = max(60_000, 10 * self.lease_ms)
         for stream in self.keys.streams:
-            await self._forget_idle_consumers(stream, idle_limit_ms)
-
-    async def _forget_idle_consumers(self, stream: str, idle_limit_ms: int) -> None:
-        consumers: Any = await self.redis.xinfo_consumers(stream, CONSUMER_GROUP)
-        for consumer in consumers:
-            name = consumer["name"]
-            name = name.decode() if isinstance(name, bytes) else name
-            if (
-                name != self.consumer
-                and consumer["pending"] == 0
-                and consumer["idle"] > idle_limit_ms
-            ):
-                await self.redis.xgroup_delconsumer(stream, CONSUMER_GROUP, name)
+            consumers: Any = await self.redis.xinfo_consumers(stream, CONSUMER_GROUP)
+            for consumer in consumers:
+                name = as_text(consumer["name"])
+                idle = consumer["pending"] == 0 and consumer["idle"] > idle_limit_ms
+                if name != self.consumer and idle:
+                    await self.redis.xgroup_delconsumer(stream, CONSUMER_GROUP, name)

@@ -10,8 +10,6 @@ from core.queue.durable import NotReplicated
 from core.queue.job import SynthesisRequest
 from core.queue.keys import CHUNKS_LINGER_S
 
-CHUNKS_LINGER_MIN = CHUNKS_LINGER_S // 60
-
 
 class QueueError(Exception):
     """A submission the queue refused; `status` and `code` are the HTTP answer that says so."""
@@ -56,7 +54,7 @@ class BacklogShareFull(QueueError):
             f"while {owners} keys or addresses have jobs in it ({share}; at most "
             "CHATTTS_MAX_BACKLOG_PER_OWNER): retry as they finish (Retry-After)"
         )
-        self.held, self.share = held, share
+        self.held = held
 
 
 class ClientCapReached(QueueError):
@@ -84,8 +82,7 @@ class StorageQuotaReached(QueueError):
             f"limit per {per} ({_mb(used)} in use, kept until the jobs expire): retry when "
             "older ones have expired (Retry-After), or send shorter jobs"
         )
-        self.used, self.needed, self.quota, self.wait_s = used, needed, quota, wait_s
-        self.per = per
+        self.wait_s = wait_s  # until its oldest charge lapses
 
 
 class StoreFull(QueueError):
@@ -100,7 +97,6 @@ class StoreFull(QueueError):
             f"before are written, and this job needs about {_mb(needed)}: retry later "
             "(Retry-After) or send a shorter job"
         )
-        self.room, self.reserved, self.needed = room, reserved, needed
 
 
 class StreamsFull(QueueError):
@@ -115,11 +111,10 @@ class StreamsFull(QueueError):
         super().__init__(
             f"this stream's audio (about {_mb(needed)}) would take {whose.get(per, 'streams')} "
             f"past {_mb(budget)} kept in Redis ({_mb(used)} in use, kept until about "
-            f"{CHUNKS_LINGER_MIN} minutes after each stream ends): retry after Retry-After, or "
+            f"{CHUNKS_LINGER_S // 60} minutes after each stream ends): retry after Retry-After, or "
             "leave 'stream' out and download the file when it is ready"
         )
-        self.used, self.needed, self.budget, self.wait_s = used, needed, budget, wait_s
-        self.per = per
+        self.wait_s = wait_s  # until the oldest stream's chunks lapse
         if per != "queue":  # the client's (or its address's) own share: a 429, as a quota
             self.status = 429
 
@@ -136,7 +131,7 @@ class QueuePaused(QueueError):
             f"the service is not accepting new jobs for now (paused by its operators{why}); "
             "retry after the Retry-After seconds. Jobs accepted before go on"
         )
-        self.retry_after_s, self.reason = retry_after_s, reason
+        self.retry_after_s = retry_after_s
 
 
 def _mb(size: int) -> str:

@@ -17,7 +17,7 @@ LOOK = 2_000  # index entries looked at at most per call (unfinished ones are sk
 class Retention:
     def __init__(self, redis: RedisClient, keys: Keys, sharded: bool = False) -> None:
         self._keys = keys
-        self._retain = scripts.register(redis, "retain", sharded)
+        self._retain = scripts.Script(redis, "retain", sharded)
 
     async def make_room(self, used: int, limit: int) -> int:
         """With `used` bytes of a `limit` past RETAIN_BELOW, remove a batch of the oldest

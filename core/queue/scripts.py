@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import operator
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -233,26 +234,17 @@ def source(name: str, sharded: bool = False) -> str:
 
 
 class Script:
-    """One script on one Redis client, called with its keys and arguments by name."""
+    """One script on one Redis client, called with its keys and arguments by name (EVALSHA,
+    loaded again after a NOSCRIPT)."""
 
     def __init__(self, redis: RedisClient, name: str, sharded: bool = False) -> None:
         self.name = name
         self.signature = signature(name)
         self.registered: AsyncScript = redis.register_script(source(name, sharded))
 
-    def order(
-        self, keys: Mapping[str, Any], args: Mapping[str, Any]
-    ) -> tuple[list[Any], list[Any]]:
-        return self.signature.order(keys, args)
-
     async def __call__(self, keys: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
         ordered_keys, ordered_args = self.signature.order(keys, args)
         return await self.registered(keys=ordered_keys, args=ordered_args)
-
-
-def register(redis: RedisClient, name: str, sharded: bool = False) -> Script:
-    """Script `name` on `redis` (EVALSHA, loaded again after a NOSCRIPT)."""
-    return Script(redis, name, sharded)
 
 
 # The scripts of the queue's own state changes (callbacks, limits, voices and retention load
@@ -281,8 +273,9 @@ class QueueScripts:
     def __init__(self, redis: RedisClient, settings: Settings) -> None:
         self.redis = redis
         self.settings = settings
-        sharded = parse_url(settings.redis.redis_url).sharded if settings.redis.redis_url else False
-        self.scripts = {name: Script(redis, name, sharded) for name in QUEUE_SCRIPTS}
+        url = settings.redis.redis_url
+        self.sharded = parse_url(url).sharded if url else False
+        self.scripts = {name: Script(redis, name, self.sharded) for name in QUEUE_SCRIPTS}
         # One server's client: the submissions of one turn of the loop share a write.
         self._pipelined: Pipelined | None = None
         if isinstance(redis, Redis) and not redis.single_connection_client:
@@ -293,6 +286,11 @@ class QueueScripts:
             "maxlen_job": settings.redis.job_events_maxlen,
             "maxlen_client": settings.redis.client_events_maxlen,
         }
+
+    def stamped(self, args: dict[str, Any]) -> dict[str, Any]:
+        """`args` and what every script that writes a job's events takes too: the time, the event
+        streams' lengths and the job's time to live."""
+        return {**args, "now": time.time(), **self.maxlens, "ttl": self.ttl}
 
     async def run(self, name: str, keys: Mapping[str, Any], args: Mapping[str, Any]) -> Any:
         try:
@@ -311,7 +309,7 @@ class QueueScripts:
         CHATTTS_REDIS_MIN_REPLICAS replicas first (NotReplicated otherwise) when the script's
         verdict is one of `changed`."""
         script = self.scripts[name]
-        ordered_keys, ordered_args = script.order(keys, args)
+        ordered_keys, ordered_args = script.signature.order(keys, args)
         replicas = self.settings.redis.redis_min_replicas
         if replicas <= 0 and self._pipelined is not None:
             return await self._pipelined.run(script.registered, ordered_keys, ordered_args)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import time
 from typing import Any
 
 import orjson
@@ -11,7 +10,7 @@ from redis.exceptions import ResponseError
 
 from core.audio.sizes import stream_bytes
 from core.audio_store.urls import open_store
-from core.infra.redis_client import RedisClient, parse_url
+from core.infra.redis_client import RedisClient
 from core.infra.settings import Settings
 from core.queue.callbacks import Outbox
 from core.queue.console import SEARCHED_CHARS, Console
@@ -87,12 +86,11 @@ class Queue:
         self.limits = Limits(redis, self.keys)
         self.outbox = Outbox(redis, self.keys)
         self.readings = Readings(redis, self.keys, self.fleet)
-        sharded = parse_url(settings.redis.redis_url).sharded if settings.redis.redis_url else False
         self._scripts = QueueScripts(redis, settings)
         # The workers' side: each step of a job a worker holds (work.py).
         self.work = Work(redis, self.keys, settings, self._scripts)
         self.console = Console(redis, self.keys)
-        self.retention = Retention(redis, self.keys, sharded)
+        self.retention = Retention(redis, self.keys, self._scripts.sharded)
 
     async def aclose(self) -> None:
         """Close the queue's Redis client and its audio store (the process's last use)."""
@@ -116,7 +114,6 @@ class Queue:
         request: SynthesisRequest,
         client: str,
         idempotency_key: str | None = None,
-        job_id: str | None = None,
         callback_url: str | None = None,
         document: bool = False,
         expected_bytes: int = 0,
@@ -129,7 +126,7 @@ class Queue:
         address it came from, whose storage account it is charged to as well; `share`: its API
         key's weight under the fair scheduler, lanes.py; `room`: what the store and Redis can
         still take, as last sampled)."""
-        job_id = job_id or new_job_id()
+        job_id = new_job_id()
         settings = self.settings
         if request.priority == "high" and not client.startswith("key-"):
             # Ahead of everyone is for API keys: a protocol that asks it for an anonymous
@@ -147,11 +144,8 @@ class Queue:
             "id": job_id,
             "client": client,
             "request": request_json,
-            "now": time.time(),
-            "ttl": self._scripts.ttl,
             "max_backlog": settings.limits.max_backlog,
             "max_active": settings.limits.max_active_per_client,
-            **self._scripts.maxlens,
             "voice": request.voice,
             "format": request.format,
             "has_idem": "1" if idempotency_key else "0",
@@ -174,10 +168,8 @@ class Queue:
             "backlog_owner": backlog_owner,
             "backlog_share": settings.limits.max_backlog_per_owner,
         }
-        try:
-            result = await self._scripts.run_acknowledged("enqueue", keys, args, "ok", "dup")
-        except NotReplicated as exc:
-            raise Unreplicated(exc, job_id) from None
+        args = self._scripts.stamped(args)
+        result = await self._acknowledged(job_id, "enqueue", keys, args, "ok", "dup")
         status = as_text(result[0])
         if status == "idem_mismatch":
             raise IdempotencyKeyReused(as_text(result[1]))
@@ -295,19 +287,13 @@ class Queue:
             "usage": k.usage(owner),
             "usage_expiry": k.usage_expiry(owner),
         }
-        args = {
-            "now": time.time(),
-            **self._scripts.maxlens,
-            "ttl": self._scripts.ttl,
-            "client": client or "",
-            "unstarted_ttl": min(self._scripts.ttl, self.settings.redis.unstarted_ttl_s),
-        }
-        try:
-            result = await self._scripts.run_acknowledged(
-                "cancel", keys, args, "cancelled", "cancelling"
-            )
-        except NotReplicated as exc:
-            raise Unreplicated(exc, job_id) from None
+        args = self._scripts.stamped(
+            {
+                "client": client or "",
+                "unstarted_ttl": min(self._scripts.ttl, self.settings.redis.unstarted_ttl_s),
+            }
+        )
+        result = await self._acknowledged(job_id, "cancel", keys, args, "cancelled", "cancelling")
         return as_text(result[0]), (as_text(result[1]) if len(result) > 1 else None)
 
     async def requeue(self, job_id: str, by: str) -> tuple[str, str]:
@@ -326,18 +312,18 @@ class Queue:
             "parts": k.parts(job_id),
             "cues": k.cues(job_id),
         }
-        args = {
-            "id": job_id,
-            "now": time.time(),
-            **self._scripts.maxlens,
-            "ttl": self._scripts.ttl,
-            "by": by,
-        }
+        args = self._scripts.stamped({"id": job_id, "by": by})
+        result = await self._acknowledged(job_id, "requeue", keys, args, "ok")
+        return as_text(result[0]), (as_text(result[1]) if len(result) > 1 else "")
+
+    async def _acknowledged(
+        self, job_id: str, name: str, keys: dict[str, Any], args: dict[str, Any], *changed: str
+    ) -> Any:
+        """run_acknowledged (scripts.py), too few replicas answered as Unreplicated for `job_id`."""
         try:
-            result = await self._scripts.run_acknowledged("requeue", keys, args, "ok")
+            return await self._scripts.run_acknowledged(name, keys, args, *changed)
         except NotReplicated as exc:
             raise Unreplicated(exc, job_id) from None
-        return as_text(result[0]), (as_text(result[1]) if len(result) > 1 else "")
 
     async def position(self, job: Job) -> int:
         """Approximate number of jobs ahead of a queued job (0 = next)."""

@@ -30,7 +30,7 @@ class StoredAudio:
     def __init__(self, redis: RedisClient, keys: Keys, store: AudioStore | None = None) -> None:
         self._redis, self._keys = redis, keys
         self.store = store
-        self._chunk_read = scripts.register(redis, "chunk_read")
+        self._chunk_read = scripts.Script(redis, "chunk_read")
         # The store may be shared by several queues: each keeps its objects under its own name.
         self._space = f"{keys.prefix}-{keys.queue}"
         # A segment's, part's or piece's entry in its list is its audio, or (with a store) the
@@ -40,24 +40,27 @@ class StoredAudio:
             % re.escape(self._space.encode())
         )
 
+    async def _audio_ref(self, job_id: str) -> str | None:
+        """The key of a finished job's file in the audio store (None: no store, or in Redis)."""
+        if self.store is None:
+            return None
+        ref: Any = await self._redis.hget(self._keys.job(job_id), "audio_ref")
+        return ref.decode() if ref else None
+
     async def file(self, job_id: str) -> bytes | None:
         """A finished job's whole file (not a document's: its parts are joined when served):
         from the audio store when its job records an object there, else from Redis (where audio
         lives without a store, and results made before one was set stay until they expire)."""
-        if self.store is not None:
-            ref: Any = await self._redis.hget(self._keys.job(job_id), "audio_ref")
-            if ref:
-                return await self.store.get(ref.decode())
+        if self.store is not None and (ref := await self._audio_ref(job_id)):
+            return await self.store.get(ref)
         data: bytes | None = await self._redis.get(self._keys.audio(job_id))  # type: ignore[assignment]
         return data
 
     async def read_file(self, job_id: str, start: int, length: int) -> bytes | None:
         """`length` bytes of a finished job's file from `start` (None: it is gone), wherever it
         lives: a large file is sent piece by piece, never held whole."""
-        if self.store is not None:
-            ref: Any = await self._redis.hget(self._keys.job(job_id), "audio_ref")
-            if ref:
-                return await self.store.read(ref.decode(), start, length)
+        if self.store is not None and (ref := await self._audio_ref(job_id)):
+            return await self.store.read(ref, start, length)
         key = self._keys.audio(job_id)
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.exists(key)
@@ -68,22 +71,17 @@ class StoredAudio:
     async def local_path(self, job_id: str) -> str | None:
         """Where a finished job's file lies on this machine's disk (None: not in a directory
         store, or kept in Redis)."""
-        if self.store is None:
-            return None
-        ref: Any = await self._redis.hget(self._keys.job(job_id), "audio_ref")
-        return self.store.local_path(ref.decode()) if ref else None
+        ref = await self._audio_ref(job_id)
+        return self.store.local_path(ref) if self.store is not None and ref else None
 
     async def link(
         self, job_id: str, expires_s: int, content_type: str, disposition: str
     ) -> str | None:
         """A presigned URL of a finished job's file in the store; None when its store signs no
         URLs or the file is not in the store (kept in Redis)."""
-        if self.store is None:
+        if self.store is None or not (ref := await self._audio_ref(job_id)):
             return None
-        ref: Any = await self._redis.hget(self._keys.job(job_id), "audio_ref")
-        if not ref:
-            return None
-        return await self.store.presign(ref.decode(), expires_s, content_type, disposition)
+        return await self.store.presign(ref, expires_s, content_type, disposition)
 
     # -- the audio store's objects (workers write them; the completion script records them) --
 
@@ -93,10 +91,7 @@ class StoredAudio:
 
     async def put_file(self, job_id: str, ext: str, data: bytes) -> str:
         """Write a finished job's file to the store (StoreError on failure); its key."""
-        assert self.store is not None
-        key = self._new_key("jobs", job_id, ext)
-        await self.store.put(key, data)
-        return key
+        return (await self.put_piece("jobs", job_id, ext, data)).decode()
 
     async def copy_for(self, kind: str, owner: str, source: str) -> str | None:
         """A copy of object `source` for a cache entry (`kind` "cache", `owner` its digest) or a

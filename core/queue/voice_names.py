@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from core.queue.job import MAX_SEED
 from core.queue.voices import BUILTIN_BY_NAME, OPENAI_VOICES, mostly_mandarin
 
 SEED_PREFIX = "seed_"
-MAX_SEED = 2**31 - 1  # what torch's manual_seed and our request's `seed` take
 MAX_BLEND_PARTS = 4
 MAX_WEIGHT = 100.0
 _SEED = re.compile(r"(?:seed_)?(\d{1,10})")
@@ -68,7 +68,7 @@ def blend_of(name: str) -> Blend | None:
 
 def is_derived(name: str) -> bool:
     """A name the engines speak without the registry: built-in, seed or blend (as canonical)."""
-    if name in BUILTIN_BY_NAME or seed_of(name) is not None:
+    if _plain(name):
         return True
     try:
         blend = blend_of(name)
@@ -128,7 +128,7 @@ def _single(part: str, text: str) -> str:
 def language_of(name: str, text: str) -> str:
     """The language a derived voice reads in: a built-in's own, a blend's first built-in's,
     else the text's ("zh" or "en")."""
-    blend = blend_of(name) if "+" in name or "(" in name else None
+    blend = blend_of(name)
     for part in [p for p, _ in blend.parts] if blend is not None else [name]:
         builtin = BUILTIN_BY_NAME.get(part)
         if builtin is not None:

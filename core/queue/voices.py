@@ -95,7 +95,7 @@ class VoiceRegistry:
 
     def __init__(self, redis: RedisClient, keys: Keys, settings: Settings) -> None:
         self._redis, self._keys, self._settings = redis, keys, settings
-        self._register = scripts.register(redis, "voice_register")
+        self._register = scripts.Script(redis, "voice_register")
 
     async def exists(self, name: str) -> bool:
         return bool(await self._redis.hexists(self._keys.voices, name))
@@ -150,7 +150,7 @@ class VoiceRegistry:
             if name
         ]
         size = len(record) + len(data.encode())
-        keys, args = self._register.order(
+        keys, args = self._register.signature.order(
             {"voices": k.voices, "voice_data": k.voice_data, "accounts": [k for _, k, _ in pairs]},
             {
                 "name": name,
@@ -170,8 +170,9 @@ class VoiceRegistry:
             changed=lambda r: r == 1,
         )
         if isinstance(result, list):
-            kind = result[0].decode() if isinstance(result[0], bytes) else str(result[0])
-            raise VoiceQuotaReached(kind, pairs[int(result[1]) - 1][0], int(result[2]))
+            raise VoiceQuotaReached(
+                scripts.as_text(result[0]), pairs[int(result[1]) - 1][0], int(result[2])
+            )
         return bool(result)
 
     async def delete(self, name: str, owner: str | None, source: str | None = None) -> bool:

@@ -17,7 +17,6 @@ from core.queue.reclaim import Reclaimer
 from core.queue.results import SegmentDone, Started
 from core.queue.scripts import QueueScripts, as_text
 
-# How long a streaming job's chunk list outlives its last chunk: listeners read it live.
 # Neither lane's share may be nothing: a weight of zero would stop its clock (take.lua).
 MIN_SHARE = 0.01
 
@@ -42,15 +41,6 @@ class Work:
             "ev_job": k.job_events(job_id),
             "ev_client": k.client_events(client),
             "stats": k.stats,
-        }
-
-    def _ended_at(self, token: str) -> dict[str, Any]:
-        """The arguments every script that ends a run takes first."""
-        return {
-            "token": token,
-            "now": time.time(),
-            **self._scripts.maxlens,
-            "ttl": self._scripts.ttl,
         }
 
     def reclaimer(self, consumer: str) -> Reclaimer:
@@ -80,16 +70,8 @@ class Work:
             "bulk_room": bulk,
             "stream_room": streams,
         }
-        result = await self._scripts.run("take", keys, args)
-        return [
-            (
-                as_text(result[i]),
-                as_text(result[i + 1]),
-                as_text(result[i + 2]),
-                as_text(result[i + 3]),
-            )
-            for i in range(0, len(result), 4)
-        ]
+        found = [as_text(value) for value in await self._scripts.run("take", keys, args)]
+        return list(zip(found[::4], found[1::4], found[2::4], found[3::4], strict=True))
 
     async def wait_for_work(self, timeout_s: float) -> bool:
         """Block until work may have arrived (the wake list, pushed by every enqueue and
@@ -114,30 +96,28 @@ class Work:
         if client is None:
             stored = await self._redis.hget(k.job(job_id), "client")
             client = as_text(stored) if stored is not None else ""
-        owner = client
         result = await self._scripts.run(
             "start",
             {
                 "jobs": stream,
                 "job": k.job(job_id),
                 "ev_job": k.job_events(job_id),
-                "ev_client": k.client_events(owner),
+                "ev_client": k.client_events(client),
                 "stats": k.stats,
                 "dlq": k.dlq,
-                "active": k.active(owner),
+                "active": k.active(client),
                 "segments": k.segments(job_id),
                 "chunks": k.chunks(job_id),
                 "cues": k.cues(job_id),
             },
-            {
-                "id": job_id,
-                "entry": entry,
-                "worker": worker,
-                "now": time.time(),
-                "max_deliveries": self.settings.worker.max_deliveries,
-                **self._scripts.maxlens,
-                "ttl": self._scripts.ttl,
-            },
+            self._scripts.stamped(
+                {
+                    "id": job_id,
+                    "entry": entry,
+                    "worker": worker,
+                    "max_deliveries": self.settings.worker.max_deliveries,
+                }
+            ),
         )
         if as_text(result[0]) == "ok":
             return Started(
@@ -185,9 +165,6 @@ class Work:
             "total": done.total,
             "audio": done.audio,
             "duration_s": done.duration_s,
-            "now": time.time(),
-            **self._scripts.maxlens,
-            "ttl": self._scripts.ttl,
             "cue": orjson.dumps(done.cue),
             "samples": done.samples,
             "sample_rate": done.sample_rate,
@@ -197,7 +174,7 @@ class Work:
             if self.settings.scheduling.fair_slice_s > 0
             else "",
         }
-        return as_text(await self._scripts.run("progress", keys, args))
+        return as_text(await self._scripts.run("progress", keys, self._scripts.stamped(args)))
 
     async def chunk(
         self,
@@ -273,20 +250,22 @@ class Work:
                 "pieces": k.pieces(job_id),
                 "draft": k.pieces_draft(job_id, token),
             },
-            {
-                **self._ended_at(token),
-                "audio": audio,
-                "duration_s": duration_s,
-                "sample_rate": sample_rate,
-                "cached": "1" if cached else "0",
-                "cache_mode": cache_mode,
-                "audio_size": document_size if document_size is not None else "",
-                "new_cues": orjson.dumps(new_cues) if new_cues else "",
-                # Every cue, for the cache.
-                "all_cues": orjson.dumps(all_cues or []) if cache_mode == "miss" else "",
-                "audio_ref": audio_ref or "",
-                "cache_ref": cache_ref or "",
-            },
+            self._scripts.stamped(
+                {
+                    "token": token,
+                    "audio": audio,
+                    "duration_s": duration_s,
+                    "sample_rate": sample_rate,
+                    "cached": "1" if cached else "0",
+                    "cache_mode": cache_mode,
+                    "audio_size": document_size if document_size is not None else "",
+                    "new_cues": orjson.dumps(new_cues) if new_cues else "",
+                    # Every cue, for the cache.
+                    "all_cues": orjson.dumps(all_cues or []) if cache_mode == "miss" else "",
+                    "audio_ref": audio_ref or "",
+                    "cache_ref": cache_ref or "",
+                }
+            ),
         )
         return as_text(result[0]) == "ok"
 
@@ -303,7 +282,7 @@ class Work:
         result = await self._scripts.run(
             "finish",
             {**self._ending(job_id, client, stream), "active": self.keys.active(client)},
-            {**self._ended_at(token), "ending": state, "error": error},
+            self._scripts.stamped({"token": token, "ending": state, "error": error}),
         )
         return as_text(result[0]) == "ok"
 
@@ -321,6 +300,6 @@ class Work:
         result = await self._scripts.run(
             "release",
             self._ending(job_id, client, stream),
-            {**self._ended_at(token), "count": count, "reason": reason},
+            self._scripts.stamped({"token": token, "count": count, "reason": reason}),
         )
         return as_text(result[0]) == "ok"

@@ -112,10 +112,6 @@ def _code(token: str) -> str:
     return "misplaced_control_token" if token in _VOCABULARY_SET else "unknown_control_token"
 
 
-def _accepted(tokens: tuple[str, ...]) -> str:
-    return ", ".join(tokens)
-
-
 def _why(token: str, where: str) -> str:
     if token in SPEED_TOKENS:
         return f"{token} is ChatTTS's speed prompt: set the 'speed' field (0.5-2.0) instead"
@@ -137,7 +133,7 @@ def check_text_tokens(text: str) -> None:
             raise TokenError(
                 token,
                 f"{_why(token, 'text')}; the control tokens a text may hold are "
-                f"{_accepted(TEXT_TOKENS)} (a sentence style such as [oral_2][laugh_0][break_6] "
+                f"{', '.join(TEXT_TOKENS)} (a sentence style such as [oral_2][laugh_0][break_6] "
                 "goes in 'prompt')",
                 _code(token),
             )
@@ -156,7 +152,7 @@ def parse_prompt(prompt: str) -> str:
             f"[laugh_N] and one [break_N] (at most {PROMPT_MAX_CHARS} characters)",
             "invalid_prompt",
         )
-    accepted = f"the tokens a prompt may hold are {_accepted(PROMPT_TOKENS)}"
+    accepted = f"the tokens a prompt may hold are {', '.join(PROMPT_TOKENS)}"
     example = "e.g. [oral_2][laugh_0][break_6]"
     tokens: list[str] = []
     kinds: set[str] = set()

@@ -77,8 +77,7 @@ def wrap(text: str) -> str | None:
         left, right = text[:cut].rstrip(), text[cut:].lstrip()
         if text[cut - 1] == " " or not left or not right:
             continue
-        spaced = text[cut] == " "
-        if not spaced and not (is_cjk(text[cut - 1]) or is_cjk(text[cut])):
+        if text[cut] != " " and not (is_cjk(text[cut - 1]) or is_cjk(text[cut])):
             continue  # inside a Latin word
         if unicodedata.category(right[0]).startswith("P"):
             continue  # never open a line with punctuation

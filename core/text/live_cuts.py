@@ -239,20 +239,17 @@ class LiveCutter:
         if marks and _size(text[: marks[-1]]) >= SHORT_CHARS:
             return marks[-1]
         whole = _whole_spans(text, final, last)
+
+        def breakable(at: int) -> bool:
+            return _is_break(text, at) and not any(a < at < b for a, b in whole)
+
         for at in range(min(last, limit), first, -1):
-            if _is_break(text, at) and not any(a < at < b for a, b in whole):
+            if breakable(at):
                 return at
         hard = next((a for a, b in whole if a < limit < b and a > 0), limit)
         if first < hard <= last:
             return hard
-        return next(
-            (
-                at
-                for at in range(max(first, limit) + 1, last + 1)
-                if _is_break(text, at) and not any(a < at < b for a, b in whole)
-            ),
-            None,
-        )
+        return next((at for at in range(max(first, limit) + 1, last + 1) if breakable(at)), None)
 
 
 def _size(text: str) -> int:

@@ -19,12 +19,14 @@ from core.text.normalize_rules import RULES, Rule
 # control_tokens.py) are kept verbatim; any other token-shaped `[word]` (refused at submission)
 # is dropped, never spoken as a word.
 _TAG = TEXT_TOKEN
+_TAG_SPLIT = re.compile(f"({TEXT_TOKEN.pattern})")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 # What ChatTTS's own normalizer keeps (its reject pattern is the complement of this set).
 _DISALLOWED = re.compile(r"[^\u4e00-\u9fffA-Za-z，。、,. ]")
 _SENTENCE_ENDS = frozenset("。！？!?；;\n")
 _SPEAKABLE = re.compile(r"[\u4e00-\u9fffA-Za-z]")
+_ACCENTED = re.compile(r"[\u00c0-\u024f]")  # Latin letters with accents (and a few symbols)
 _SPACES = re.compile(r" {2,}")
 _CJK_SPACE = re.compile(r"(?<=[\u4e00-\u9fff，。、]) | (?=[\u4e00-\u9fff，。、])")
 # Around a number, this many characters decide whether it is read in Mandarin or in English.
@@ -44,59 +46,22 @@ _SYMBOLS: tuple[tuple[str, str, str], ...] = (
     ("°", " degrees ", "度"),
     ("/", " slash ", "斜杠"),
 )
-# Punctuation ChatTTS drops but that marks a pause: mapped to the pause marks it keeps.
+# Punctuation ChatTTS drops but that marks a pause: mapped to the pause marks it keeps (sentence
+# ends to a full stop, clause marks and brackets to a comma); quotes become spaces, apostrophes go.
 _PUNCT_ZH = str.maketrans(
     {
-        "!": "。",
-        "?": "。",
-        ";": "，",
-        ":": "，",
-        "…": "。",
-        "—": "，",
-        "–": "，",
-        "~": "，",
-        "(": "，",
-        ")": "，",
-        "【": "，",
-        "】": "，",
-        "《": "，",
-        "》": "，",
-        "「": "，",
-        "」": "，",
-        "『": "，",
-        "』": "，",
-        "・": "，",
-        "-": "，",
-        ",": "，",
-        ".": "。",
-        '"': " ",
-        "“": " ",
-        "”": " ",
-        "'": "",
-        "‘": "",
-        "’": "",
+        **dict.fromkeys("!?….", "。"),
+        **dict.fromkeys(";:—–~()【】《》「」『』・-,", "，"),
+        **dict.fromkeys('"“”', " "),
+        **dict.fromkeys("'‘’", ""),
     }
 )
 _PUNCT_EN = str.maketrans(
     {
-        "!": ".",
-        "?": ".",
-        ";": ",",
-        ":": ",",
-        "…": ".",
-        "—": ",",
-        "–": ",",
-        "~": ",",
-        "(": ",",
-        ")": ",",
-        "-": " ",
-        '"': " ",
-        "“": " ",
-        "”": " ",
-        "'": "",
-        "‘": "",
-        "’": "",
-        "_": " ",
+        **dict.fromkeys("!?…", "."),
+        **dict.fromkeys(";:—–~()", ","),
+        **dict.fromkeys('"“”-_', " "),
+        **dict.fromkeys("'‘’", ""),
     }
 )
 
@@ -112,13 +77,9 @@ def normalize(text: str, language_hint: str = "zh", spell: bool = True) -> str:
     """
     hint: Lang = "en" if language_hint.lower().startswith("en") else "zh"
     text = unicodedata.normalize("NFKC", text).replace("\u3007", "零")
-    pieces: list[str] = []
-    pos = 0
-    for tag in _TAG.finditer(text):
-        pieces.append(_normalize_plain(text[pos : tag.start()], hint, spell))
-        pieces.append(tag.group(0))
-        pos = tag.end()
-    pieces.append(_normalize_plain(text[pos:], hint, spell))
+    # Split at the tags (kept, at the odd places): only the text between them is normalized.
+    pieces = _TAG_SPLIT.split(text)
+    pieces[::2] = [_normalize_plain(plain, hint, spell) for plain in pieces[::2]]
     out = re.sub(r"\s+", " ", "".join(pieces))
     # Runs of pause marks ("，，", ", .") left by dropped symbols: keep the first one.
     out = re.sub(r"\s*([，。、,.])(?:\s*[，。、,.])*", r"\1", out).strip(" ,，")
@@ -188,14 +149,12 @@ def _strip_accents(text: str) -> str:
     """café -> cafe: ChatTTS keeps only unaccented Latin letters."""
     if text.isascii():
         return text
-    out = []
-    for ch in text:
-        if "\u00c0" <= ch <= "\u024f":
-            ch = "".join(
-                c for c in unicodedata.normalize("NFD", ch) if not unicodedata.combining(c)
-            )
-        out.append(ch)
-    return "".join(out)
+    return _ACCENTED.sub(
+        lambda m: "".join(
+            c for c in unicodedata.normalize("NFD", m[0]) if not unicodedata.combining(c)
+        ),
+        text,
+    )
 
 
 def _symbols(text: str, hint: Lang) -> str:

@@ -26,16 +26,12 @@ def num2words_en(value: int, to: str = "cardinal") -> str:
     if len(str(abs(value))) > MAX_WORDS_DIGITS:
         return en_digits(str(abs(value)))
 
-    return _tidy_en(str(num2words(value, to=to)))
+    # "thirty-four" -> "thirty four": ChatTTS turns hyphens and commas into pauses.
+    return str(num2words(value, to=to)).replace("-", " ").replace(",", "")
 
 
 def en_words(value: str | int) -> str:
     return num2words_en(int(value))
-
-
-def _tidy_en(words: str) -> str:
-    # "thirty-four" -> "thirty four": ChatTTS turns hyphens and commas into pauses.
-    return words.replace("-", " ").replace(",", "")
 
 
 def en_number(num: str, sign: str | None = None) -> str:

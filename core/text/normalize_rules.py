@@ -108,11 +108,8 @@ def _number(m: re.Match[str], lang: Lang) -> str:
     num, sign = m.group("num"), m.group("sign")
     plain = ungroup(num)
     # Identifiers (phone numbers, codes, leading zeros) are read digit by digit.
-    if (
-        "," not in num
-        and "." not in num
-        and (len(plain) >= 11 or (len(plain) > 1 and plain[0] == "0"))
-    ):
+    whole = num.isdigit()  # no grouping commas, no decimal point
+    if whole and (len(plain) >= 11 or (len(plain) > 1 and plain[0] == "0")):
         return zh_digits(plain) if lang == "zh" else en_digits(plain)
     if lang == "zh":
         rest = m.string[m.end() : m.end() + 1]
@@ -122,8 +119,7 @@ def _number(m: re.Match[str], lang: Lang) -> str:
             return "两"
         return zh_number(num, sign)
     if (
-        "," not in num
-        and "." not in num
+        whole
         and not sign
         and len(plain) == 4
         and 1100 <= int(plain) <= 2099

@@ -58,8 +58,7 @@ def split_sentences(text: str, max_chars: int = 200) -> list[str]:
     segments: list[str] = []
     for piece in pieces:
         if segments and len(segments[-1]) + 1 + len(piece) <= max_chars:
-            joiner = "" if is_cjk(segments[-1][-1]) or is_cjk(piece[0]) else " "
-            segments[-1] = segments[-1] + joiner + piece
+            segments[-1] = _join(segments[-1], piece)
         else:
             segments.append(piece)
     return [s for s in _attach_tokens(segments) if has_speakable(TOKEN_SHAPE.sub("", s))]

@@ -56,7 +56,7 @@ async def test_a_script_called_by_name_gets_the_same_key_names_as_python(aredis:
     await aredis.rpush(keys.waiting("i", "who-1"), "j-0", "j-1")
     await aredis.zadd(keys.lane("i"), {"who-1": 0})
     await aredis.hset(keys.job("j-1"), "id", "j-1")
-    position = scripts.register(aredis, "position")
+    position = scripts.Script(aredis, "position")
     assert await position(keys={"job": keys.job("j-1")}, args={}) == 1
     await aredis.delete(keys.waiting("i", "who-1"), keys.job("j-1"), keys.lane("i"))
 
