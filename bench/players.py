@@ -259,8 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                 figures["mixed"] = asyncio.run(mixed(url, 5))
                 print(f"   mixed {json.dumps(figures['mixed'])}", flush=True)
     figures["rows"] = [row.to_json() for row in rows(figures)]
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(report, indent=2))
+    report.write_json(args.output, figures)
     print(f"wrote {args.output}")
     return 0
 
