@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import harness
-from bench.clients import BenchError
-from bench.stack import REPO_ROOT
-from bench.table import Row
+from bench.lib import cli, harness, report
+from bench.lib.cli import REPO_ROOT
+from bench.lib.report import Row
+from bench.lib.stats import BenchError
 
 SECTION = "6. ChatTTS batching"  # (the suite's name for it since before the runtime)
 SCRIPT = REPO_ROOT / "bench" / "chattts_bench.py"
@@ -114,14 +114,16 @@ async def measure(args: argparse.Namespace) -> tuple[list[Row], dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = harness.parser("bench.batching", __doc__.split("\n\n")[0])
+    p = cli.parser(
+        "bench.batching", __doc__, quick="fewer jobs (tests, CI)", output="batching", logs=True,
+        log_level=True, baseline=True,
+    )  # fmt: skip
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (auto)")
     p.add_argument("--tokens", type=int, default=0, help="tokens per row (48 CPU, 256 GPU)")
     args = p.parse_args(argv)
     why = missing()
     if why is not None:
-        out = Path(args.output) if args.output else harness.RESULTS_DIR / "batching.json"
-        harness.write(out, [], {}, skipped=why)
+        report.write(Path(args.output), [], {}, skipped=why)
         print(f"batching skipped: {why}")
         return 0
     return harness.main("batching", args, measure)

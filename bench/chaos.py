@@ -25,14 +25,15 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bench.runs import p99
+from bench.lib import cli
+from bench.lib.cli import REPO_ROOT
+from bench.lib.stats import p99
 from core.infra.embedded_redis import EmbeddedRedis
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.store import Queue
 from testing.limits import LIMITS_OFF
 
-ROOT = Path(__file__).resolve().parent.parent
 TERMINAL = {"succeeded", "failed", "cancelled", "dead"}
 TEXTS = [
     "今天的天气很好，我们一起去公园散步吧。",
@@ -55,7 +56,7 @@ class Workers:
         log = (self.log_dir / f"{name}.log").open("wb")
         self.procs[name] = subprocess.Popen(
             [sys.executable, "-m", "cli", "worker"],
-            cwd=ROOT,
+            cwd=REPO_ROOT,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -234,7 +235,7 @@ async def tally(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = cli.parser("bench.chaos", __doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=300)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--kill-every", type=float, default=2.0, help="seconds between kills")

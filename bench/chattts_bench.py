@@ -60,7 +60,7 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from bench.checkpoints import random_checkpoint
+    from bench.lib.checkpoints import random_checkpoint
 
     model_dir = random_checkpoint("full", root=Path(args.model_dir))
     device = args.device
@@ -95,9 +95,10 @@ def main() -> None:
             model_dir, device, tokens, args.batches, args.repeats, runtime
         )
     print_table(results)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    if args.output:
+        from bench.lib.report import write_json
+
+        write_json(args.output, results)
 
 
 def quiet() -> None:
@@ -111,7 +112,10 @@ def quiet() -> None:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from bench.lib import cli
+
+    parser = cli.parser("bench.chattts_bench", __doc__.splitlines()[0], output="", json_alias=True,
+                        repeats=2)  # fmt: skip
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     parser.add_argument(
         "--tokens",
@@ -122,7 +126,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--batches", default="1,2,4,8", type=lambda s: [int(b) for b in s.split(",")]
     )
-    parser.add_argument("--repeats", type=int, default=2, help="runs per batch size (best kept)")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
     parser.add_argument(
         "--model-dir",
@@ -135,7 +138,6 @@ def parse_args() -> argparse.Namespace:
         type=lambda s: s.split(","),
         help="decode paths to measure: library (ChatTTS's infer), ours (the runtime)",
     )
-    parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument(
         "--no-cold-start", action="store_true", help="skip the cold-start measurement"
     )

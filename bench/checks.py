@@ -7,9 +7,7 @@ each fault a model makes (each one missed is a fault let through); and what hear
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import resource
 import time
 from collections import Counter
@@ -18,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from bench.checks_corpus import sentences
+from bench.lib import cli
+from bench.lib.report import write_json
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from workers.checks.checker import Checker
@@ -124,16 +124,14 @@ def report(figures: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.parser("bench.checks", __doc__, output="")
     parser.add_argument("--sentences", type=int, default=240)
     parser.add_argument("--voice", default="en_female", help="eSpeak NG's voice (en_female)")
-    parser.add_argument("--output", help="write the figures as JSON here")
     args = parser.parse_args()
     figures = asyncio.run(run(args.sentences, args.voice))
     print(report(figures))
     if args.output:
-        with open(args.output, "w") as out:
-            json.dump(figures, out, indent=1)
+        write_json(args.output, figures)
 
 
 if __name__ == "__main__":

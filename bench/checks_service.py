@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from bench.checkpoints import random_checkpoint
-from bench.runs import percentile
-from bench.stack import start_stack
+from bench.lib import cli, report
+from bench.lib.checkpoints import random_checkpoint
+from bench.lib.stack import start_stack
+from bench.lib.stats import percentile
 from core.infra.settings import Settings
 from testing.limits import LIMITS_OFF
 from testing.procs import bench_run
@@ -130,16 +129,13 @@ def batches(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.parser("bench.checks_service", __doc__, output="", repeats=3, logs=True)
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--size", default="tiny", choices=("tiny", "full"))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--tokens", type=int, default=None, help="audio tokens per row")
     parser.add_argument("--skip", choices=("streams", "batches"), action="append", default=[])
-    parser.add_argument("--keep-logs", action="store_true")
-    parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     figures: dict[str, Any] = {}
     if "streams" not in args.skip:
@@ -149,7 +145,7 @@ def main() -> None:
         print(f"Throughput of {args.jobs} jobs at once, ChatTTS {args.size} random weights:")
         figures["batches"] = batches(args)
     if args.output:
-        args.output.write_text(json.dumps(figures, indent=1))
+        report.write_json(args.output, figures)
 
 
 if __name__ == "__main__":

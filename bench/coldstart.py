@@ -19,7 +19,6 @@ are read from runs without it. `--drop-caches` empties the page cache before eac
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -29,7 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.lib import cli
+from bench.lib.checkpoints import random_checkpoint
+from bench.lib.cli import REPO_ROOT as ROOT
+from bench.lib.report import write_json
 
 # The child: phase timestamps (wall clock, comparable with the parent's), the load's profile and,
 # once ready, its memory (smaps_rollup); with "hold" it then waits for its stdin to close.
@@ -178,8 +180,7 @@ def split_load(profile: dict[str, Any], load_s: float) -> dict[str, float]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.coldstart", description=__doc__)
-    p.add_argument("--repeats", type=int, default=3)
+    p = cli.parser("bench.coldstart", __doc__, repeats=3)
     p.add_argument("--device", default="cpu")
     p.add_argument("--drop-caches", action="store_true", help="cold page cache (root)")
     p.add_argument("--against", metavar="REV", help="also measure this git revision, interleaved")
@@ -192,9 +193,6 @@ def main() -> int:
         help="the full-size random checkpoint (built there when missing)",
     )
     args = p.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from bench.checkpoints import random_checkpoint
-
     model_dir = random_checkpoint("full", root=args.model_dir)
     size = sum(f.stat().st_size for f in (model_dir / "asset").rglob("*") if f.is_file())
     trees = {"now": ROOT}
@@ -215,8 +213,7 @@ def main() -> int:
                 f"memory, {name}", [two_workers(root, model_dir, args.device)], "MB"
             )
     out = ROOT / "bench" / "results" / f"coldstart-{args.device}-{cache}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"checkpoint_gb": size / 1e9, "runs": summary}, indent=2))
+    write_json(out, {"checkpoint_gb": size / 1e9, "runs": summary})
     return 0
 
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bench.lib import cli
 from core.infra.embedded_redis import EmbeddedRedis
 from core.infra.redis_client import connect
 from core.infra.settings import Settings
@@ -109,10 +110,9 @@ async def measure(args: argparse.Namespace) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.console", description=__doc__)
+    parser = cli.parser("bench.console", __doc__, repeats=7)
     parser.add_argument("--jobs", type=int, default=5_000)
     parser.add_argument("--clients", type=int, default=3_000)
-    parser.add_argument("--repeats", type=int, default=7)
     asyncio.run(measure(parser.parse_args()))
     return 0
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 import soundfile as sf
 
+from bench.lib import cli
 from core.audio.catalog import AV_FORMATS, CATALOG, JOINED_FORMATS
 from core.audio.stream_encode import StreamEncoder, load_av, to_pcm16
 from workers.documents import PARTS_PER_READ
@@ -143,9 +144,8 @@ def documents(minutes: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.encoders", description=__doc__.split("\n\n")[0])
+    p = cli.parser("bench.encoders", __doc__, repeats=5)
     p.add_argument("--seconds", type=float, default=30.0)
-    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--document-minutes", type=float, default=0.0)
     p.add_argument("--one-document", nargs=2, metavar=("FORMAT", "MINUTES"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)

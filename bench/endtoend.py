@@ -19,11 +19,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import harness
-from bench.clients import BenchError, Client, ClientEventsClient, PollingClient
-from bench.runs import run_clients, summarize
-from bench.stack import Stack, wait_ready
-from bench.table import Row
+from bench.lib import cli, harness
+from bench.lib.clients import Client, ClientEventsClient, PollingClient
+from bench.lib.report import Row
+from bench.lib.runs import run_clients, summarize
+from bench.lib.stack import Stack, wait_ready
+from bench.lib.stats import BenchError
 from testing.procs import Processes
 
 SECTION = "4. jobs/s end to end"
@@ -112,7 +113,10 @@ async def measure(args: argparse.Namespace) -> tuple[list[Row], dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = harness.parser("bench.endtoend", __doc__.split("\n\n")[0])
+    p = cli.parser(
+        "bench.endtoend", __doc__, quick="fewer jobs (tests, CI)", output="endtoend", logs=True,
+        log_level=True, baseline=True,
+    )  # fmt: skip
     p.add_argument(
         "--workers",
         default=[1, 2],

@@ -25,15 +25,9 @@ from typing import Any
 import aiohttp
 import redis
 
-from bench.runs import p99, percentile
-from bench.servers import (
-    add_checkout_args,
-    raise_nofile,
-    run_checkout,
-    shipped_limits,
-    start_ours,
-    start_redis,
-)
+from bench.lib import cli, harness
+from bench.lib.stack import raise_nofile, shipped_limits, start_ours, start_redis
+from bench.lib.stats import p99, percentile
 from core.infra.settings import Settings
 from testing.procs import Processes
 
@@ -304,7 +298,7 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
     files = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, files[1]))
     try:
-        url, _ = start_ours(
+        url = start_ours(
             procs,
             redis_url,
             tmp,
@@ -313,7 +307,7 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
             max_backlog=BACKLOG,
             submit_rate_per_client=0,
             submit_rate_per_address=0,
-        )
+        ).url
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, files)
     out: dict[str, Any] = {"repo": str(repo)}
@@ -334,11 +328,10 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_checkout_args(parser)
-    run_checkout("exhaustion-", parser.parse_args(), measure)
+def main() -> int:
+    p = cli.parser("bench.exhaustion", __doc__, output="", logs=True, checkout=True)
+    return harness.run("exhaustion-", p.parse_args(), measure)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -32,7 +32,8 @@ import aiohttp
 import orjson
 import redis
 
-from bench.stack import start_stack
+from bench.lib import cli, report
+from bench.lib.stack import start_stack
 from cli.sse import sse_events
 from core.infra.redis_client import connect_sync
 from core.infra.settings import Settings
@@ -41,8 +42,6 @@ from testing.limits import LIMITS_OFF
 from testing.procs import Processes, bench_run
 from testing.topologies import SentinelGroup
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RESULTS = REPO_ROOT / "bench" / "results" / "failover.json"
 API_KEY = "failover-bench-key"
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "dead"})
 REQUEST_TIMEOUT_S = 15.0  # a submit that hangs this long is counted as one
@@ -264,7 +263,7 @@ def run(args: Any) -> dict[str, Any]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__)
+    p = cli.parser("bench.failover", __doc__, output="failover", logs=True)
     p.add_argument("--min-replicas", type=int, nargs="+", default=[1, 0])
     p.add_argument("--rate", type=float, default=20.0, help="submissions per second")
     p.add_argument("--before", type=float, default=5.0, help="seconds of load before the kill")
@@ -272,16 +271,13 @@ def main() -> int:
     p.add_argument("--lag", type=float, default=0.5, help="seconds the replica lags at the kill")
     p.add_argument("--replicas", type=int, default=1)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--keep-logs", action="store_true")
-    p.add_argument("--output", type=Path, default=RESULTS)
     args = p.parse_args()
     results = []
     for n in args.min_replicas:
         print(f"failover with CHATTTS_REDIS_MIN_REPLICAS={n} ...", flush=True)
         results.append(run(argparse.Namespace(**{**vars(args), "min_replicas": n})))
         print(json.dumps(results[-1], indent=2), flush=True)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2))
+    report.write_json(args.output, results)
     print(table(results))
     return 0 if all(r["lost"] == 0 for r in results if r["min_replicas"] > 0) else 1
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import statistics
 import sys
 import time
@@ -29,9 +28,10 @@ from typing import Any, Literal, cast
 
 import aiohttp
 
-from bench.runs import p99
-from bench.stack import REPO_ROOT, start_stack
-from bench.table import Row
+from bench.lib import cli, report
+from bench.lib.report import Row
+from bench.lib.stack import start_stack
+from bench.lib.stats import p99
 from cli.sse import sse_events
 from core.infra.settings import Settings
 from testing.limits import LIMITS_OFF
@@ -244,17 +244,16 @@ def settings_for(tmp: Path, tag: str, order: str) -> Settings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = cli.parser(
+        "bench.fairness", __doc__, quick="1 worker, small documents", output="fairness",
+        repeats=3, logs=True,
+    )  # fmt: skip
     p.add_argument("--orders", nargs="+", default=["fifo", "fair"], choices=["fifo", "fair"])
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--seconds", type=float, default=15.0, help="interactive load per phase")
     p.add_argument("--gap", type=float, default=1.0, help="seconds between a client's jobs")
     p.add_argument("--documents", type=int, default=4)
     p.add_argument("--sentences", type=int, default=300)
-    p.add_argument("--repeats", type=int, default=3, help="runs of each (medians reported)")
-    p.add_argument("--quick", action="store_true", help="a smoke run: 1 worker, small documents")
-    p.add_argument("--output", default=str(REPO_ROOT / "bench" / "results" / "fairness.json"))
-    p.add_argument("--keep-logs", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
         args.workers, args.seconds, args.documents, args.sentences = [1], 4.0, 2, 60
@@ -267,13 +266,13 @@ def main(argv: list[str] | None = None) -> int:
                     tag = f"{order}-w{workers}-r{repeat}"
                     settings = settings_for(tmp, tag, order)
                     url = start_stack(procs, settings, workers, folder=tmp / tag, tag=tag).url
-                    figures = asyncio.run(measure(url, args, tag))
-                    runs.setdefault((order, workers), []).append(figures)
+                    run = asyncio.run(measure(url, args, tag))
+                    runs.setdefault((order, workers), []).append(run)
                     procs.stop_all()
-    report: dict[str, Any] = {order: {} for order in args.orders}
+    figures: dict[str, Any] = {order: {} for order in args.orders}
     for (order, workers), measured in runs.items():
         summary = summarize(measured)
-        report[order][f"workers_{workers}"] = summary
+        figures[order][f"workers_{workers}"] = summary
         print(f"{order} workers_{workers} (median of {len(measured)} [min - max])")
         for key, value in summary.items():
             if key.endswith("_range"):
@@ -283,9 +282,8 @@ def main(argv: list[str] | None = None) -> int:
             if spread:
                 text += f"  [{spread[0]:.2f} - {spread[1]:.2f}]"
             print(f"  {key:30} {text}")
-    report["rows"] = [row.to_json() for row in rows(report)]
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(report, indent=2))
+    figures["rows"] = [row.to_json() for row in rows(figures)]
+    report.write_json(args.output, figures)
     return 0
 
 

@@ -35,12 +35,13 @@ import aiohttp
 import redis
 
 from bench.attacks import EVIL, LOOP_RATE, Tally, attack_process, request, session
-from bench.runs import p99
-from bench.servers import REPO_ROOT, start_ours, start_redis, wait_http
+from bench.lib import cli, report
+from bench.lib.cli import REPO_ROOT
+from bench.lib.stack import shipped_limits, start_ours, start_redis, wait_http
+from bench.lib.stats import p99
 from core.audio.sizes import expected_bytes
 from core.infra.settings import Settings
 from core.queue.keys import Keys
-from testing.limits import LIMITS_OFF
 from testing.procs import Processes, bench_run
 
 WEB_LIMIT_KB = 1024 * 1024  # the web pod's memory limit in docker/k8s/web.yaml
@@ -251,17 +252,17 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
     if args.pin:
         os.sched_setaffinity(0, cores[:1])  # this process (the honest client), and the web
     redis_url = start_redis(procs, tmp)
-    shipped = {name: Settings().value(name) for name in LIMITS_OFF}
     store_url = f"file://{tmp / 'audio'}"  # as `run` and the deployments ship: audio off Redis
-    url, web = start_ours(
+    ours = start_ours(
         procs,
         redis_url,
         tmp,
-        **shipped,
+        **shipped_limits(),
         storage_per_address_bytes=STORAGE_FILL_CAP,
         audio_store=store_url,
         admin_keys=ADMIN_KEY,  # the console on: its keys are what the guessers try
     )
+    url, web = ours.url, ours.web
     worker = Settings.of(
         redis_url=redis_url, engine="espeak", data_dir=str(tmp / "w"), audio_store=store_url
     )
@@ -339,7 +340,7 @@ def _peak_rss_kb(pid: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = cli.parser("bench.hostile", __doc__, quick="5 s, 12 jobs", output="hostile", logs=True)
     p.add_argument("--seconds", type=float, default=30.0, help="how long the attack lasts")
     p.add_argument("--jobs", type=int, default=60, help="honest jobs, alone and under attack")
     p.add_argument(
@@ -358,24 +359,20 @@ def main(argv: list[str] | None = None) -> int:
         help="the web process on one core, everything else on the others (needs 2 or more)",
     )
     p.add_argument("--growth-requests", type=int, default=50, help="requests per growth figure")
-    p.add_argument("--quick", action="store_true", help="a smoke run: 5 s, 12 jobs")
-    p.add_argument("--output", default=str(REPO_ROOT / "bench" / "results" / "hostile.json"))
-    p.add_argument("--keep-logs", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
         args.seconds, args.jobs, args.growth_requests = 5.0, 12, 10
     with bench_run("chattts-hostile-", args.keep_logs) as (procs, tmp):
-        report = measure(args, procs, tmp)
-    for name, value in report.items():
+        figures = measure(args, procs, tmp)
+    for name, value in figures.items():
         if name != "requests":
             print(f"{name:48} {value:.1f}" if isinstance(value, float) else f"{name:48} {value}")
-    for name, n in report["requests"].items():
+    for name, n in figures["requests"].items():
         print(f"  {name:60} {n}")
-    ratio = report["honest_attack_p99_ms"] / max(1e-9, report["honest_idle_p99_ms"])
+    ratio = figures["honest_attack_p99_ms"] / max(1e-9, figures["honest_idle_p99_ms"])
     print(f"{'honest p99 under attack / alone':48} {ratio:.2f}x (target <= 2x)")
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps({**report, "p99_ratio": ratio}, indent=2))
-    ok = report["server_errors"] == 0 and report["web_peak_rss_mb"] < report["web_rss_limit_mb"]
+    report.write_json(args.output, {**figures, "p99_ratio": ratio})
+    ok = figures["server_errors"] == 0 and figures["web_peak_rss_mb"] < figures["web_rss_limit_mb"]
     return 0 if ok else 1
 
 

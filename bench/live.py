@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import random
 import sys
@@ -34,12 +33,14 @@ from typing import Any
 
 from bench import live_modes, live_report
 from bench.batching import missing
-from bench.checkpoints import random_checkpoint
-from bench.identities import COOKIE_SECRET
+from bench.lib import cli
+from bench.lib.checkpoints import random_checkpoint
+from bench.lib.identities import COOKIE_SECRET
+from bench.lib.report import write_json
+from bench.lib.stack import start_stack
 from bench.live_modes import Heard
 from bench.live_text import Answer, answers
 from bench.players import warm
-from bench.stack import REPO_ROOT, start_stack
 from core.infra.settings import Settings
 from testing.limits import LIMITS_OFF
 from testing.procs import bench_run
@@ -162,7 +163,10 @@ def run_engine(engine: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.live", description=__doc__.split("\n\n")[0])
+    p = cli.parser(
+        "bench.live", __doc__, quick="N = 1, 2 on eSpeak NG only", output="live", json_alias=True,
+        logs=True,
+    )  # fmt: skip
     p.add_argument("--engine", default="espeak,chattts", type=lambda v: v.split(","))
     p.add_argument("--size", choices=["tiny", "full"], default="tiny", help="ChatTTS's weights")
     p.add_argument("--tokens", type=int, default=128, help="ChatTTS audio tokens a segment")
@@ -174,14 +178,6 @@ def main(argv: list[str] | None = None) -> int:
         help="the counts of sessions (default: 1 to twice the measured capacity)",
     )
     p.add_argument("--seed", type=int, default=7, help="of the answers and their rates")
-    p.add_argument("--quick", action="store_true", help="N = 1, 2 on eSpeak NG only")
-    p.add_argument(
-        "--json",
-        "--output",
-        dest="json",
-        default=str(REPO_ROOT / "bench" / "results" / "live.json"),
-    )
-    p.add_argument("--keep-logs", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
         args.engine, args.sessions = ["espeak"], args.sessions or [1, 2]
@@ -205,9 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         report["engines"][engine] = run_engine(engine, args)
     report["rows"] = [row.to_json() for row in live_report.rows(report)]
     print(live_report.table(report))
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.json}")
+    write_json(args.output, report)
+    print(f"wrote {args.output}")
     return 0
 
 

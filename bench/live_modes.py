@@ -15,10 +15,10 @@ from typing import Any
 
 import aiohttp
 
-from bench.clients import BenchError
-from bench.identities import cookie_header
+from bench.lib.identities import cookie_header
+from bench.lib.playback import underrun
+from bench.lib.stats import BenchError
 from bench.live_text import Answer
-from bench.playback import underrun
 
 BYTES_PER_S = 24_000 * 2  # 16-bit mono PCM at 24 kHz
 STALE_WAIT_S = 0.3  # after `cleared`: how long the listener watches for audio of the old text

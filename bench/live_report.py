@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.runs import percentile
-from bench.table import Row
+from bench.lib.report import Row
+from bench.lib.stats import percentile
 
 SECTION = "9. live sessions"
 GAP_FREE_MS = 100.0  # the target: under 100 ms of underrun in all, per session within capacity

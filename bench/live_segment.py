@@ -24,15 +24,9 @@ from typing import Any
 
 import redis
 
+from bench.lib import cli, harness
+from bench.lib.stack import shipped_limits, start_ours, start_redis, wait_http
 from bench.live_modes import LiveSocket, live_socket
-from bench.servers import (
-    add_checkout_args,
-    run_checkout,
-    shipped_limits,
-    start_ours,
-    start_redis,
-    wait_http,
-)
 from core.infra.settings import Settings
 from testing.procs import Processes
 
@@ -97,7 +91,8 @@ async def session(url: str, segments: int) -> tuple[LiveSocket, list[float]]:
 def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, Any]:
     repo = Path(args.repo).resolve()
     redis_url = start_redis(procs, tmp)
-    url, web = start_ours(procs, redis_url, tmp, repo=repo, **shipped_limits())
+    ours = start_ours(procs, redis_url, tmp, repo=repo, **shipped_limits())
+    url, web = ours.url, ours.web
     worker = Settings.of(redis_url=redis_url, engine="espeak", data_dir=str(tmp / "w"))
     env = {**os.environ, **worker.to_env(), "CHATTTS_WORKER_METRICS_PORT": "0"}
     procs.start("worker", [sys.executable, "-m", "cli", "worker"], env, cwd=repo)
@@ -127,12 +122,11 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_checkout_args(parser)
-    parser.add_argument("--segments", type=int, default=30, help="segments after the first")
-    run_checkout("live-segment-", parser.parse_args(), measure)
+def main() -> int:
+    p = cli.parser("bench.live_segment", __doc__, output="", logs=True, checkout=True)
+    p.add_argument("--segments", type=int, default=30, help="segments after the first")
+    return harness.run("live-segment-", p.parse_args(), measure)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -9,14 +9,14 @@ worst over the chunks) and the latency the lookahead adds at a given steps/s.
 
 from __future__ import annotations
 
-import argparse
 import re
 import statistics
 import sys
 
 import numpy as np
 
-from bench.stack import REPO_ROOT
+from bench.lib import cli
+from bench.lib.cli import REPO_ROOT
 
 # The layer scales of the ConvNeXt blocks: ChatTTS's decoder names them `weight`, Vocos `gamma`.
 LAYER_SCALE = re.compile(r"(decoder_block\.\d+\.weight|\.gamma)$")
@@ -32,7 +32,7 @@ def snr_db(reference: np.ndarray, other: np.ndarray) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.lookahead", description=__doc__.split("\n\n")[0])
+    p = cli.parser("bench.lookahead", __doc__)
     p.add_argument("--tokens", type=int, default=240, help="hidden states decoded (240: 5 s)")
     p.add_argument("--chunk", type=int, default=24, help="tokens per chunk (24)")
     p.add_argument("--firsts", default="8,24", type=lambda s: [int(x) for x in s.split(",")])
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO_ROOT))
     import torch
 
-    from bench.checkpoints import random_checkpoint
+    from bench.lib.checkpoints import random_checkpoint
     from workers.engines.chattts.loading import loader
     from workers.engines.chattts.runtime.vocoder import Cursor, Vocoder
 

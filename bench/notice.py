@@ -3,7 +3,7 @@
 2. Completion notice latency: from the moment the result is stored to the moment the client
    knows. "Stored" is when Redis announces the `set` of the result key (ours: the audio key that
    the worker's completion script writes together with the succeeded event; the baseline: its
-   `tts:result:<id>`), as seen by a separate observer process (bench/keyspace.py). "Knows" is
+   `tts:result:<id>`), as seen by a separate observer process (bench/lib/keyspace.py). "Knows" is
    ours: the succeeded event arrives on the client's open `/v1/events` SSE stream; the baseline:
    its poll of `/tts/query/<id>` answers DONE, polling every 100 ms or 500 ms from a random
    phase (a poller's timer is not synchronised with the worker).
@@ -28,11 +28,13 @@ from typing import Any
 
 import orjson
 
-from bench import harness
-from bench.clients import BenchError, ClientEventsClient, PollingClient, _check_wav, text_for
-from bench.keyspace import KeyspaceLog
-from bench.stack import REPO_ROOT, Stack, wait_ready
-from bench.table import Row
+from bench.lib import cli, harness
+from bench.lib.cli import REPO_ROOT
+from bench.lib.clients import ClientEventsClient, PollingClient, _check_wav, text_for
+from bench.lib.keyspace import KeyspaceLog
+from bench.lib.report import Row
+from bench.lib.stack import Stack, wait_ready
+from bench.lib.stats import BenchError, ms_stats
 from core.infra.settings import Settings
 from core.queue.keys import Keys
 
@@ -149,13 +151,11 @@ async def baseline_jobs(
 def _summary(runs: list[Timed]) -> dict[str, Any]:
     staged = [t.stages for t in runs if t.stages]
     return {
-        "stages_ms": {k: harness.ms_stats([s[k] for s in staged]) for k in staged[0]}
-        if staged
-        else {},
-        "notice_ms": harness.ms_stats([t.notice_s for t in runs]),
-        "overhead_ms": harness.ms_stats([t.overhead_s for t in runs]),
-        "worker_ms": harness.ms_stats([t.worker_s for t in runs]),
-        "submit_to_known_ms": harness.ms_stats([t.known - t.sent for t in runs]),
+        "stages_ms": {k: ms_stats([s[k] for s in staged]) for k in staged[0]} if staged else {},
+        "notice_ms": ms_stats([t.notice_s for t in runs]),
+        "overhead_ms": ms_stats([t.overhead_s for t in runs]),
+        "worker_ms": ms_stats([t.worker_s for t in runs]),
+        "submit_to_known_ms": ms_stats([t.known - t.sent for t in runs]),
         "jobs": [asdict(t) for t in runs],
     }
 
@@ -223,7 +223,7 @@ async def _measure(
     await wait_ready(stack)
     stack.procs.start(
         "keyspace",
-        [sys.executable, "-m", "bench.keyspace", stack.redis_url],
+        [sys.executable, "-m", "bench.lib.keyspace", stack.redis_url],
         cwd=REPO_ROOT,
         tier=1,
     )
@@ -249,7 +249,10 @@ async def _measure(
 
 
 def main() -> int:
-    p = harness.parser("bench.notice", __doc__.split("\n\n")[0])
+    p = cli.parser(
+        "bench.notice", __doc__, quick="fewer jobs (tests, CI)", output="notice", logs=True,
+        log_level=True, baseline=True,
+    )  # fmt: skip
     return harness.main("notice", p.parse_args(), measure)
 
 

@@ -1,8 +1,8 @@
 """Whole-pipeline benchmark, espeak engine: latency and jobs/s of ours next to the baseline design.
 
 `python -m bench.pipeline`, `--help` for the knobs; bench/results/pipeline.json (not in the suite).
-The stack is started by bench/stack.py, runs and summaries in bench/runs.py, the table in
-bench/report.py; this module holds the phases and the command line.
+The stack is started by bench/lib/stack.py, runs and summaries in bench/lib/runs.py, the table in
+bench/pipeline_report.py; this module holds the phases and the command line.
 """
 
 from __future__ import annotations
@@ -10,30 +10,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import os
 import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from bench import baseline_env
-from bench.clients import (
-    BenchError,
+from bench.lib import cli, harness, report
+from bench.lib.clients import (
     Client,
     ClientEventsClient,
     JobSSEClient,
     PollingClient,
     WebSocketClient,
 )
-from bench.report import LABELS, render
-from bench.runs import Run, run_clients, summarize
-from bench.stack import REPO_ROOT, Stack, start_systems, wait_ready
+from bench.lib.runs import Run, run_clients, summarize
+from bench.lib.stack import Stack, start_systems, wait_ready
+from bench.pipeline_report import LABELS, render
 from testing.procs import bench_run
-
-RESULTS = REPO_ROOT / "bench" / "results" / "pipeline.json"
 
 
 async def bench(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
@@ -108,13 +103,8 @@ async def bench(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m bench.pipeline",
-        description=(
-            "Submit-to-done latency and jobs/s through the whole pipeline (web, Redis, espeak "
-            "worker), ours and the baseline design side by side on this machine."
-        ),
-    )
+    p = cli.parser("bench.pipeline", __doc__, output="pipeline", logs=True, log_level=True,
+                       baseline=True)  # fmt: skip
     p.add_argument("--light-jobs", type=int, default=100, help="sequential jobs per mode (100)")
     p.add_argument("--jobs", type=int, default=1000, help="jobs per throughput run (1000)")
     p.add_argument("--concurrency", type=int, default=32, help="concurrent users (32)")
@@ -133,12 +123,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=lambda s: [m.strip() for m in s.split(",") if m.strip()],
         help="our client modes under load: events, ws, job_sse, legacy_poll (events,ws)",
     )
-    p.add_argument("--skip-baseline", action="store_true", help="measure ours alone")
-    p.add_argument("--baseline-dir", help="another copy of the baseline (bench/baseline)")
-    p.add_argument("--baseline-venv", default=str(baseline_env.DEFAULT_VENV))
-    p.add_argument("--log-level", default="WARNING", help="our processes' log level (WARNING)")
-    p.add_argument("--output", default=str(RESULTS), help="JSON results file")
-    p.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
     p.add_argument(
         "--profile",
         metavar="DIR",
@@ -154,42 +138,37 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     load_before = os.getloadavg()
-    try:
+
+    def run() -> int:
         with bench_run("chattts-bench-", args.keep_logs) as (procs, tmp):
             stack = start_systems(args, tmp, procs)
             started = time.perf_counter()
             results = asyncio.run(bench(args, stack))
-            results["config"] = {
-                "light_jobs": args.light_jobs,
-                "jobs": args.jobs,
-                "concurrency": args.concurrency,
-                "workers_each": args.workers,
-                "warmup_per_mode": args.warmup,
-                "poll_ms": args.poll_ms,
-                "fast_poll_ms": args.fast_poll_ms,
-                "engine": "espeak",
-                "cpu_count": os.cpu_count(),
-                "loadavg_before": load_before,
-                "loadavg_after": os.getloadavg(),
-                "bench_s": time.perf_counter() - started,
-                "python": platform.python_version(),
-                "note": "web, workers, Redis and this client all share the machine's cores",
-            }
-            out = Path(args.output)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(results, indent=2) + "\n")
-            print()
-            print(render(results, args.poll_ms))
-            cores, loads = os.cpu_count(), ", ".join(f"{x:.1f}" for x in load_before)
-            print(f"{cores} cores shared by every process and this client; load before: {loads}")
-            print(f"written to {out}")
+        results["config"] = {
+            "light_jobs": args.light_jobs,
+            "jobs": args.jobs,
+            "concurrency": args.concurrency,
+            "workers_each": args.workers,
+            "warmup_per_mode": args.warmup,
+            "poll_ms": args.poll_ms,
+            "fast_poll_ms": args.fast_poll_ms,
+            "engine": "espeak",
+            "cpu_count": os.cpu_count(),
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
+            "bench_s": time.perf_counter() - started,
+            "python": platform.python_version(),
+            "note": "web, workers, Redis and this client all share the machine's cores",
+        }
+        report.write_json(args.output, results)
+        print()
+        print(render(results, args.poll_ms))
+        cores, loads = os.cpu_count(), ", ".join(f"{x:.1f}" for x in load_before)
+        print(f"{cores} cores shared by every process and this client; load before: {loads}")
+        print(f"written to {args.output}")
         return 0
-    except KeyboardInterrupt:
-        print("\ninterrupted: stopping every process", file=sys.stderr)
-        return 130
-    except (RuntimeError, BenchError) as exc:
-        print(f"bench failed: {exc}", file=sys.stderr)
-        return 1
+
+    return harness.guarded("pipeline", run)
 
 
 if __name__ == "__main__":

@@ -29,12 +29,12 @@ from typing import Any, Literal, cast
 
 import aiohttp
 
-from bench import harness
 from bench.batching import missing
-from bench.checkpoints import random_checkpoint
-from bench.playback import underrun
-from bench.stack import REPO_ROOT, start_stack
-from bench.table import Row
+from bench.lib import cli, report
+from bench.lib.checkpoints import random_checkpoint
+from bench.lib.playback import underrun
+from bench.lib.report import Row
+from bench.lib.stack import start_stack
 from core.infra.settings import Settings
 from testing.limits import LIMITS_OFF
 from testing.procs import bench_run
@@ -209,11 +209,12 @@ def rows(report: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.players", description=__doc__.split("\n\n")[0])
+    p = cli.parser(
+        "bench.players", __doc__, quick="shorter streams, fewer slots", output="players", logs=True
+    )
     p.add_argument("--tokens", type=int, default=256, help="audio tokens a stream (256: 5.5 s)")
     p.add_argument("--slots", type=int, default=48, help="the worker's rows (CHATTTS_MAX_BATCH)")
     p.add_argument("--repeats", type=int, default=1, help="(the suite's; each N runs once)")
-    p.add_argument("--quick", action="store_true", help="shorter streams, fewer slots")
     p.add_argument("--size", choices=["tiny", "full"], default="tiny", help="the architecture")
     p.add_argument(
         "--listeners",
@@ -221,25 +222,23 @@ def main(argv: list[str] | None = None) -> int:
         help="the counts of listeners (default: 1 to twice the measured capacity)",
     )
     p.add_argument("--no-mixed", action="store_true", help="skip the stream beside a document")
-    p.add_argument("--output", default=str(REPO_ROOT / "bench" / "results" / "players.json"))
-    p.add_argument("--keep-logs", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
         args.tokens, args.slots = 128, 16
     why = missing()
     if why is not None:
-        harness.write(Path(args.output), [], {}, skipped=why)
+        report.write(Path(args.output), [], {}, skipped=why)
         print(f"players skipped: {why}")
         return 0
     args.model = random_checkpoint(args.size, args.tokens)
     where = f"{os.cpu_count()} CPUs, {args.size} random weights, {args.tokens} tokens a stream"
-    report: dict[str, Any] = {"where": where}
+    figures: dict[str, Any] = {"where": where}
     with bench_run("chattts-players-", args.keep_logs) as (procs, tmp):
         url = start_stack(
             procs, settings_for(tmp, "capacity", args), 1, folder=tmp / "capacity", tag="capacity"
         ).url
         capacity = max(1, asyncio.run(warm(url, args.slots)))
-        report["capacity_streams"] = capacity
+        figures["capacity_streams"] = capacity
         counts = args.listeners or sorted(
             {1, max(1, capacity // 2), capacity, capacity * 3 // 2, 2 * capacity}
         )
@@ -251,17 +250,16 @@ def main(argv: list[str] | None = None) -> int:
                     procs, settings_for(tmp, mode, args), 1, folder=tmp / mode, tag=mode
                 ).url
                 asyncio.run(warm(url, args.slots))
-            report[mode] = []
+            figures[mode] = []
             for n in counts:
                 row = asyncio.run(players(url, n, seed=1000 * n))
-                report[mode].append(row)
+                figures[mode].append(row)
                 print(f"{mode:>8} {json.dumps(row)}", flush=True)
             if mode == "capacity" and not args.no_mixed:
-                report["mixed"] = asyncio.run(mixed(url, 5))
-                print(f"   mixed {json.dumps(report['mixed'])}", flush=True)
-    report["rows"] = [row.to_json() for row in rows(report)]
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(report, indent=2))
+                figures["mixed"] = asyncio.run(mixed(url, 5))
+                print(f"   mixed {json.dumps(figures['mixed'])}", flush=True)
+    figures["rows"] = [row.to_json() for row in rows(figures)]
+    report.write_json(args.output, figures)
     print(f"wrote {args.output}")
     return 0
 

@@ -14,18 +14,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import redis
 
-from bench.stack import start_stack
+from bench.lib import cli, report
+from bench.lib.stack import start_stack
 from cli.sse import sse_events
 from core.audio_store.urls import open_store
 from core.infra.settings import Settings
@@ -33,8 +32,6 @@ from testing.limits import LIMITS_OFF
 from testing.procs import bench_run
 from testing.s3_server import CREDENTIALS, S3Server
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RESULTS = REPO_ROOT / "bench" / "results" / "shard.json"
 API_KEY = "shard-bench-key"
 TEXT = "A sentence of ordinary length, as most jobs carry. And a second one after it."
 
@@ -176,13 +173,10 @@ def measure(args: argparse.Namespace, store: str = "redis") -> dict[str, Any]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.shard", description=__doc__)
+    p = cli.parser("bench.shard", __doc__, output="shard", repeats=3, logs=True)
     p.add_argument("--jobs", type=int, default=400)
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=3, help="runs; medians and ranges are printed")
-    p.add_argument("--keep-logs", action="store_true")
-    p.add_argument("--output", type=Path, default=RESULTS)
     p.add_argument("--stores", default=",".join(STORES), help="where audio goes: redis,file,s3")
     args = p.parse_args()
     stores = [s for s in args.stores.split(",") if s]
@@ -200,8 +194,7 @@ def main() -> int:
         for store in stores
         if (mine := [r for r in runs if r["store"] == store])
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"runs": runs, "summary": summary}, indent=2))
+    report.write_json(args.output, {"runs": runs, "summary": summary})
     header = "".join(f"{'audio in ' + store:>32}" for store in stores)
     print(f"{'median (min to max)':24} {header}")
     for key in {key: None for store in stores for key in summary[store]}:

@@ -11,7 +11,7 @@ the end of each quarter (flat once it nears its maxmemory: the oldest finished j
 each process's memory growth per hour after the first quarter, the submit latency, and jobs lost
 (must be 0).
 
-`--tracemalloc`: the workers run under bench.tracehook, their Python allocations traced; a
+`--tracemalloc`: the workers run under bench.lib.tracehook, their Python allocations traced; a
 snapshot near the end of the first quarter (warm-up) and one at the end, and the memory that
 tracemalloc sees at each quarter's end; the bench prints, per worker, the source lines whose live
 blocks grew most between the two snapshots. Tracing slows every allocation, and its own tables
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import os
 import signal
 import statistics
@@ -36,9 +35,9 @@ from typing import Any
 import aiohttp
 import redis
 
-from bench import tracehook
-from bench.runs import p99
-from bench.stack import REPO_ROOT, start_stack
+from bench.lib import cli, report, tracehook
+from bench.lib.stack import start_stack
+from bench.lib.stats import p99
 from core.infra.settings import Settings
 from core.queue.keys import Keys
 from testing.procs import Processes, bench_run
@@ -65,7 +64,7 @@ class Load:
 
 @dataclass
 class Tracing:
-    """The workers run under bench.tracehook, each writing into its folder."""
+    """The workers run under bench.lib.tracehook, each writing into its folder."""
 
     folders: dict[str, Path]  # by the worker's name in the report
     pids: dict[str, int]
@@ -219,7 +218,7 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
         assert tracing is not None
         folder = tmp / "tracemalloc" / f"worker{n - 1}"
         tracing.folders[f"worker{n - 1}"] = folder
-        return "bench.tracehook", {
+        return "bench.lib.tracehook", {
             tracehook.DIR_ENV: str(folder),
             tracehook.FRAMES_ENV: str(args.trace_frames),
         }
@@ -355,7 +354,7 @@ def server_limit_mb(args: argparse.Namespace) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = cli.parser("bench.soak", __doc__, quick="2 minutes, 4 MB", output="soak", logs=True)
     p.add_argument("--minutes", type=float, default=15.0)
     p.add_argument("--rate", type=float, default=2.0, help="client actions a second")
     p.add_argument("--workers", type=int, default=2)
@@ -363,9 +362,6 @@ def main(argv: list[str] | None = None) -> int:
         "--malloc-arenas", type=int, default=2, help="MALLOC_ARENA_MAX (0: glibc's default)"
     )
     p.add_argument("--maxmemory", default="10mb", help="Redis's (the shipped one is 1gb)")
-    p.add_argument("--quick", action="store_true", help="a smoke run: 2 minutes, 4 MB")
-    p.add_argument("--output", default=str(REPO_ROOT / "bench" / "results" / "soak.json"))
-    p.add_argument("--keep-logs", action="store_true")
     p.add_argument(
         "--tracemalloc",
         action="store_true",
@@ -376,17 +372,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.minutes, args.maxmemory = 2.0, "4mb"
     with bench_run("chattts-soak-", args.keep_logs) as (procs, tmp):
-        report = measure(args, procs, tmp)
-    for name, value in report.items():
+        figures = measure(args, procs, tmp)
+    for name, value in figures.items():
         if name not in ("samples", "tracemalloc"):
             shown = f"{value:.1f}" if isinstance(value, float) else value
             print(f"{name:40} {shown}")
-    if "tracemalloc" in report:
-        print_tracing(report)
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(report, indent=2))
-    ok = report["jobs_lost"] == 0 and report["errors"] == 0
-    ok = ok and report["redis_peak_mb"] < report["maxmemory_mb"]
+    if "tracemalloc" in figures:
+        print_tracing(figures)
+    report.write_json(args.output, figures)
+    ok = figures["jobs_lost"] == 0 and figures["errors"] == 0
+    ok = ok and figures["redis_peak_mb"] < figures["maxmemory_mb"]
     return 0 if ok else 1
 
 

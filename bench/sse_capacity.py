@@ -4,7 +4,7 @@ held, resident memory per stream, events per second fanned out to them.
 `python -m bench.sse_capacity [--connections 5000] [--events N] [--output PATH]`; `--quick` for a
 smoke run of seconds. Each stream is a browser tab of its own client (its own `tts_client`
 cookie, `--share K`: K tabs per client), as a real deployment sees them. Client processes
-(bench/sse_clients.py) open them; once the process's own gauge `chattts_sse_connections` counts
+(bench/lib/sse_clients.py) open them; once the process's own gauge `chattts_sse_connections` counts
 all of them, its RSS (VmRSS) is compared with the RSS before them. Then every client gets
 `--events` jobs enqueued through the queue's own Lua script (as any submit does); each job's
 `queued` event must reach every stream of its client, exactly once, else the bench fails.
@@ -27,24 +27,17 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from bench.servers import (
-    REPO_ROOT,
-    BenchFailure,
-    add_setting_arg,
-    raise_nofile,
-    rss_kb,
-    start_ours,
-    start_redis,
-)
-from bench.sse_clients import client_of
-from bench.submit import render, write
-from bench.table import Row
+from bench.lib import cli, harness
+from bench.lib.cli import REPO_ROOT
+from bench.lib.report import Row
+from bench.lib.sse_clients import client_of
+from bench.lib.stack import raise_nofile, rss_kb, start_ours, start_redis
+from bench.lib.stats import BenchError
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.store import Queue
 from testing.procs import Processes, bench_run
 
-RESULTS = REPO_ROOT / "bench" / "results" / "sse_capacity.json"
 SECTION = "5. SSE capacity"
 NO_LIMIT = 1_000_000_000
 PUBLISH_CONCURRENCY = 128
@@ -64,7 +57,7 @@ async def wait_gauge(url: str, procs: Processes, wanted: int) -> int:
     while (held := await asyncio.to_thread(gauge, url)) != wanted:
         procs.check_alive()
         if time.monotonic() > deadline:
-            raise BenchFailure(f"the web process holds {held} SSE streams, not {wanted}")
+            raise BenchError(f"the web process holds {held} SSE streams, not {wanted}")
         await asyncio.sleep(0.2)
     return held
 
@@ -83,7 +76,7 @@ class Clients:
             count = min(per, connections - first)
             self.children.append(
                 await asyncio.create_subprocess_exec(
-                    *[sys.executable, "-m", "bench.sse_clients", host, port],
+                    *[sys.executable, "-m", "bench.lib.sse_clients", host, port],
                     *[str(first), str(count), str(share)],
                     cwd=REPO_ROOT,
                     stdin=asyncio.subprocess.PIPE,
@@ -102,10 +95,10 @@ class Clients:
             assert child.stdout is not None
             line = await child.stdout.readline()
             if not line:
-                raise BenchFailure(f"an SSE client process exited ({await child.wait()})")
+                raise BenchError(f"an SSE client process exited ({await child.wait()})")
             said: dict[str, Any] = json.loads(line)
             if key not in said:
-                raise BenchFailure(f"an SSE client process failed: {said}")
+                raise BenchError(f"an SSE client process failed: {said}")
             return said
 
         async with asyncio.timeout(timeout):
@@ -158,7 +151,8 @@ async def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict
         "max_active_per_client": NO_LIMIT,
         "max_backlog_per_owner": 0,
     }
-    url, web = start_ours(procs, redis_url, tmp, **(limits | dict(args.setting)))
+    ours = start_ours(procs, redis_url, tmp, **(limits | dict(args.setting)))
+    url, web = ours.url, ours.web
     await asyncio.to_thread(gauge, url)  # one request served: lazily built parts exist
     await asyncio.sleep(SETTLE_S)
     rss_before = rss_kb(web.pid)
@@ -205,7 +199,7 @@ def check(n: int, events: int, reports: list[dict[str, Any]]) -> dict[str, Any]:
     hi = max(r["max_events"] for r in reports)
     errors = [e for r in reports for e in r["errors"]]
     if streams != n or lo != events or hi != events or errors:
-        raise BenchFailure(
+        raise BenchError(
             f"not every stream got every event exactly once: {streams} streams, "
             f"{lo} to {hi} events each (expected {events}); errors: {errors[:3]}"
         )
@@ -230,16 +224,13 @@ def rows(raw: dict[str, Any]) -> list[Row]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.sse_capacity", description=__doc__)
+    p = cli.parser("bench.sse_capacity", __doc__, quick="seconds", output="sse_capacity", logs=True)
     p.add_argument("--connections", type=int, help="SSE streams (5000; --quick: 200)")
     p.add_argument("--events", type=int, help="events each stream must get (10; --quick: 3)")
     p.add_argument("--share", type=int, default=1, help="streams (tabs) per client id (1)")
     p.add_argument("--processes", type=int, default=2, help="client processes (2)")
     p.add_argument("--timeout", type=float, default=120.0, help="per phase, seconds (120)")
-    p.add_argument("--quick", action="store_true", help="a smoke run of seconds")
-    add_setting_arg(p)
-    p.add_argument("--output", default=str(RESULTS), help="JSON results file")
-    p.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
+    cli.add_setting_arg(p)
     args = p.parse_args(argv)
     args.connections = args.connections or (200 if args.quick else 5000)
     args.events = args.events or (3 if args.quick else 10)
@@ -248,32 +239,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+async def bench(args: argparse.Namespace) -> tuple[list[Row], dict[str, Any]]:
+    with bench_run("chattts-bench-sse-", args.keep_logs) as (procs, tmp):
+        # The web process and the client processes inherit the limit (one fd per stream).
+        raise_nofile(args.connections + 4096)
+        raw = await measure(args, procs, tmp)
+    raw["config"] = {"cpu_count": os.cpu_count(), "client_processes": args.processes,
+                     "python": platform.python_version()}  # fmt: skip
+    return rows(raw), raw
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        with bench_run("chattts-bench-sse-", args.keep_logs) as (procs, tmp):
-            # The web process and the client processes inherit the limit (one fd per stream).
-            raise_nofile(args.connections + 4096)
-            started = time.perf_counter()
-            raw = asyncio.run(measure(args, procs, tmp))
-            raw["config"] = {
-                "cpu_count": os.cpu_count(),
-                "client_processes": args.processes,
-                "bench_s": time.perf_counter() - started,
-                "python": platform.python_version(),
-            }
-            table = rows(raw)
-            write(Path(args.output), table, raw)
-            print()
-            print(render(table))
-            print(f"written to {args.output}")
-        return 0
-    except KeyboardInterrupt:
-        print("\ninterrupted: stopping every process", file=sys.stderr)
-        return 130
-    except (BenchFailure, RuntimeError, OSError, TimeoutError) as exc:
-        print(f"bench FAILED: {exc!r}", file=sys.stderr)
-        return 1
+    return harness.main("sse_capacity", parse_args(argv), bench)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ with admission by capacity and without. Prints the gap-free streams and underrun
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -18,7 +17,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.playback import underrun
+from bench.lib import cli
+from bench.lib.playback import underrun
+from bench.lib.report import write_json
 
 GAP_FREE_S = 0.1
 TEXT = "今天天气很好，我们去公园散步吧。"
@@ -77,28 +78,27 @@ def run_rows(chat: Any, n: int, streamed: bool, seed: int) -> list[float]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = cli.parser("bench.stream_capacity", __doc__, output="", json_alias=True)
     p.add_argument("--device", default="cpu")
     p.add_argument("--size", default="tiny", choices=["tiny", "full"])
     p.add_argument("--tokens", type=int, default=256, help="audio tokens a stream (5.5 s)")
     p.add_argument("--slots", type=int, default=48)
-    p.add_argument("--json", help="also write the figures here")
     args = p.parse_args()
     from workers.engines.chattts.loading.checkpoint import MANIFEST, build_checkpoint
 
     model = Path(os.environ.get("TMPDIR", "/tmp")) / f"chattts-capacity-{args.size}-{args.tokens}"
     if not (model / MANIFEST).is_file():
         build_checkpoint(model, args.size, max_new_token=args.tokens, shape_eos=False)
-    report: dict[str, Any] = {"device": args.device, "size": args.size, "tokens": args.tokens}
+    figures: dict[str, Any] = {"device": args.device, "size": args.size, "tokens": args.tokens}
     for mode, headroom in (("capacity", 1.25), ("off", 0.0)):
         chat = engine(model, args.device, args.slots, headroom)
         run_rows(chat, args.slots, streamed=False, seed=1)  # every slot measured once
         run_rows(chat, 4, streamed=True, seed=2)  # and the vocoder's chunks
         capacity = max(1, chat.runtime.scheduler.stream_capacity)
-        report.setdefault("capacity_streams", capacity)
-        cap = report["capacity_streams"]
+        figures.setdefault("capacity_streams", capacity)
+        cap = figures["capacity_streams"]
         counts = sorted({1, max(1, cap // 2), cap, cap * 3 // 2, 2 * cap})
-        report[mode] = []
+        figures[mode] = []
         for n in counts:
             stalls = run_rows(chat, n, streamed=True, seed=1000 * n)
             row = {
@@ -107,10 +107,10 @@ def main() -> int:
                 "underrun_total_s": round(sum(stalls), 3),
                 "underrun_max_s": round(max(stalls), 3),
             }
-            report[mode].append(row)
+            figures[mode].append(row)
             print(f"{mode:>8} capacity {cap:>3}: {json.dumps(row)}", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+    if args.output:
+        write_json(args.output, figures)
     return 0
 
 

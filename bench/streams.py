@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
@@ -24,8 +23,9 @@ from typing import Any, Literal, cast
 
 import aiohttp
 
-from bench.checkpoints import random_checkpoint
-from bench.stack import REPO_ROOT
+from bench.lib import cli, report
+from bench.lib.checkpoints import random_checkpoint
+from bench.lib.cli import REPO_ROOT
 from core.infra.embedded_redis import EmbeddedRedis, free_port
 from core.infra.settings import Settings
 from core.infra.worker_sections import RuntimeName
@@ -206,10 +206,11 @@ def comparisons(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.streams", description=__doc__.split("\n\n")[0])
+    p = cli.parser(
+        "bench.streams", __doc__, output="streams", json_alias=True, repeats=2, logs=True
+    )
     p.add_argument("--streams", default="1,2,4,8", type=lambda s: [int(x) for x in s.split(",")])
     p.add_argument("--tokens", type=int, default=48, help="audio tokens per request (48)")
-    p.add_argument("--repeats", type=int, default=2, help="rounds per concurrency (2)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--runtimes", default="library,ours", type=lambda s: s.split(","))
     p.add_argument(
@@ -218,7 +219,6 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda s: s.split(","),
         help="stream admissions of our runtime, each in its own service (capacity,off)",
     )
-    p.add_argument("--json", default=str(REPO_ROOT / "bench" / "results" / "streams.json"))
     p.add_argument("--png", default=str(REPO_ROOT / "bench" / "results" / "streams.png"))
     p.add_argument("--size", choices=["full", "tiny"], default="full", help="the architecture")
     p.add_argument(
@@ -227,7 +227,6 @@ def main(argv: list[str] | None = None) -> int:
         help="CHATTTS_STREAM_HEADROOM (a large one makes any device one below real time)",
     )
     p.add_argument("--no-png", action="store_true", help="write the figures as JSON only")
-    p.add_argument("--keep-logs", action="store_true")
     args = p.parse_args(argv)
     model = random_checkpoint(args.size, args.tokens)
     paths = [
@@ -240,13 +239,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.device}, {os.cpu_count()} CPUs, {args.size} random weights, "
         f"{args.tokens} tokens per request"
     )
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"where": where, "rows": rows}, indent=2))
+    report.write_json(args.output, {"where": where, "rows": rows})
     if not args.no_png:
         plot(rows, Path(args.png), f"Streamed speech, one chattts worker ({where})")
     for line in comparisons(rows):
         print(line)
-    print(f"wrote {args.json}" + ("" if args.no_png else f" and {args.png}"))
+    print(f"wrote {args.output}" + ("" if args.no_png else f" and {args.png}"))
     return 0
 
 

@@ -5,7 +5,7 @@ measurement 1.
 `python -m bench.submit [--connections 64,256] [--duration S] [--repeats N] [--output PATH]`;
 `--quick` for a smoke run of seconds. Redis (AOF everysec, as in production) is shared by both
 systems, each in its own database, and flushed before every run; no worker consumes, so every
-request is a real enqueue. The load generator (bench/loadgen.py: wrk, else aiohttp processes)
+request is a real enqueue. The load generator (bench/lib/loadgen.py: wrk, else aiohttp processes)
 runs in processes of its own. Every system is warmed up first; each figure is the median of the
 repeats, and runs of the systems alternate so that a drift of the machine hits all of them. Any
 answer other than 2xx fails the bench.
@@ -19,7 +19,6 @@ import os
 import platform
 import statistics
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,22 +26,13 @@ from typing import Any
 
 import redis
 
-from bench import loadgen
-from bench.identities import cookie_header
-from bench.loadgen import Load
-from bench.servers import (
-    REPO_ROOT,
-    BenchFailure,
-    add_baseline_args,
-    add_setting_arg,
-    start_baseline,
-    start_ours,
-    start_redis,
-)
-from bench.table import Row
+from bench.lib import cli, harness, loadgen
+from bench.lib.identities import cookie_header
+from bench.lib.loadgen import Load
+from bench.lib.report import Row
+from bench.lib.stack import start_baseline, start_ours, start_redis
 from testing.procs import Processes, bench_run
 
-RESULTS = REPO_ROOT / "bench" / "results" / "submit.json"
 SECTION = "1. submit throughput"
 BODY = {"text": "今天下午我们去公园散步。", "voice": "zh_female"}
 # One script client (API keys are off: the bearer token names the client).
@@ -79,7 +69,8 @@ def measure(args: argparse.Namespace, procs: Processes, tmp: Path) -> dict[str, 
         **NO_QUOTA,
     }
     limits["max_backlog_per_owner"] = 0
-    ours, web = start_ours(procs, redis_url, tmp, **(limits | dict(args.setting)))
+    service = start_ours(procs, redis_url, tmp, **(limits | dict(args.setting)))
+    ours, web = service.url, service.web
     urls = {s.key: ours + s.path for s in SYSTEMS if not s.baseline}
     if not args.skip_baseline:
         urls["baseline"] = start_baseline(procs, redis_url, args) + "/tts/submit"
@@ -167,40 +158,21 @@ def rows(raw: dict[str, Any], connections: Sequence[int], repeats: int) -> list[
     return out
 
 
-def render(table: Sequence[Row]) -> str:
-    lines = [f"{'metric':58} {'ours':>9} {'baseline':>9} {'ratio':>6}  target"]
-    for row in table:
-        base = f"{row.baseline:9.2f}" if row.baseline is not None else f"{'-':>9}"
-        ratio = f"{row.ratio:6.2f}" if row.ratio is not None else f"{'-':>6}"
-        met = {True: "met", False: "MISSED", None: ""}[row.met]
-        target = f"{row.target} {met}" if row.target else ""
-        lines.append(f"{row.metric:58} {row.ours:9.2f} {base} {ratio}  {target}")
-    return "\n".join(lines)
-
-
-def write(path: Path, table: Sequence[Row], raw: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"rows": [row.to_json() for row in table], "raw": raw}
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-
-
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.submit", description=__doc__)
+    p = cli.parser(
+        "bench.submit", __doc__, quick="seconds", output="submit", repeats="3; --quick: 1",
+        logs=True, baseline=True,
+    )  # fmt: skip
     p.add_argument(
         "--connections",
         type=lambda s: [int(x) for x in s.split(",") if x.strip()],
         help="concurrent keep-alive connections, comma-separated (64,256; --quick: 16)",
     )
     p.add_argument("--duration", type=float, help="seconds per run (10; --quick: 2)")
-    p.add_argument("--repeats", type=int, help="runs per system and load, median (3; --quick: 1)")
     p.add_argument("--warmup", type=float, help="warm-up seconds per system (5; --quick: 1)")
-    p.add_argument("--quick", action="store_true", help="a smoke run of seconds")
     p.add_argument("--tool", choices=["auto", "wrk", "aiohttp"], default="auto",
                    help="load generator (auto: wrk when installed)")  # fmt: skip
-    add_setting_arg(p)
-    add_baseline_args(p)
-    p.add_argument("--output", default=str(RESULTS), help="JSON results file")
-    p.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
+    cli.add_setting_arg(p)
     args = p.parse_args(argv)
     quick = args.quick
     args.connections = args.connections or ([16] if quick else [64, 256])
@@ -210,38 +182,28 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+async def bench(args: argparse.Namespace) -> tuple[list[Row], dict[str, Any]]:
+    with bench_run("chattts-bench-submit-", args.keep_logs) as (procs, tmp):
+        load_before = os.getloadavg()
+        raw = measure(args, procs, tmp)
+    raw["config"] = {
+        "connections": args.connections,
+        "duration_s": args.duration,
+        "repeats": args.repeats,
+        "warmup_s": args.warmup,
+        "body": BODY,
+        "server_processes_each": 1,
+        "cpu_count": os.cpu_count(),
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "python": platform.python_version(),
+    }
+    print(f"load generator: {raw['tool']}")
+    return rows(raw, args.connections, args.repeats), raw
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        with bench_run("chattts-bench-submit-", args.keep_logs) as (procs, tmp):
-            started = time.perf_counter()
-            load_before = os.getloadavg()
-            raw = measure(args, procs, tmp)
-            raw["config"] = {
-                "connections": args.connections,
-                "duration_s": args.duration,
-                "repeats": args.repeats,
-                "warmup_s": args.warmup,
-                "body": BODY,
-                "server_processes_each": 1,
-                "cpu_count": os.cpu_count(),
-                "loadavg_before": load_before,
-                "loadavg_after": os.getloadavg(),
-                "bench_s": time.perf_counter() - started,
-                "python": platform.python_version(),
-            }
-            table = rows(raw, args.connections, args.repeats)
-            write(Path(args.output), table, raw)
-            print()
-            print(render(table))
-            print(f"load generator: {raw['tool']}; written to {args.output}")
-        return 0
-    except KeyboardInterrupt:
-        print("\ninterrupted: stopping every process", file=sys.stderr)
-        return 130
-    except (BenchFailure, RuntimeError, OSError) as exc:
-        print(f"bench FAILED: {exc}", file=sys.stderr)
-        return 1
+    return harness.main("submit", parse_args(argv), bench)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 
+from bench.lib import cli
 from core.audio.formats import SAMPLE_RATE, SEGMENT_GAP_S
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
@@ -79,6 +80,7 @@ def describe(name: str, cues: list[Cue]) -> None:
 
 
 def main() -> None:
+    cli.parser("bench.subtitles", __doc__).parse_args()
     engine = EspeakEngine(Settings())
     engine.load()
     for label, text, voice in (

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.stack import REPO_ROOT
+from bench.lib import cli
+from bench.lib.cli import REPO_ROOT
+from bench.lib.report import Row
 from bench.summary import Line, fold, markdown_table, section_number, text_table
-from bench.table import Row
 from core.infra.embedded_redis import find_redis_server
 
 SECTIONS = {
@@ -70,16 +71,14 @@ PASSED = ("--skip-baseline", "--baseline-dir", "--ours-url", "--repeats")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m bench.suite", description=__doc__.split("\n\n")[0] if __doc__ else ""
+    p = cli.parser(
+        "bench.suite", __doc__, quick="each module's quick variant", repeats="3; --quick: 1"
     )
-    p.add_argument("--quick", action="store_true", help="each module's quick variant, 1 repeat")
     p.add_argument(
         "--only",
         type=lambda s: {int(n) for n in s.split(",") if n.strip()},
         help="these measurements only, e.g. 2,3 (default: all)",
     )
-    p.add_argument("--repeats", type=int, help="runs of each module (3; --quick: 1)")
     p.add_argument("--skip-baseline", action="store_true", help="measure ours alone")
     p.add_argument("--baseline-dir", help="another copy of the baseline (bench/baseline)")
     p.add_argument("--ours-url", help="modules that can: measure ours running there")

@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bench.table import Row
+from bench.lib.report import Row
 
 HEADER = ("section", "metric", "ours", "baseline", "ratio", "target", "met")
 

@@ -11,7 +11,6 @@ not a module: the checkout to trace is put first on the path before anything of 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -146,7 +145,7 @@ async def submit_and_wait(url: str) -> None:
 def trace(repo: Path, tmp: Path) -> dict[str, Any]:
     from aiohttp import web
 
-    from bench.servers import start_redis
+    from bench.lib.stack import start_redis
     from core.infra.embedded_redis import free_port
     from core.infra.settings import Settings
     from testing.procs import Processes
@@ -192,10 +191,11 @@ def trace(repo: Path, tmp: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repo", default=str(Path(__file__).resolve().parents[1]))
-    parser.add_argument("--json", help="write the path and its figures here too")
-    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script too
+    from bench.lib import cli, report
+
+    p = cli.parser("bench.voice_path", __doc__, output="", json_alias=True, checkout=True)
+    args = p.parse_args()
     repo = Path(args.repo).resolve()
     sys.path.insert(0, str(repo))
     with tempfile.TemporaryDirectory(prefix="voice-path-") as folder:
@@ -210,8 +210,8 @@ def main() -> None:
     print(f"{whole['returns']} returns")
     for stop in whole["path"]:
         print("   ", stop)
-    if args.json:
-        Path(args.json).write_text(json.dumps(found, indent=2) + "\n")
+    if args.output:
+        report.write_json(args.output, found)
 
 
 if __name__ == "__main__":

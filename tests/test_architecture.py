@@ -148,7 +148,7 @@ SHARED = "tests over bench over testing"
         ("testing/procs.py", "from bench import table\n", SHARED),
         ("testing/topologies.py", "from tests import conftest\n", SHARED),
         # a benchmark importing a test.
-        ("bench/table.py", "from tests.bench import helpers\n", SHARED),
+        ("bench/lib/report.py", "from tests.bench import helpers\n", SHARED),
     ],
 )
 def test_a_broken_contract_fails(tree_copy: Path, module: str, code: str, broken: str) -> None:

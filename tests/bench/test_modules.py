@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from bench import baseline_env, batching, notice, tracehook
-from bench.clients import BenchError
-from bench.keyspace import KeyspaceLog
+from bench import batching, notice
+from bench.lib import baseline_env, tracehook
+from bench.lib.keyspace import KeyspaceLog
+from bench.lib.stats import BenchError
 from tests.bench.helpers import ROOT
 
 
@@ -93,7 +94,7 @@ async def test_keyspace_log_reads_lines_as_they_are_written(tmp_path: Path) -> N
 def test_the_baseline_ships_with_the_repository() -> None:
     """Any clone can reproduce the figures: the baseline design is bench/baseline/ unless
     CHATTTS_BASELINE_DIR names another copy."""
-    shipped = Path(baseline_env.__file__).resolve().parent / "baseline"
+    shipped = Path(baseline_env.__file__).resolve().parents[1] / "baseline"
     assert baseline_env.located(str(shipped)) == shipped
     expected = os.environ.get(baseline_env.DIR_ENV) or shipped
     assert Path(expected) == baseline_env.DEFAULT_DIR
@@ -123,7 +124,7 @@ def test_tracehook_runs_a_module_and_names_the_line_that_grew(tmp_path: Path) ->
         tracehook.DIR_ENV: str(folder),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "bench.tracehook", "grower", "--flag"],
+        [sys.executable, "-m", "bench.lib.tracehook", "grower", "--flag"],
         cwd=ROOT,
         env=env,
         capture_output=True,

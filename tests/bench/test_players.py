@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.playback import underrun
+from bench.lib.playback import underrun
 from tests.bench.helpers import run_quick
 from tests.workers.engines.chattts.conftest import requires_chattts
 

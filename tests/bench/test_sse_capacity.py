@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from bench.table import Row
+from bench.lib.report import Row
 from tests.bench.helpers import run_quick
 
 

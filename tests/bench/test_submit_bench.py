@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import loadgen
-from bench.table import Row
+from bench.lib import loadgen
+from bench.lib.report import Row
 from tests.bench.helpers import run_quick
 
 

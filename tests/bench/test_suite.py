@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from bench import notice
-from bench.clients import BenchError
+from bench.lib.stats import BenchError
 from core.infra.embedded_redis import free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -97,7 +97,7 @@ async def test_a_module_fails_when_nothing_listens(tmp_path: Path) -> None:
         str(tmp_path / "out.json"),
         timeout=60,
     )
-    assert code == 1 and "endtoend failed" in err
+    assert code == 1 and "bench FAILED: endtoend" in err
     assert not (tmp_path / "out.json").exists()
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from bench.lib.report import Row
 from bench.summary import Line, fold, judge, markdown_table, section_number, text_table
-from bench.table import Row
 
 
 def _row(

@@ -1,7 +1,7 @@
 """When a result is stored, by Redis's own account: keyspace notifications seen by a separate
 process, timestamped on arrival with the machine's wall clock (the clients' clock too).
 
-    python -m bench.keyspace REDIS_URL    # READY, then "<time.time()> <event> <db> <key>" lines
+    python -m bench.lib.keyspace REDIS_URL    # READY, then "<time.time()> <event> <db> <key>" lines
 
 It turns on `notify-keyspace-events E$l` (key events of string and list commands) and listens to
 `set` in databases 0 (ours: `tts:{q}:audio:<id>`, written by the worker's completion script) and
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import redis
 
-from bench.clients import BenchError
+from bench.lib.stats import BenchError
 
 CHANNELS = ("__keyevent@0__:set", "__keyevent@1__:set", "__keyevent@1__:rpop")
 

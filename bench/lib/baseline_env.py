@@ -1,7 +1,5 @@
-"""The baseline design (bench/baseline/): where it is, its own virtualenv, how to run it.
-
-It runs in its own interpreter, with its own requirements; nothing of it is imported here.
-"""
+"""The baseline design (bench/baseline/): where it is, its own virtualenv, how to run it. It runs in
+its own interpreter, with its own requirements; nothing of it is imported here."""
 
 from __future__ import annotations
 
@@ -11,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # Where it lives: bench/baseline/ in this repository; CHATTTS_BASELINE_DIR names another copy of
 # the same design (the one the project started from, say) to measure instead.
 DIR_ENV = "CHATTTS_BASELINE_DIR"
@@ -105,3 +103,8 @@ def api_command(venv: Path, baseline_dir: Path, port: int) -> list[str]:
 
 def worker_command(venv: Path, baseline_dir: Path) -> list[str]:
     return [str(python(venv)), str(baseline_dir / "worker.py")]
+
+
+def redis_url(ours: str) -> str:
+    """Ours's Redis server, its own database: its keys (tts:queue, tts:result:*) never meet ours."""
+    return ours.rsplit("/", 1)[0] + "/1"

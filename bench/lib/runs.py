@@ -12,8 +12,9 @@ from typing import Any
 
 import aiohttp
 
-from bench.clients import BenchError, Client, Sample, text_for
-from bench.stack import Stack
+from bench.lib.clients import Client, Sample, text_for
+from bench.lib.stack import Stack
+from bench.lib.stats import BenchError, stats
 
 STAGES = ("accept", "queue", "synth", "push")
 
@@ -64,39 +65,6 @@ async def run_clients(
     if errors:
         print(f"  ! {label}: {len(errors)} of {jobs} jobs failed, first: {errors[0]}", flush=True)
     return Run(label, samples, errors, wall, cpu)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    pos = (len(ordered) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def p99(values: Sequence[float]) -> float:
-    """The 99th percentile by nearest rank (0 for no values)."""
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-
-
-def stats(values: Sequence[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    return {
-        "n": len(values),
-        "p50": percentile(values, 50),
-        "p90": percentile(values, 90),
-        "p99": percentile(values, 99),
-        "mean": sum(values) / len(values),
-        "min": min(values),
-        "max": max(values),
-    }
 
 
 def summarize(run: Run, procs: Sequence[str]) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
-from bench.identities import cookie_header
+from bench.lib.identities import cookie_header
+from bench.lib.stats import BenchError
 from cli.sse import sse_events
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "dead"})
@@ -36,10 +37,6 @@ def text_for(i: int) -> str:
     n = len(_TIMES)
     k = (i * 1001) % (n**3)  # 1001 is odd, prime to 16**3: a permutation
     return f"{_TIMES[k % n]}{_SUBJECTS[(k // n) % n]}{_ACTIONS[k // n // n]}。"
-
-
-class BenchError(Exception):
-    pass
 
 
 @dataclass

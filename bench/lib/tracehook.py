@@ -1,7 +1,7 @@
 """A module run as `python -m` runs it, with its Python allocations traced: how a benchmark looks
 into a worker's memory without a line of the product's code changed.
 
-`python -m bench.tracehook MODULE [ARGS...]`, with TRACEHOOK_DIR naming a folder: tracemalloc
+`python -m bench.lib.tracehook MODULE [ARGS...]`, with TRACEHOOK_DIR naming a folder: tracemalloc
 starts (keeping TRACEHOOK_FRAMES frames a block, default 10) before MODULE is imported, then MODULE
 runs as `__main__` with ARGS, as `python -m MODULE ARGS` would. Nothing else changes; the signals
 below are ones the service never uses.
@@ -131,7 +131,7 @@ class Recorder:
 
 def main(argv: list[str]) -> None:
     if not argv:
-        sys.exit("usage: python -m bench.tracehook MODULE [ARGS...] (with TRACEHOOK_DIR set)")
+        sys.exit("usage: python -m bench.lib.tracehook MODULE [ARGS...] (with TRACEHOOK_DIR set)")
     folder = Path(os.environ[DIR_ENV])
     folder.mkdir(parents=True, exist_ok=True)
     tracemalloc.start(int(os.environ.get(FRAMES_ENV, DEFAULT_FRAMES)))

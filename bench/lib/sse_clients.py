@@ -1,6 +1,6 @@
 """SSE client process of bench/sse_capacity.py: holds many `/v1/events` streams and counts events.
 
-`python -m bench.sse_clients HOST PORT FIRST COUNT SHARE`: opens COUNT streams, stream i (from
+`python -m bench.lib.sse_clients HOST PORT FIRST COUNT SHARE`: opens COUNT streams, stream i (from
 FIRST) as browser client `client_token(i // SHARE)` (its cookie), with a bare asyncio protocol
 per connection (no HTTP client library: the client side must stay light next to the server).
 Talks JSON lines with its parent: prints `{"ready": n}` once every stream answered 200, reads
@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from bench.identities import client_id, cookie_value
+from bench.lib.identities import client_id, cookie_value
 
 CONNECT_CONCURRENCY = 64
 CONNECT_TIMEOUT_S = 60.0

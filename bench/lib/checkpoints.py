@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.stack import REPO_ROOT
+from bench.lib.cli import REPO_ROOT
 
 
 def random_checkpoint(

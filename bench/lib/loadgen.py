@@ -1,8 +1,8 @@
 """HTTP load generators for bench/submit.py, always in processes of their own: `wrk` (with a Lua
 script for the POST and a JSON summary) when it is installed, else asyncio aiohttp client
-processes (`python -m bench.loadgen`), each holding its share of keep-alive connections.
+processes (`python -m bench.lib.loadgen`), each holding its share of keep-alive connections.
 
-Any answer other than 2xx and any transport error fails the run (BenchFailure): a refused or
+Any answer other than 2xx and any transport error fails the run (BenchError): a refused or
 broken request is never counted as a request served. Only for the baseline (`strict=False`) are
 non-2xx answers tolerated: counted as failed (`Load.failed`), never as served; its API as it
 ships answers 503 once more than 100 requests wait on Redis (redis-py's default pool, which fails
@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.runs import percentile
-from bench.servers import REPO_ROOT, BenchFailure
+from bench.lib.cli import REPO_ROOT
+from bench.lib.stats import BenchError, percentile
 
 _WRK_LUA = """
 wrk.method = "POST"
@@ -105,7 +105,7 @@ def _run_wrk(
 ) -> Load:
     wrk = wrk_path()
     if wrk is None:
-        raise BenchFailure("wrk is not installed (apt-get install wrk), or use --tool aiohttp")
+        raise BenchError("wrk is not installed (apt-get install wrk), or use --tool aiohttp")
     header_lines = "\n".join(
         f"wrk.headers[ {_lua_string(k)} ] = {_lua_string(v)}" for k, v in headers.items()
     )
@@ -124,15 +124,15 @@ def _run_wrk(
         Path(f.name).unlink(missing_ok=True)
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
     if done.returncode != 0 or line is None:
-        raise BenchFailure(f"wrk failed ({done.returncode}): {done.stdout}{done.stderr}")
+        raise BenchError(f"wrk failed ({done.returncode}): {done.stdout}{done.stderr}")
     out = json.loads(line.removeprefix("WRKJSON "))
     kinds = ("connect", "read", "write", "timeout") + (("status",) if strict else ())
     errors = {k: out[k] for k in kinds if out[k]}
     if errors:
-        raise BenchFailure(f"{url}: failed requests under load (wrk: {errors}):\n{done.stdout}")
+        raise BenchError(f"{url}: failed requests under load (wrk: {errors}):\n{done.stdout}")
     failed = 0 if strict else out["status"]
     if out["requests"] - failed <= 0:
-        raise BenchFailure(f"{url}: no request answered 2xx in {duration_s} s")
+        raise BenchError(f"{url}: no request answered 2xx in {duration_s} s")
     return Load(
         "wrk",
         connections,
@@ -157,7 +157,7 @@ def _run_aio(
     shares = [connections // n + (1 if i < connections % n else 0) for i in range(n)]
     children = [
         subprocess.Popen(
-            [sys.executable, "-m", "bench.loadgen", url, str(share), str(duration_s)],
+            [sys.executable, "-m", "bench.lib.loadgen", url, str(share), str(duration_s)],
             cwd=REPO_ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -176,11 +176,11 @@ def _run_aio(
         else:
             results.append(json.loads(out))
     if failures:
-        raise BenchFailure(f"{url}: failed requests under load:\n" + "\n".join(failures))
+        raise BenchError(f"{url}: failed requests under load:\n" + "\n".join(failures))
     latencies = [x for r in results for x in r["latencies_ms"]]
     failed = sum(r["failed"] for r in results)
     if len(latencies) - failed <= 0:
-        raise BenchFailure(f"{url}: no request answered 2xx in {duration_s} s")
+        raise BenchError(f"{url}: no request answered 2xx in {duration_s} s")
     wall = max(r["duration_s"] for r in results)
     return Load(
         "aiohttp",
@@ -236,9 +236,9 @@ async def _client(url: str, connections: int, duration_s: float, spec: dict[str,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Child mode: `python -m bench.loadgen URL CONNECTIONS SECONDS`, the body and headers as
+    """Child mode: `python -m bench.lib.loadgen URL CONNECTIONS SECONDS`, the body and headers as
     JSON on stdin; prints `{"latencies_ms": [...], "duration_s": s}`; exit 1 on any failure."""
-    p = argparse.ArgumentParser(prog="python -m bench.loadgen")
+    p = argparse.ArgumentParser(prog="python -m bench.lib.loadgen")
     p.add_argument("url")
     p.add_argument("connections", type=int)
     p.add_argument("duration", type=float)

@@ -1,32 +1,44 @@
-"""The systems under benchmark, started for one run. `start_stack` is the one way a benchmark
-starts ours: an embedded Redis (or the one its settings name), a web process and worker processes
-of the given settings. `start_systems` starts ours beside the baseline design (its API and
-workers) on one Redis, and `wait_ready` waits until both are ready."""
+"""The systems under benchmark, the one way to start them: an embedded Redis, ours (a web process
+and workers of given settings, of this checkout or another) and the baseline design beside it."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
+import resource
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import redis.asyncio as aioredis
 
-from bench import baseline_env
-from bench.identities import COOKIE_SECRET
-from bench.servers import baseline_redis_url, start_redis, wait_http
-from core.infra.embedded_redis import free_port
+from bench.lib import baseline_env
+from bench.lib.cli import REPO_ROOT
+from bench.lib.identities import COOKIE_SECRET
+from bench.lib.stats import BenchError
+from core.infra.embedded_redis import EmbeddedRedis, free_port
 from core.infra.settings import Settings
 from testing.limits import LIMITS_OFF
 from testing.procs import Proc, Processes
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 90.0
+
+
+def start_redis(procs: Processes, tmp: Path, maxmemory: str = "0") -> str:
+    """An embedded Redis (AOF everysec, as in production), stopped last; its URL. Unbounded
+    unless `maxmemory` says, with CONFIG: as measured before."""
+    server = EmbeddedRedis(tmp / "redis", maxmemory=maxmemory, config_command=True)
+    server.data_dir.mkdir(parents=True, exist_ok=True)
+    server.process = procs.start("redis", server.command(), tier=0).popen
+    server.wait_ready()
+    return server.url
 
 
 @dataclass
@@ -52,6 +64,7 @@ def start_stack(
     folder: Path | None,
     maxmemory: str = "0",
     tag: str = "",
+    repo: Path = REPO_ROOT,
     profile: Path | None = None,
     environ: Mapping[str, str] | None = None,
     ready: bool = True,
@@ -59,12 +72,12 @@ def start_stack(
 ) -> Service:
     """Ours with `settings` on a free port: an embedded Redis in `folder`/redis (unbounded
     unless `maxmemory` says; no `folder`: the Redis `settings` name), one web process and
-    `workers` workers, named `<tag>-web` and `<tag>-worker-<n>` from 1 (each worker's name too;
-    their metrics endpoints off: several share the host). `environ`: what they inherit
-    (os.environ). `profile`: each runs under cProfile, written to <profile>/<name>.prof when it
-    exits. `worker_hook(n)`: a module worker n runs under (`python -m MODULE cli worker`) and
-    what it adds to its environment. Returns once /readyz answers 200 (a worker alive), or at
-    once when not `ready`."""
+    `workers` workers of the checkout at `repo`, named `<tag>-web` and `<tag>-worker-<n>` from 1
+    (each worker's name too; their metrics endpoints off: several share the host). `environ`:
+    what they inherit (os.environ). `profile`: each runs under cProfile, written to
+    <profile>/<name>.prof when it exits. `worker_hook(n)`: a module worker n runs under
+    (`python -m MODULE cli worker`) and what it adds to its environment. Returns once /readyz
+    answers 200 (a worker alive; /healthz without workers), or at once when not `ready`."""
     redis_url = (
         settings.redis.redis_url if folder is None else start_redis(procs, folder, maxmemory)
     )
@@ -82,7 +95,7 @@ def start_stack(
         out.parent.mkdir(parents=True, exist_ok=True)
         return [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "cli"]
 
-    web = procs.start(f"{prefix}web", [*cli(f"{prefix}web"), "web"], env, cwd=REPO_ROOT)
+    web = procs.start(f"{prefix}web", [*cli(f"{prefix}web"), "web"], env, cwd=repo)
     started = []
     for n in range(1, workers + 1):
         name = f"{prefix}worker-{n}"
@@ -92,15 +105,39 @@ def start_stack(
             module, extra = worker_hook(n)
             argv[argv.index("cli") : argv.index("cli")] = [module]
             worker_env.update(extra)
-        started.append(procs.start(name, argv, worker_env, cwd=REPO_ROOT))
+        started.append(procs.start(name, argv, worker_env, cwd=repo))
     service = Service(f"http://127.0.0.1:{settings.web.port}", redis_url, web, started)
     if ready:
-        wait_http(procs, f"{service.url}/readyz")
+        wait_http(procs, f"{service.url}/{'readyz' if workers else 'healthz'}")
     return service
+
+
+def start_ours(
+    procs: Processes, redis_url: str, tmp: Path, *, repo: Path = REPO_ROOT, **changes: object
+) -> Service:
+    """One web process of the checkout at `repo` (no worker) on `redis_url`, rate limits off
+    unless `changes` set them (a benchmark measures the machinery, not the guard in front of it;
+    `shipped_limits()` sets them as shipped)."""
+    settings = Settings.of(
+        redis_url=redis_url,
+        host="127.0.0.1",
+        data_dir=str(tmp / "data"),
+        log_level="WARNING",
+        worker_name="bench-web",
+        cookie_secret=COOKIE_SECRET,  # the simulated users' cookies are signed with it
+    ).replace(**{**LIMITS_OFF, **changes})
+    return start_stack(procs, settings, 0, folder=None, tag="ours", repo=repo)
+
+
+def shipped_limits() -> dict[str, Any]:
+    """The limits as shipped (what LIMITS_OFF lifts)."""
+    return {name: Settings().value(name) for name in LIMITS_OFF}
 
 
 @dataclass
 class Stack:
+    """Ours and (unless skipped) the baseline on one Redis, `workers` workers each."""
+
     procs: Processes
     redis_url: str
     ours_url: str
@@ -134,23 +171,39 @@ def start_systems(args: argparse.Namespace, tmp: Path, procs: Processes) -> Stac
     )
     stack = Stack(procs, ours.redis_url, ours.url, None, args.workers, ours_procs=ours.names)
     if not args.skip_baseline:
-        baseline_dir = baseline_env.find_baseline(args.baseline_dir)
-        venv = baseline_env.ensure_venv(Path(args.baseline_venv), baseline_dir)
-        port = free_port()
-        # Same server, its own database: its keys (tts:queue, tts:result:*) never meet ours.
-        stack.baseline_redis_url = baseline_redis_url(ours.redis_url)
-        benv = {**os.environ, "REDIS_URL": stack.baseline_redis_url}
-        api = baseline_env.api_command(venv, baseline_dir, port)
-        procs.start("baseline-api", api, benv, cwd=baseline_dir)
-        stack.baseline_procs.append("baseline-api")
-        for i in range(args.workers):
-            name = f"baseline-worker-{i + 1}"
-            procs.start(
-                name, baseline_env.worker_command(venv, baseline_dir), benv, cwd=baseline_dir
-            )
-            stack.baseline_procs.append(name)
-        stack.baseline_url = f"http://127.0.0.1:{port}"
+        stack.baseline_redis_url = baseline_env.redis_url(ours.redis_url)
+        stack.baseline_url, stack.baseline_procs = start_baseline_processes(
+            procs, stack.baseline_redis_url, args, args.workers
+        )
     return stack
+
+
+def start_baseline(procs: Processes, redis_url: str, args: argparse.Namespace) -> str:
+    """The baseline's submit API alone (no worker) on `redis_url`'s db 1, answering: its URL."""
+    url, _ = start_baseline_processes(procs, baseline_env.redis_url(redis_url), args, 0)
+    wait_http(procs, f"{url}/tts/query/ready-probe")
+    return url
+
+
+def start_baseline_processes(
+    procs: Processes, redis: str, args: argparse.Namespace, workers: int
+) -> tuple[str, list[str]]:
+    """Its API (uvicorn, one process, as its README runs it) and `workers` workers on `redis`,
+    not waited for: the API's URL and the processes' names."""
+    baseline_dir = baseline_env.find_baseline(args.baseline_dir)
+    venv = baseline_env.ensure_venv(Path(args.baseline_venv), baseline_dir)
+    port = free_port()
+    env = {**os.environ, "REDIS_URL": redis}
+    procs.start(
+        "baseline-api", baseline_env.api_command(venv, baseline_dir, port), env, cwd=baseline_dir
+    )
+    names = ["baseline-api"]
+    for i in range(workers):
+        names.append(f"baseline-worker-{i + 1}")
+        procs.start(
+            names[-1], baseline_env.worker_command(venv, baseline_dir), env, cwd=baseline_dir
+        )
+    return f"http://127.0.0.1:{port}", names
 
 
 async def wait_ready(stack: Stack) -> None:
@@ -184,3 +237,40 @@ async def wait_ready(stack: Stack) -> None:
         finally:
             if beat is not None:
                 await beat.aclose()
+
+
+def wait_http(procs: Processes, url: str, timeout: float = READY_TIMEOUT_S) -> None:
+    """Until `url` answers 200 (every process alive meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        procs.check_alive()
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (OSError, urllib.error.URLError):
+            pass
+        if time.monotonic() > deadline:
+            raise BenchError(f"{url} did not answer 200 within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def raise_nofile(wanted: int) -> int:
+    """Raise this process's open-file limit (children inherit it) towards `wanted`; the new
+    soft limit. Fails loudly when the hard limit is too low for the run."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    if soft < wanted:
+        raise BenchError(f"open-file limit {soft} (hard {hard}) is below the {wanted} needed")
+    return soft
+
+
+def rss_kb(pid: int) -> int:
+    """Resident memory of a process (VmRSS, kB), from /proc (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise BenchError(f"no VmRSS for pid {pid}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.runs import STAGES
+from bench.lib.runs import STAGES
 
 LABELS = {
     "job_sse": "job SSE",
