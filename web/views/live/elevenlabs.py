@@ -10,7 +10,8 @@ Client -> server (JSON text frames; `context_id` on multi-stream-input only):
 Server -> client:
     {"audio": base64, "alignment": {"chars", "charStartTimesMs", "charDurationsMs"},
      "normalizedAlignment": {...}, "contextId"}
-    {"isFinal": true, "contextId"}   after close_context (stream-input: after "", then it closes)
+    {"isFinal": true, "contextId"}   after close_context (stream-input: after "", then it closes);
+        a context closed with text sent since its last flush is interrupted: its audio stops
     {"error": code, "message": str, "contextId"?}
 """
 
@@ -150,6 +151,10 @@ class _Voice:
         self.clock = _Clock(config.context_clock)
         self.speaker: Speaker | None = None
         self.last_char = " "  # of the text fed so far
+        # Text came after the client's last flush: a close_context now is a barge-in (Pipecat
+        # and LiveKit flush a turn's end before closing it, and close an interrupted one).
+        self.unflushed = False
+        self.interrupted = False
 
     # -- text in ------------------------------------------------------------------------------
 
@@ -157,6 +162,7 @@ class _Voice:
         """A text message: with auto_mode a whole phrase, spoken at once (and kept apart from
         the one before: Pipecat sends sentences with no space between); else text as written."""
         assert self.speaker is not None
+        self.unflushed = not flush
         if self.auto_mode and not text.isspace():
             if not self.last_char.isspace() and not text[0].isspace():
                 text = " " + text
@@ -179,11 +185,13 @@ class _Voice:
         # on spaces (the next segment's text has none before it).
         await self._audio(b"", self.clock.alignment([" "], [segment.end_ms], [0.0]))
 
-    async def cleared(self) -> None:  # pragma: no cover - this protocol has no barge-in op
+    async def cleared(self) -> None:
         self.protocol.connection.drop(self.name)
 
     async def finished(self, segments: int, audio_ms: float) -> None:
-        await self._audio(self.out.close(), None)
+        tail = self.out.close()
+        if not self.interrupted:  # nothing of an interrupted turn after its close
+            await self._audio(tail, None)
         connection = self.protocol.connection
         if self.speaker is not None:
             connection.forget(self.name, self.speaker)
@@ -300,6 +308,7 @@ class _ElevenLabs:
                 speaker.end()
             elif flush:
                 speaker.flush()
+                cast(_Voice, speaker.listener).unflushed = False
             elif text == "":
                 speaker.feed("")  # a keep-alive: the context is not idle
         elif text == "" and self.single:
@@ -308,11 +317,17 @@ class _ElevenLabs:
             await self._close_context(name)
 
     async def _close_context(self, name: str) -> None:
-        """No more text: the rest is spoken, then `isFinal`."""
+        """After a flush, the end of a turn: the rest is spoken, then `isFinal`. With text sent
+        since the last flush, an interruption: the segment in the making is cancelled and the
+        rest dropped (their device time freed), no more of its audio is sent, then `isFinal`."""
         speaker = self.connection.contexts.get(name)
         if speaker is None:
             await self.final(name)  # nothing open (or all said): final at once
         elif not speaker.ended:
+            voice = cast(_Voice, speaker.listener)
+            if voice.unflushed:
+                voice.interrupted = True
+                await speaker.clear()
             speaker.end()
 
     async def _open(self, name: str, msg: dict[str, Any]) -> _Voice:

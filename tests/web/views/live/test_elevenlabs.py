@@ -261,3 +261,33 @@ async def test_xi_api_key_is_the_key(make_client: ClientFactory) -> None:
     assert answer.status == 200
     answer = await client.get("/v1/voices", headers={"xi-api-key": "wrong"})
     assert answer.status == 401
+
+
+async def test_a_close_after_unflushed_text_interrupts_the_context(
+    client: Client, worker: WorkerProcess
+) -> None:
+    """Pipecat's barge-in: a turn's text without a flush, then close_context. Its device work
+    stops within a segment (the jobs not yet made are never made), nothing of it comes after
+    isFinal, and the next turn on the socket speaks at once. A turn flushed, then closed, is
+    spoken to its end (test_contexts_flush_and_close)."""
+    heard: dict[str, Heard] = {}
+    answer = [f"This is sentence number {n} of a long answer. " for n in range(30)]
+    async with client.ws_connect(url(MULTI, auto_mode="true")) as ws:
+        await ws.send_json({"text": " ", "context_id": "turn-1"})
+        for sentence in answer:
+            await ws.send_json({"text": sentence, "context_id": "turn-1"})
+        await receive(ws, heard, "audio", "turn-1")
+        await ws.send_json({"context_id": "turn-1", "close_context": True})
+        await receive(ws, heard, "isFinal", "turn-1")
+        await ws.send_json({"text": "The next turn.", "context_id": "turn-2", "flush": True})
+        await ws.send_json({"context_id": "turn-2", "close_context": True})
+        await receive(ws, heard, "isFinal", "turn-2")
+    interrupted = heard["turn-1"]
+    assert interrupted.frames[-1] == {"isFinal": True, "contextId": "turn-1"}
+    assert squeezed(heard["turn-2"].text()) == "Thenextturn."
+    await asyncio.sleep(1)  # what the worker was making when the close came
+    listed = await (await client.get("/v1/tts/jobs", params={"limit": 100})).json()
+    states = [job["state"] for job in listed["jobs"]]
+    made = states.count("succeeded") - 1  # turn-2's one
+    assert made <= 3 and len(states) - 1 < len(answer) // 2, states
+    assert squeezed(interrupted.text()) in squeezed("".join(answer))
