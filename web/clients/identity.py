@@ -236,11 +236,18 @@ async def identity_middleware(request: web.Request, handler: Handler) -> web.Str
         api = settings.web.discovery_needs_key
     operations = settings.web.private_metrics and request.path in _OPERATIONS
     required = (api and settings.web.user_key_set) or (operations and accepted)
-    if required and not key_accepted(api_key(request), accepted):
+    key = api_key(request)
+    if required and not key_accepted(key, accepted):
+        also = " (or 'xi-api-key: <key>')" if request.path.startswith(ELEVENLABS_PATHS) else ""
+        message = (
+            "this server requires an API key: send 'Authorization: Bearer <key>'" + also
+            if key is None
+            else "the API key sent is not one of this server's keys (CHATTTS_API_KEYS): check "
+            "it for a typo or a stale key"
+        )
         raise ApiError(
             401,
-            "this server requires an API key: send 'Authorization: Bearer <key>'"
-            + (" (or 'xi-api-key: <key>')" if request.path.startswith(ELEVENLABS_PATHS) else ""),
+            message,
             code="invalid_api_key",
             headers={"WWW-Authenticate": 'Bearer realm="chattts-online"'},
         )

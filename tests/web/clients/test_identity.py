@@ -125,3 +125,13 @@ async def test_redis_never_holds_a_cookie_clients_cookie(
         assert cookie.split(".")[0].encode() not in field
     # The same cookie is the same client: its job is its own.
     assert (await client.delete(f"/v1/tts/jobs/{job['id']}")).status == 202
+
+
+async def test_a_wrong_key_is_told_it_is_wrong_not_missing(make_client: ClientFactory) -> None:
+    client = await make_client(api_keys="alpha")
+    missing = await (await client.get("/v1/voices")).json()
+    assert "send 'Authorization: Bearer <key>'" in missing["error"]["message"]
+    wrong = await client.get("/v1/voices", headers={"Authorization": "Bearer alhpa"})
+    body = await wrong.json()
+    assert wrong.status == 401 and body["error"]["code"] == "invalid_api_key"
+    assert "not one of this server's keys" in body["error"]["message"], body
