@@ -4,6 +4,7 @@ route's size limit, or when they stop arriving; JSON and forms parsed from what 
 from __future__ import annotations
 
 import asyncio
+import codecs
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -104,11 +105,26 @@ class Part:
     filename: str | None
 
     def text(self) -> str:
-        """Its bytes as text, in its charset (UTF-8 when it names none Python knows)."""
-        try:
-            return self.data.decode(self.charset, errors="replace")
-        except LookupError:
-            return self.data.decode("utf-8", errors="replace")
+        return decoded(self.data, self.charset, f"field {self.name!r}")
+
+
+def decoded(data: bytes, charset: str | None, what: str) -> str:
+    """A form's bytes as text in their charset (UTF-8 when it names none Python knows); 422
+    naming `what` when they are not text in it (a GBK form sent as UTF-8 is never garbled)."""
+    name = charset or "utf-8"
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        name = "utf-8"
+    try:
+        return data.decode(name)
+    except UnicodeDecodeError:
+        raise ApiError(
+            422,
+            f"{what} is not {name} text: send UTF-8, or name the charset it is written in "
+            "(for example 'Content-Type: application/x-www-form-urlencoded; charset=gbk')",
+            code="invalid_encoding",
+        ) from None
 
 
 async def form_parts(request: web.Request, limit: int, max_parts: int) -> AsyncIterator[Part]:
@@ -144,15 +160,24 @@ async def form_fields(request: web.Request, limit: int, max_fields: int) -> dict
     count of its separators, not a parse."""
     if request.content_type == FORM:
         raw = await read_body(request, limit)
-        try:
+        try:  # byte for byte (Latin-1), so that each field is decoded in the form's charset
             pairs = parse_qsl(
-                raw.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=max_fields
+                raw.decode("latin-1"),
+                keep_blank_values=True,
+                max_num_fields=max_fields,
+                encoding="latin-1",
             )
         except ValueError:
             raise ApiError(
                 422, f"a form of more than {max_fields} fields", code="too_many_fields"
             ) from None
-        return dict(pairs)
+        charset = request.charset
+        return {
+            decoded(name.encode("latin-1"), charset, "a field's name"): decoded(
+                value.encode("latin-1"), charset, f"field {name!r}"
+            )
+            for name, value in pairs
+        }
     fields: dict[str, str] = {}
     async for part in form_parts(request, limit, max_fields):
         if part.filename is None:  # a file is not a field (it counted, and is left unread)
