@@ -314,7 +314,7 @@ def _admin_key(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        answer, text = _show(args, Console(service_url(args.url), _admin_key(args)))
+        answer, text = _show(args, Console(service_url(args.url, "admin"), _admin_key(args)))
     except CliError as exc:
         print(f"chattts-online admin: {exc}", file=sys.stderr)
         return exc.code

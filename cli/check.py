@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from redis.exceptions import RedisError
 
-from cli.running import running
+from cli.running import AmbiguousService, running
 from core.infra.embedded_redis import running_url
 from core.infra.redis_client import connect, mask_url, target_of
 from core.infra.settings import ENV_PREFIX, SETTINGS, Settings
@@ -161,7 +161,11 @@ def main(settings: Settings, live: bool = False, ready: bool = False, named: boo
     `named`: the worker's name was given on the command line (else only the environment names
     one; without either, `live` looks for any worker of this host).
     """
-    service = running()
+    try:
+        service = running()
+    except AmbiguousService as exc:
+        print(f"service: {exc}")
+        service = None
     shown = masked_settings(settings)
     origin = f"this shell's environment variables {ENV_PREFIX}<NAME>"
     if not settings.redis.redis_url:  # `run`'s embedded Redis: in this data directory, or

@@ -322,7 +322,8 @@ class JobTracker:
 
 def connection(args: Any) -> tuple[str, str | None]:
     """The service's URL and the API key: the flags, else the environment."""
-    return service_url(args.url), args.api_key or os.environ.get("CHATTTS_API_KEY") or None
+    key = args.api_key or os.environ.get("CHATTTS_API_KEY") or None
+    return service_url(args.url, args.command), key
 
 
 def run(command: str, args: Any) -> int:

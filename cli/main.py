@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cli import admin, client, live
 from cli.client import MAX_CHARS, SAY_FORMATS
-from cli.running import DEFAULT_URL
+from cli.running import DEFAULT_URL, AmbiguousService
 from core.audio.catalog import FORMATS
 from core.infra import logs
 from core.infra.settings import Settings
@@ -199,17 +199,26 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None =
     return Settings.from_env(env, **{n: getattr(args, n, None) for n in names})
 
 
+def _client(args: argparse.Namespace) -> int:
+    """`say`, `submit` and `admin`: the service's own commands."""
+    try:
+        if args.command == "admin":
+            return admin.run(args)
+        if getattr(args, "live", False):
+            return live.run(args, *client.connection(args))
+        return client.run(args.command, args)
+    except AmbiguousService as exc:
+        print(f"chattts-online {args.command}: {exc}", file=sys.stderr)
+        return exc.code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     if given[:1] == ["bench"]:
         return bench(given[1:])
     args = build_parser().parse_args(argv)
-    if args.command in ("say", "submit"):  # clients: no server settings involved
-        if getattr(args, "live", False):
-            return live.run(args, *client.connection(args))
-        return client.run(args.command, args)
-    if args.command == "admin":
-        return admin.run(args)
+    if args.command in ("say", "submit", "admin"):  # clients: no server settings involved
+        return _client(args)
     try:
         settings = settings_from_args(args)
         logs.configure(settings.log_level, settings.log_format)

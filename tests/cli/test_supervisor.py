@@ -141,7 +141,7 @@ def test_run_starts_supervises_and_stops_everything(tmp_path: Path) -> None:
         run.send_signal(signal.SIGTERM)
         assert run.wait(60) == 0
         wait_for(lambda: not any(alive(pid) for pid in everything), 10, "orphans left")
-        assert not (tmp_path / "state" / "chattts-online" / "running.json").exists()
+        assert not list((tmp_path / "state" / "chattts-online" / "runs").glob("*.json"))
     finally:
         if run.poll() is None:
             run.kill()

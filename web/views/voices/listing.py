@@ -64,8 +64,8 @@ async def search_voices(request: web.Request) -> web.Response:
 def _whole(
     query: Mapping[str, str], name: str, default: int, least: int, most: int = 1 << 30
 ) -> int:
-    value = query.get(name, "")
-    if not value:
+    value = query.get(name)
+    if value is None:
         return default
     if not (value.isascii() and value.isdigit()) or not least <= int(value) <= most:
         raise ApiError(
