@@ -18,9 +18,10 @@ from tests.web.webproc import WebProcess
 start_web = webproc.start_web  # a fixture
 
 ADMIN_KEY = "fuzzing-admin-key"  # the console's routes are fuzzed too, as an operator
-# Cases per operation, and a fixed seed (CHATTTS_FUZZ_SEED picks another): a minute of the suite.
-MAX_EXAMPLES = 80
-SEED = os.environ.get("CHATTTS_FUZZ_SEED", "20261206")
+# Cases per operation, and fixed seeds (CHATTTS_FUZZ_SEEDS, comma-separated, picks others): a
+# minute or two of the suite each. Several seeds: what one seed never generates, another does.
+MAX_EXAMPLES = 60
+SEEDS = os.environ.get("CHATTTS_FUZZ_SEEDS", "20261206,3,5").split(",")
 # What is not fuzzed: WebSockets (no HTTP answer to check), streams that never end by themselves
 # (a client's events, the console's live view), and the operators' actions that would stop the
 # run's own work (a paused queue refuses every submission; a drained worker takes no job).
@@ -39,8 +40,9 @@ expected-statuses = ["400", "401", "403", "404", "405", "409", "413", "415", "42
 
 # Schemathesis's own run is given 240 s (a minute on a quiet machine, two on a busy 2-core one).
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("seed", SEEDS)
 def test_the_service_keeps_to_its_document(
-    start_web: Callable[..., WebProcess], worker: WorkerProcess, tmp_path: Path
+    start_web: Callable[..., WebProcess], worker: WorkerProcess, tmp_path: Path, seed: str
 ) -> None:
     web = start_web(admin_keys=ADMIN_KEY)
     config = tmp_path / "schemathesis.toml"
@@ -56,7 +58,7 @@ def test_the_service_keeps_to_its_document(
         "--checks=all",
         f"--exclude-checks={SKIPPED_CHECKS}",
         f"--max-examples={MAX_EXAMPLES}",
-        f"--seed={SEED}",
+        f"--seed={seed}",
         "--phases=coverage,fuzzing,stateful",
         "--mode=all",
         "--workers=1",
