@@ -68,7 +68,7 @@ def blend_of(name: str) -> Blend | None:
 
 def is_derived(name: str) -> bool:
     """A name the engines speak without the registry: built-in, seed or blend (as canonical)."""
-    if _plain(name):
+    if name in BUILTIN_BY_NAME or seed_of(name) is not None:  # inline: every submit's path
         return True
     try:
         blend = blend_of(name)
