@@ -13,8 +13,8 @@ import orjson
 
 from core.infra.logs import job_log
 from core.queue.cache import cache_digest
+from core.queue.results import Started
 from core.queue.speakers import unspeakable
-from core.queue.store import Started
 from core.queue.voice_names import is_derived
 from workers.cache_hits import answer_from_cache
 from workers.chunks import ChunkPublisher

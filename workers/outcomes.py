@@ -20,7 +20,7 @@ from core.audio.isolated import CodecProcess
 from core.audio_store.base import StoreError
 from core.infra.logs import job_log
 from core.infra.redis_client import REDIS_UNAVAILABLE
-from core.queue.store import SegmentDone, Started
+from core.queue.results import SegmentDone, Started
 from workers.checks.verdict import Verdict
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
