@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
 from redis.exceptions import RedisError
 
 from cli.running import AmbiguousService, running
@@ -64,11 +63,7 @@ async def _probe(settings: Settings) -> bool:
         print(f"redis: ok, version {info.get('redis_version')}, ping {latency_ms:.1f} ms")
         print(f"redis topology: {_topology_line(await report(client, queue.keys.jobs), settings)}")
         print(f"queue {settings.redis.queue!r}: {await queue.depth()} entries in {queue.keys.jobs}")
-        names: Any = await client.zrange(queue.keys.workers, 0, -1)
-        beats: Any = (
-            await client.mget([queue.keys.worker(n.decode()) for n in names]) if names else []
-        )
-        live = [orjson.loads(b) for b in beats if b is not None]
+        live = await queue.fleet.heartbeats(loading=True)
         print(f"workers: {len(live)} alive")
         for beat in live:
             print(
@@ -97,17 +92,13 @@ def _topology_line(topology: dict[str, Any], settings: Settings) -> str:
     return line
 
 
-async def _heartbeats(client: Any, queue: Queue, name: str | None) -> list[dict[str, Any]]:
+async def _heartbeats(queue: Queue, name: str | None) -> list[dict[str, Any]]:
     """The heartbeat of worker `name`, or of every worker on this host when `name` is None."""
     if name is not None:
-        raw: Any = await client.get(queue.keys.worker(name))
-        return [orjson.loads(raw)] if raw is not None else []
-    names: Any = await client.zrange(queue.keys.workers, 0, -1)
-    if not names:
-        return []
-    beats: Any = await client.mget([queue.keys.worker(n.decode()) for n in names])
+        beat = await queue.fleet.heartbeat(name)
+        return [beat] if beat is not None else []
     host = socket.gethostname()
-    found = [orjson.loads(b) for b in beats if b is not None]
+    found = await queue.fleet.heartbeats(loading=True)
     return [b for b in found if b.get("host", str(b.get("name", "")).rsplit("-", 1)[0]) == host]
 
 
@@ -124,7 +115,7 @@ async def _probe_quietly(settings: Settings, live: bool, name: str | None) -> tu
                     return False, f"not ready: the cluster does not serve every slot: {line}"
                 return True, f"ready: Redis answers ({line})"
             await client.ping()
-            beats = await _heartbeats(client, Queue(client, settings), name)
+            beats = await _heartbeats(Queue(client, settings), name)
     except (RedisError, OSError, TimeoutError) as exc:
         where = mask_url(settings.redis.redis_url or "")
         if live:

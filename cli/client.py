@@ -30,14 +30,14 @@ from cli.interrupts import CANCEL_TIMEOUT_S, until_interrupted
 from cli.output import PcmWriter, Progress, opened
 from cli.running import DEFAULT_URL, service_url
 from cli.sse import sse_events
-from core.audio.catalog import FORMATS, OPENAI_FORMATS
-from core.audio.formats import SAMPLE_RATE, SEGMENT_GAP_S, extension
+from core.audio.catalog import CATALOG, FORMATS, OPENAI_FORMATS
+from core.audio.formats import SAMPLE_RATE, SEGMENT_GAP_S
 from core.queue.job import TERMINAL_NAMES as TERMINAL
 from core.text.sentences import clean_text, split_sentences
 from core.text.subtitles import to_srt, to_vtt
 
 SAY_FORMATS = OPENAI_FORMATS  # what /v1/audio/speech returns
-EXTENSIONS = {f".{extension(f)}": f for f in FORMATS} | {".oga": "ogg", ".raw": "pcm"}
+EXTENSIONS = {f".{CATALOG[f].extension}": f for f in FORMATS} | {".oga": "ogg", ".raw": "pcm"}
 # Server default of CHATTTS_MAX_TEXT_CHARS: one job's text at most.
 # Characters per job: the server's CHATTTS_MAX_DOCUMENT_CHARS (a book is one job, or a few).
 MAX_CHARS = 200_000
@@ -80,8 +80,8 @@ def read_text(text: str | None, path: str | None = None) -> str:
 def default_output(fmt: str, source: str | None = None) -> str:
     """Next to the input file; else stdout when it is a pipe; else speech.<ext> here."""
     if source and source != "-":
-        return str(Path(source).with_suffix(f".{extension(fmt)}"))
-    return "-" if not sys.stdout.isatty() else f"speech.{extension(fmt)}"
+        return str(Path(source).with_suffix(f".{CATALOG[fmt].extension}"))
+    return "-" if not sys.stdout.isatty() else f"speech.{CATALOG[fmt].extension}"
 
 
 # -- HTTP ---------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from aiohttp import web
 
 from core.queue.job import Job, JobSnapshot, is_job_id
-from core.queue.store import Submitted
+from core.queue.results import Submitted
 from core.text.languages import notice
 from web.appkeys import CALLBACK_SECRET, QUEUE, SETTINGS, THROUGHPUT
 from web.callbacks.signing import client_secret

@@ -7,7 +7,6 @@ import logging
 
 import orjson
 
-from core.infra.logs import job_log
 from core.queue.store import Queue
 from workers.jobs import ActiveJob
 from workers.metrics import WorkerMetrics
@@ -56,7 +55,7 @@ async def answer_from_cache(
             "worker %s: job %s answered from the cache",
             worker,
             job.job_id,
-            extra=job_log(job.job_id),
+            extra={"job_id": job.job_id},
         )
     else:
         metrics.completion_refused()

@@ -20,7 +20,6 @@ from redis.exceptions import RedisError
 
 from core.audio import formats as audio
 from core.audio import sizes
-from core.infra.logs import job_log
 from core.queue.store import Queue
 from workers.engines.base import PlaybackClock, Segment
 from workers.jobs import ActiveJob
@@ -169,7 +168,7 @@ class ChunkPublisher:
             )
         except RedisError as exc:  # the job goes on; its listeners get the rest at its end
             log.warning(
-                "job %s: a chunk was not stored (%s)", job.job_id, exc, extra=job_log(job.job_id)
+                "job %s: a chunk was not stored (%s)", job.job_id, exc, extra={"job_id": job.job_id}
             )
             stream.drained.set()
             return

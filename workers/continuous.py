@@ -22,7 +22,6 @@ import numpy as np
 from redis.exceptions import RedisError
 
 from core.audio.sizes import speech_seconds
-from core.infra.logs import job_log
 from workers.checks.verdict import Verdict
 from workers.chunks import ChunkPublisher
 from workers.engines import Engine, EngineError
@@ -256,7 +255,7 @@ class Continuous:
                 job.job_id,
                 segment.index,
                 result.error,
-                extra=job_log(job.job_id),
+                extra={"job_id": job.job_id},
             )
             self.chunks.close(job.job_id)
             await self.outcomes.engine_failed(job, EngineError(result.error, result.retryable))

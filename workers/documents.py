@@ -16,7 +16,6 @@ from core.audio.catalog import JOINED_FORMATS
 from core.audio.documents import BYTES_PER_SAMPLE, FILE_PIECE_BYTES, document_size
 from core.audio.stream_encode import StreamEncoder, flac_with_total
 from core.audio_store.base import StoreError
-from core.infra.logs import job_log
 from core.queue.store import Queue
 from workers.jobs import ActiveJob
 
@@ -101,7 +100,7 @@ async def document_file(queue: Queue, job: ActiveJob, sample_rate: int, worker: 
     log.info(
         "worker %s: document %s encoded to %s: %.1f MB in %.1f s",
         *(worker, job.job_id, fmt, size / 1e6, time.monotonic() - began),
-        extra=job_log(job.job_id),
+        extra={"job_id": job.job_id},
     )
     return size
 

@@ -11,10 +11,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from core.infra.logs import job_log
 from core.queue.cache import cache_digest
+from core.queue.results import Started
 from core.queue.speakers import unspeakable
-from core.queue.store import Started
 from core.queue.voice_names import is_derived
 from workers.cache_hits import answer_from_cache
 from workers.chunks import ChunkPublisher
@@ -129,7 +128,9 @@ class Intake:
         if not isinstance(started, Started):
             self.metrics.start_refused(started)
             log.info(
-                "worker %s: skipped job %s (%s)", self.name, job_id, started, extra=job_log(job_id)
+                "worker %s: skipped job %s (%s)",
+                *(self.name, job_id, started),
+                extra={"job_id": job_id},
             )
             return
         self.metrics.started(started.queued_at)
@@ -184,7 +185,7 @@ class Intake:
             log.info(
                 "worker %s: job %s resumes after segment %d of %d",
                 *(self.name, job_id, len(job.audio), len(segments)),
-                extra=job_log(job_id),
+                extra={"job_id": job_id},
             )
         if digest and await answer_from_cache(self.queue, self.metrics, self.name, job, digest):
             return

@@ -13,7 +13,7 @@ import numpy as np
 
 from core.audio import formats as audio
 from core.audio.isolated import CodecProcess
-from core.queue.store import Started
+from core.queue.results import Started
 from core.text.cues import align_words
 from workers.checks.verdict import Verdict
 from workers.engines import Segment

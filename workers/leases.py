@@ -9,7 +9,6 @@ from collections.abc import Mapping
 
 from redis.exceptions import RedisError
 
-from core.infra.logs import job_log
 from core.queue.store import Queue
 from workers.jobs import ActiveJob
 from workers.metrics import WorkerMetrics
@@ -40,6 +39,8 @@ async def renew_leases(
                 job.stop()
             elif verdict == "lost":
                 log.warning(
-                    "worker %s: lost the lease of %s", worker, job.job_id, extra=job_log(job.job_id)
+                    "worker %s: lost the lease of %s",
+                    *(worker, job.job_id),
+                    extra={"job_id": job.job_id},
                 )
                 job.lose()

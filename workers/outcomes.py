@@ -16,11 +16,11 @@ import numpy as np
 from redis.exceptions import RedisError, ResponseError
 
 from core.audio import formats as audio
+from core.audio.catalog import CATALOG
 from core.audio.isolated import CodecProcess
 from core.audio_store.base import StoreError
-from core.infra.logs import job_log
 from core.infra.redis_client import REDIS_UNAVAILABLE
-from core.queue.store import SegmentDone, Started
+from core.queue.results import SegmentDone, Started
 from workers.checks.verdict import Verdict
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
@@ -75,7 +75,7 @@ class Outcomes:
                 log.warning(
                     "worker %s: the audio store refused %s (%s); will retry",
                     *(self.name, job.job_id, exc),
-                    extra=job_log(job.job_id),
+                    extra={"job_id": job.job_id},
                 )
                 await asyncio.sleep(min(1.0, give_up_s / 10))  # the job stays in hand meanwhile
                 return
@@ -87,12 +87,14 @@ class Outcomes:
             log.warning(
                 "worker %s: storing %s failed (%s); will retry",
                 *(self.name, job.job_id, exc),
-                extra=job_log(job.job_id),
+                extra={"job_id": job.job_id},
             )
             self.metrics.redis_error()
         except Exception as exc:  # encoding failed: no retry can fix it
             log.exception(
-                "worker %s: completing %s failed", self.name, job.job_id, extra=job_log(job.job_id)
+                "worker %s: completing %s failed",
+                *(self.name, job.job_id),
+                extra={"job_id": job.job_id},
             )
             await discard_draft(self.queue, job)
             await self.give_up(job, f"encoding the audio failed: {exc}")
@@ -122,7 +124,7 @@ class Outcomes:
         stored = self.queue.stored
         if stored.store is not None:  # the piece in the store, its key in Redis's list
             kind = "parts" if job.document else "segments"
-            ext = "pcm" if job.document else audio.extension(job.started.request.format)
+            ext = "pcm" if job.document else CATALOG[job.started.request.format].extension
             key = await self._put_piece(job, kind, ext, encoded)
             if key is None:
                 return
@@ -185,7 +187,7 @@ class Outcomes:
                 log.warning(
                     "worker %s: the audio store refused a segment of %s (%s); will retry",
                     *(self.name, job.job_id, exc),
-                    extra=job_log(job.job_id),
+                    extra={"job_id": job.job_id},
                 )
                 await asyncio.sleep(min(1.0, self.settings.store.audio_store_timeout_s / 10))
 
@@ -209,7 +211,7 @@ class Outcomes:
                         log.warning(
                             "worker %s: Redis refused a segment of %s (%s); waiting for room",
                             *(self.name, job.job_id, exc),
-                            extra=job_log(job.job_id),
+                            extra={"job_id": job.job_id},
                         )
                     if now - full_since > self.settings.worker.lease_ms / 1000:
                         await self.give_up(job, f"Redis refused the job's audio: {exc}")
@@ -241,7 +243,7 @@ class Outcomes:
         # leaves an object nothing records, which the sweeper removes.
         stored, audio_ref, cache_ref = self.queue.stored, None, None
         if stored.store is not None and not job.document:
-            ext = audio.extension(job.started.request.format)
+            ext = CATALOG[job.started.request.format].extension
             audio_ref = await stored.put_file(job.job_id, ext, data)
             size = len(data)
             if job.cache_digest:
@@ -274,7 +276,7 @@ class Outcomes:
             log.info(
                 "worker %s: job %s succeeded: %.2f s of audio in %d segments",
                 *(self.name, job.job_id, duration_s, len(job.segments)),
-                extra=job_log(job.job_id),
+                extra={"job_id": job.job_id},
             )
         else:
             self.metrics.completion_refused()
@@ -282,7 +284,7 @@ class Outcomes:
                 "worker %s: completion of %s refused (reclaimed by another worker)",
                 self.name,
                 job.job_id,
-                extra=job_log(job.job_id),
+                extra={"job_id": job.job_id},
             )
 
     async def drop(self, job: ActiveJob) -> None:
@@ -312,7 +314,7 @@ class Outcomes:
             log.warning(
                 "worker %s: job %s hit a transient error, requeued: %s",
                 *(self.name, job.job_id, exc),
-                extra=job_log(job.job_id),
+                extra={"job_id": job.job_id},
             )
             await self._release(job, str(exc), count_attempt=True)
             self.metrics.outcome("released")  # counted once Redis took it (else: reclaimed)

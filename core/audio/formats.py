@@ -17,14 +17,6 @@ SAMPLE_RATE = 24_000
 SEGMENT_GAP_S = 0.12
 
 
-def mime_type(fmt: str) -> str:
-    return CATALOG[fmt].mime
-
-
-def extension(fmt: str) -> str:
-    return CATALOG[fmt].extension
-
-
 def encode(audio: np.ndarray, sample_rate: int, fmt: str) -> bytes:
     """Encode mono float32 samples in [-1, 1] as `fmt`, with its one encoder (catalog.py)."""
     clipped = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)

@@ -1,6 +1,6 @@
 """Log set-up of every process: level and format (`text` or one JSON object per line) from settings.
 
-A line about a job carries its id as `job_id`: pass `extra=job_log(job_id)`, or run the code
+A line about a job carries its id as `job_id`: pass `extra={"job_id": job_id}`, or run the code
 inside `job_context(job_id)` (a context variable, so concurrent requests never mix them up).
 The text of a job is never logged above DEBUG.
 """
@@ -26,11 +26,6 @@ _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime
 _FIXED = frozenset({"ts", "level", "logger", "pid", "message", "exception", "stack"})
 
 _job_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("job_id", default=None)
-
-
-def job_log(job_id: str) -> dict[str, str]:
-    """`extra=` for a log call about one job."""
-    return {"job_id": job_id}
 
 
 @contextlib.contextmanager

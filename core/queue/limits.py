@@ -49,9 +49,6 @@ class Limits:
             return None
         return buckets[int(refused) - 1], int(wait_ms) / 1000.0
 
-    def lease_key(self, kind: str, who: str) -> str:
-        return self._keys.leases(kind, who)
-
     async def lease(self, key: str, member: str, cap: int, ttl_s: float) -> bool:
         """Hold (or renew) `member`'s place under `key` for `ttl_s`; False when `cap` are held."""
         args = {"member": member, "places": cap, "seconds": ttl_s}

@@ -14,7 +14,8 @@ from core.audio.sizes import expected_bytes, stream_bytes
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.keys import CHUNKS_LINGER_S
-from core.queue.store import Queue, Room
+from core.queue.results import Room
+from core.queue.store import Queue
 from tests.conftest import WorkerProcess
 from tests.support.jobs import wait_terminal
 

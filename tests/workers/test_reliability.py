@@ -14,7 +14,8 @@ from core.infra.embedded_redis import EmbeddedRedis
 from core.infra.settings import Settings
 from core.queue.job import JobState, SynthesisRequest
 from core.queue.keys import CONSUMER_GROUP
-from core.queue.store import BacklogFull, ClientCapReached, Queue, Started
+from core.queue.results import BacklogFull, ClientCapReached, Started
+from core.queue.store import Queue
 from tests.conftest import WorkerProcess
 from tests.support.jobs import LONG_TEXT, wait_running, wait_terminal
 

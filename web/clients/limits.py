@@ -143,12 +143,12 @@ def leases(app: web.Application, client: str, source: str) -> Any:
     """A waiting connection's leases, under its client's and its address's caps."""
     settings, queue = app[SETTINGS], app[QUEUE]
     caps = {
-        queue.limits.lease_key("client", client): (
+        queue.keys.leases("client", client): (
             "connections waiting at once for this client (event streams, WebSockets, speech "
             "answers being made)",
             settings.limits.streams_per_client,
         ),
-        queue.limits.lease_key("address", source): (
+        queue.keys.leases("address", source): (
             "connections waiting at once from this address (event streams, WebSockets, speech "
             "answers being made)",
             settings.limits.streams_per_address,
@@ -170,11 +170,11 @@ def live_lease(request: web.Request, client: str | None = None) -> Any:
     sessions keep workers busy for as long as text comes, so they have caps of their own."""
     settings, queue = request.app[SETTINGS], request.app[QUEUE]
     caps = {
-        queue.limits.lease_key("live-client", client or client_id(request)): (
+        queue.keys.leases("live-client", client or client_id(request)): (
             "live sessions open at once for this client",
             settings.limits.live_sessions_per_client,
         ),
-        queue.limits.lease_key("live-address", address(request)): (
+        queue.keys.leases("live-address", address(request)): (
             "live sessions open at once from this address",
             settings.limits.live_sessions_per_address,
         ),

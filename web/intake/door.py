@@ -14,7 +14,7 @@ from aiohttp import web
 
 from core.audio.sizes import expected_bytes
 from core.queue.job import SynthesisRequest
-from core.queue.store import QueueError, Room, Submitted
+from core.queue.results import QueueError, Room, Submitted
 from core.text.sentences import clean_text, has_speakable
 from web.appkeys import KEY_SHARES, METRICS, QUEUE, SETTINGS, THROUGHPUT
 from web.clients.identity import client_id

@@ -11,7 +11,7 @@ import time
 
 from aiohttp import web
 
-from core.queue.store import Submitted
+from core.queue.results import Submitted
 from web.appkeys import MEMORY, SETTINGS
 from web.errors import ApiError
 from web.intake import door

@@ -17,7 +17,7 @@ from redis.exceptions import OutOfMemoryError, ResponseError
 from core.audio_store.base import StoreError
 from core.infra.logs import job_context
 from core.infra.redis_client import REDIS_DOWN
-from core.queue.store import (
+from core.queue.results import (
     BacklogFull,
     BacklogShareFull,
     ClientCapReached,

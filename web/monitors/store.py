@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from redis.exceptions import RedisError
 
 from core.infra.topology import replicas_in_sync
-from core.queue.store import Queue, Room
+from core.queue.results import Room
+from core.queue.store import Queue
 from web.monitors.backlog import BacklogAlert
 
 log = logging.getLogger("chattts_online.web.throughput")

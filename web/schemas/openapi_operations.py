@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from core.audio.catalog import ELEVENLABS_NAMES
-from core.audio.formats import mime_type
+from core.audio.catalog import CATALOG, ELEVENLABS_NAMES
 from core.infra.settings import Settings
 from core.queue.job import JobState
 from core.text.subtitles import SUBTITLE_FORMATS
@@ -156,7 +155,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "PCM while it is made (resumable)",
         "audio",
         (
-            media(200, (mime_type("pcm"),), "16-bit mono PCM at X-Sample-Rate", "X-Sample-Rate"),
+            media(200, (CATALOG["pcm"].mime,), "16-bit mono PCM at X-Sample-Rate", "X-Sample-Rate"),
             *errors(400, 404, 409, 416, 429, 500, 503),
         ),
         query=(("offset", {"type": "integer", "minimum": 0}, "bytes already read (even)"),),
@@ -240,7 +239,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "OpenAI-compatible speech",
         "openai",
         (
-            media(200, [mime_type(f) for f in speech.FORMATS], "the audio (response_format)"),
+            media(200, [CATALOG[f].mime for f in speech.FORMATS], "the audio (response_format)"),
             media(200, (SSE,), "stream_format sse: speech.audio.delta, speech.audio.done"),
             *errors(400, 429, 500, 503),
         ),

@@ -21,10 +21,6 @@ class Verdict:
     unheard: str = ""  # why its words were not checked
     attempts: int = 1  # attempts made of this segment, this one among them
 
-    @property
-    def passed(self) -> bool:
-        return self.state == "passed"
-
     def rank(self) -> tuple[int, int, int, float]:
         """Lower is better: passed, then unheard, then failed by fewer reasons and words."""
         words = self.comparison

@@ -8,7 +8,8 @@ from redis.asyncio import Redis
 
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
-from core.queue.store import BacklogFull, Queue, Unreplicated
+from core.queue.results import BacklogFull, Unreplicated
+from core.queue.store import Queue
 
 WAIT_MS = 50
 

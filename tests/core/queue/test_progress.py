@@ -8,7 +8,8 @@ from redis.asyncio import Redis
 
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
-from core.queue.store import Queue, SegmentDone, Started
+from core.queue.results import SegmentDone, Started
+from core.queue.store import Queue
 
 
 def segment(index: int) -> SegmentDone:

@@ -7,7 +7,8 @@ from redis.asyncio import Redis
 
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
-from core.queue.store import BacklogShareFull, Queue, QueueError
+from core.queue.results import BacklogShareFull, QueueError
+from core.queue.store import Queue
 
 
 async def test_one_address_holds_at_most_its_share_of_the_backlog(

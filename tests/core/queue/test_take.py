@@ -10,7 +10,8 @@ from redis.asyncio import Redis
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.lanes import KeyShare
-from core.queue.store import Queue, Started
+from core.queue.results import Started
+from core.queue.store import Queue
 
 # About 1 s of speech each (12 characters a second): every job costs the same.
 TEXT = "Twelve chars"

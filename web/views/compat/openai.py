@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from core.audio.catalog import AV_FORMATS
-from core.audio.formats import SAMPLE_RATE, bare_mp3, mime_type
+from core.audio.catalog import AV_FORMATS, CATALOG
+from core.audio.formats import SAMPLE_RATE, bare_mp3
 from core.audio.stream_encode import StreamEncoder
 from web.appkeys import ENCODING, QUEUE
 from web.errors import ApiError, dumps
@@ -65,7 +65,7 @@ async def _whole(
         if params.format == "mp3":  # answers join by concatenation (Home Assistant's pieces)
             data = bare_mp3(data)
         headers = {
-            "Content-Type": mime_type(params.format),
+            "Content-Type": CATALOG[params.format].mime,
             "X-Job-Id": job_id,
             "X-Cache": "hit" if finished.get("cached") is True else "miss",
         }
@@ -82,7 +82,7 @@ class _Sender:
         self.params = params
         sse = params.stream == "sse"
         self.out = Streamed(
-            request, job_id, "text/event-stream" if sse else mime_type(params.format)
+            request, job_id, "text/event-stream" if sse else CATALOG[params.format].mime
         )
         self.pcm_bytes = 0
         self.source = address(request)

@@ -6,9 +6,9 @@ from typing import Any
 
 from aiohttp import web
 
-from core.audio.catalog import JOINED_FORMATS
+from core.audio.catalog import CATALOG, JOINED_FORMATS
 from core.audio.documents import BYTES_PER_SAMPLE, document_size
-from core.audio.formats import SAMPLE_RATE, extension, mime_type
+from core.audio.formats import SAMPLE_RATE
 from core.audio.isolated import CodecCrashed
 from core.audio.stream_encode import wav_header
 from core.queue.job import Job, JobState
@@ -55,20 +55,22 @@ async def job_audio(request: web.Request) -> web.StreamResponse:
     if job.document:
         return await _document(request, job)
     fmt = job.request.format
-    attachment = disposition(request, f"tts-{job.id[:8]}.{extension(fmt)}")
+    attachment = disposition(request, f"tts-{job.id[:8]}.{CATALOG[fmt].extension}")
     redirect_s = request.app[SETTINGS].store.audio_store_redirect_s
     if redirect_s > 0:
-        link = await request.app[QUEUE].stored.link(job.id, redirect_s, mime_type(fmt), attachment)
+        link = await request.app[QUEUE].stored.link(
+            job.id, redirect_s, CATALOG[fmt].mime, attachment
+        )
         if link:  # the store serves the bytes (and Range, and ETag) itself
             raise web.HTTPTemporaryRedirect(link, headers={"Cache-Control": "private, no-store"})
     size, etag = job.audio_size or 0, f'"{job.id}"'
     if size > PIECE_BYTES:
-        return await _in_pieces(request, job, size, _headers(mime_type(fmt), etag, attachment))
+        return await _in_pieces(request, job, size, _headers(CATALOG[fmt].mime, etag, attachment))
     with holding(request, size):
         data = await request.app[QUEUE].stored.file(job.id)
         if data is None:
             raise not_found(f"the audio of job {job.id} expired", "audio_expired")
-        return await ranged(request, data, mime_type(fmt), etag=etag, disposition=attachment)
+        return await ranged(request, data, CATALOG[fmt].mime, etag=etag, disposition=attachment)
 
 
 async def _in_pieces(
@@ -110,10 +112,10 @@ async def job_segment(request: web.Request) -> web.StreamResponse:
     if job.state in (JobState.QUEUED, JobState.RUNNING) and n > job.segments_done:
         raise _segment_not_ready(job, n)  # said before any memory is reserved for it
     fmt = job.request.format
-    attachment = disposition(request, f"tts-{job.id[:8]}-{n}.{extension(fmt)}")
+    attachment = disposition(request, f"tts-{job.id[:8]}-{n}.{CATALOG[fmt].extension}")
     whole = job.state == JobState.SUCCEEDED and job.segments_total <= 1 and not job.document
     if whole and (job.audio_size or 0) > PIECE_BYTES:  # its file: a piece at a time, as /audio
-        headers = _headers(mime_type(fmt), f'"{job.id}-{n}"', attachment)
+        headers = _headers(CATALOG[fmt].mime, f'"{job.id}-{n}"', attachment)
         return await _in_pieces(request, job, job.audio_size or 0, headers)
     # A segment's size is known once it is read: a bound is reserved first, so that a crowd
     # of requests is refused before any reads, then corrected to the size read.
@@ -125,7 +127,7 @@ async def job_segment(request: web.Request) -> web.StreamResponse:
         memory.resize(source, held, len(data))
         held = len(data)
         etag = f'"{job.id}-{n}"'
-        return await ranged(request, data, mime_type(fmt), etag=etag, disposition=attachment)
+        return await ranged(request, data, CATALOG[fmt].mime, etag=etag, disposition=attachment)
     finally:
         memory.give(source, held)
 
@@ -221,8 +223,8 @@ async def _document(request: web.Request, job: Job) -> web.StreamResponse:
     in another format than wav or pcm, read from the pieces it was encoded into."""
     fmt = job.request.format
     etag = f'"{job.id}"'
-    attachment = disposition(request, f"tts-{job.id[:8]}.{extension(fmt)}")
-    headers = _headers(mime_type(fmt), etag, attachment)
+    attachment = disposition(request, f"tts-{job.id[:8]}.{CATALOG[fmt].extension}")
+    headers = _headers(CATALOG[fmt].mime, etag, attachment)
     if fmt not in JOINED_FORMATS:
         return await _in_pieces(request, job, job.audio_size or 0, headers)
     decision = _conditions(request, document_size(job.samples_done, fmt), etag)

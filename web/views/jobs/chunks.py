@@ -17,7 +17,8 @@ import contextlib
 
 from aiohttp import web
 
-from core.audio.formats import SAMPLE_RATE, mime_type
+from core.audio.catalog import CATALOG
+from core.audio.formats import SAMPLE_RATE
 from web import job_service
 from web.clients.limits import stream_lease
 from web.errors import ApiError
@@ -35,7 +36,7 @@ async def job_stream(request: web.Request) -> web.StreamResponse:
     skip = _offset(request)
     pieces = pcm_pieces(app, job_id, None, whole_file=job.request.format == "pcm")
     headers = {"Cache-Control": "no-store", "X-Sample-Rate": str(SAMPLE_RATE)}
-    out = Streamed(request, job_id, mime_type("pcm"), headers)
+    out = Streamed(request, job_id, CATALOG["pcm"].mime, headers)
 
     async def send() -> None:
         nonlocal skip

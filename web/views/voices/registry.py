@@ -18,7 +18,7 @@ from aiohttp import web
 
 from core.infra.settings import Settings
 from core.queue.durable import NotReplicated
-from core.queue.store import Unreplicated
+from core.queue.results import Unreplicated
 from core.queue.voices import BUILTIN_BY_NAME, VoiceQuotaReached
 from web.appkeys import QUEUE, SETTINGS
 from web.clients.identity import client_id, is_admin

@@ -5,7 +5,6 @@ between two steps and leave it as they end (continuous batching), their audio st
 
 from __future__ import annotations
 
-import secrets
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -14,7 +13,7 @@ from typing import Any
 from workers.engines.base import ChunkSink, EngineError, Segment, SegmentDone, run_segments
 from workers.engines.chattts.loading import assembly
 from workers.engines.chattts.model import ChatTTSModel
-from workers.engines.chattts.rows import RuntimeRows, row_seed
+from workers.engines.chattts.rows import RuntimeRows, segment_seed
 from workers.engines.chattts.runtime.admission import Clock
 from workers.engines.chattts.runtime.requests import RowResult
 from workers.engines.chattts.runtime.runtime import Runtime, RuntimeConfig
@@ -68,8 +67,7 @@ class ChatTTSEngine(ChatTTSModel):
         clock: Clock | None = None,
     ) -> None:
         """Queue one segment for `serve` (from any thread); `on_done` gets its result."""
-        base = segment.request.seed
-        seed = row_seed(segment, 0, base if base is not None else secrets.randbits(62))
+        seed = segment_seed(segment)
 
         def done(segment: Segment, result: RowResult) -> None:  # in the engine thread
             if result.truncated:

@@ -4,7 +4,6 @@ batches of segments that share a voice and parameters, served by `batching.Batch
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Hashable
 from dataclasses import replace
 from typing import Any
@@ -21,7 +20,7 @@ from workers.engines.chattts.library.params import speed_level
 from workers.engines.chattts.library.sampling import Row
 from workers.engines.chattts.loading import assembly
 from workers.engines.chattts.model import ChatTTSModel
-from workers.engines.chattts.rows import row_seed
+from workers.engines.chattts.rows import segment_seed
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +80,7 @@ class LibraryEngine(ChatTTSModel):
             for start in range(0, len(indexes), self.max_batch):
                 chosen = indexes[start : start + self.max_batch]
                 group = [segments[i] for i in chosen]
-                seeds = [row_seed(s, 0, _base_seed(s)) for s in group]
+                seeds = [segment_seed(s) for s in group]
                 rows = self._infer_safe(group, seeds)
                 for i, segment, row in zip(chosen, group, rows, strict=True):
                     out[i] = row.audio
@@ -125,8 +124,3 @@ class LibraryEngine(ChatTTSModel):
         self.infer_calls += 1
         self.last_batch_sizes.append(len(segments))
         return rows
-
-
-def _base_seed(segment: Segment) -> int:
-    seed = segment.request.seed
-    return seed if seed is not None else secrets.randbits(62)

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.infra.logs import job_log
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
 from core.queue.voices import BUILTIN_VOICES, Voice
@@ -168,7 +167,7 @@ class ChatTTSModel:
         log.warning(
             "job %s segment %d hit max_new_token: its audio is cut",
             *(segment.job_id, segment.index),
-            extra=job_log(segment.job_id),
+            extra={"job_id": segment.job_id},
         )
 
     def release_memory(self, collect: bool = False) -> None:

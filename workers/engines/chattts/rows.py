@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -37,9 +38,11 @@ RowDone = Callable[[Segment, RowResult], None]
 Submitted = tuple[Segment, int, int, ChunkSink | None, RowDone, Clock | None]
 
 
-def row_seed(segment: Segment, part: int, base: int) -> int:
-    """A row's seed: from its job's seed (or a random base), its segment and its part."""
-    key = f"{base}:{segment.index}:{part}".encode()
+def segment_seed(segment: Segment) -> int:
+    """A segment's seed: from its job's seed (or a random base) and its segment (its one part,
+    the ":0" that seeds have always ended with)."""
+    base = segment.request.seed
+    key = f"{base if base is not None else secrets.randbits(62)}:{segment.index}:0".encode()
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> 1
 
 

@@ -17,8 +17,9 @@ import pytest
 import soundfile as sf
 from redis.asyncio import Redis
 
+from core.audio.catalog import CATALOG
 from core.audio.documents import FILE_PIECE_BYTES
-from core.audio.formats import SAMPLE_RATE, SEGMENT_GAP_S, mime_type
+from core.audio.formats import SAMPLE_RATE, SEGMENT_GAP_S
 from core.audio.sizes import expected_bytes
 from core.infra.settings import Settings
 from core.queue.job import SynthesisRequest
@@ -212,7 +213,7 @@ async def test_a_document_comes_in_every_format(
     assert job is not None
     client = await make_client()
     whole = await client.get(f"/v1/tts/jobs/{job_id}/audio")
-    assert whole.headers["Content-Type"].startswith(mime_type(fmt))
+    assert whole.headers["Content-Type"].startswith(CATALOG[fmt].mime)
     data = await whole.read()
     assert len(data) == job.audio_size
     assert abs(decoded_seconds(data) - (job.duration_s or 0)) < 0.2

@@ -17,7 +17,8 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from core.infra.settings import Settings
-from core.queue.store import Queue, Started
+from core.queue.results import Started
+from core.queue.store import Queue
 from tests.web.conftest import submit
 
 Client = TestClient[Any, Any]
