@@ -4,6 +4,7 @@ from __future__ import annotations
 
 OK, FAILED, USAGE, UNAVAILABLE, REJECTED = 0, 1, 2, 3, 4
 INTERRUPTED = 130  # 128 + SIGINT, what shells report for a Ctrl-C
+SIGPIPE_EXIT = 141  # 128 + SIGPIPE: the reader of the output went away first
 
 
 class CliError(Exception):

@@ -5,12 +5,14 @@ talk to a running service."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cli import admin, client, live
 from cli.client import MAX_CHARS, SAY_FORMATS
+from cli.errors import SIGPIPE_EXIT
 from cli.running import DEFAULT_URL, AmbiguousService
 from core.audio.catalog import FORMATS
 from core.infra import logs
@@ -200,16 +202,25 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None =
 
 
 def _client(args: argparse.Namespace) -> int:
-    """`say`, `submit` and `admin`: the service's own commands."""
+    """`say`, `submit` and `admin`: the service's own commands. Their output's reader may go
+    away first (`admin jobs | head`): the rest is dropped, as a shell's own commands do."""
     try:
         if args.command == "admin":
-            return admin.run(args)
-        if getattr(args, "live", False):
-            return live.run(args, *client.connection(args))
-        return client.run(args.command, args)
+            code = admin.run(args)
+        elif getattr(args, "live", False):
+            code = live.run(args, *client.connection(args))
+        else:
+            code = client.run(args.command, args)
+        sys.stdout.flush()  # here, where a reader gone away can still be told apart
+        return code
     except AmbiguousService as exc:
         print(f"chattts-online {args.command}: {exc}", file=sys.stderr)
         return exc.code
+    except BrokenPipeError:
+        # What is left has nowhere to go; stdout pointed at nothing, so that the interpreter's
+        # last flush does not fail again (Python's advice in its `signal` documentation).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return SIGPIPE_EXIT
 
 
 def main(argv: Sequence[str] | None = None) -> int:

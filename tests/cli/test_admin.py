@@ -148,3 +148,21 @@ def test_the_refusals_and_their_exit_codes(web: WebProcess) -> None:
         timeout=60,
     )
     assert gone.returncode == 3 and "cannot reach" in gone.stderr
+
+
+def test_a_reader_that_goes_away_first_is_no_traceback(web: WebProcess) -> None:
+    """`admin jobs | head -1`: the rest of the listing has nowhere to go, and is dropped."""
+    for n in range(3):
+        assert submit(web, f"Job number {n}.")[0] == 202
+    env = {**os.environ, "CHATTTS_ADMIN_KEY": ADMIN_KEY}
+    listing = subprocess.Popen(
+        [sys.executable, "-m", "cli", "admin", "--url", web.url, "jobs"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert listing.stdout is not None and listing.stderr is not None
+    listing.stdout.close()  # the reader is gone before the first line
+    assert listing.wait(60) == 141
+    assert b"Traceback" not in listing.stderr.read()
