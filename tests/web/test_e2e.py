@@ -218,3 +218,28 @@ async def test_race_every_subscriber_gets_one_terminal_event(
         assert types.index("running") < types.index("succeeded")
     assert elapsed < 40, elapsed
     assert 0 < late < 200, late  # both sides of the race were exercised
+
+
+async def test_the_same_request_is_the_same_audio_whoever_sends_it(
+    client: Client, worker: WorkerProcess
+) -> None:
+    """Clients that keep no cookie share no cached result, so each request is made again: on a
+    deterministic engine the same voice, seed and text are the same bytes, whatever the worker
+    spoke in between."""
+    url = client.make_url("/v1/audio/speech")
+    body = {"model": "tts-1", "voice": "echo", "seed": 5, "response_format": "pcm"}
+    text = "The same words, spoken twice, are the same samples."
+
+    async def speech(**changes: Any) -> tuple[str, bytes]:
+        async with (
+            aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as session,
+            session.post(url, json={**body, "input": text, **changes}) as answer,
+        ):
+            assert answer.status == 200, await answer.text()
+            return answer.headers["x-cache"], await answer.read()
+
+    _, first = await speech()
+    await speech(input="Something else in between.", voice="nova")
+    cache, second = await speech()
+    assert cache == "miss" and len(first) > 24_000
+    assert first == second

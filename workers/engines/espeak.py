@@ -1,7 +1,8 @@
 """eSpeak NG through `espeakng-loader` (ctypes): real speech on any CPU in milliseconds, no weights.
 
-The C library keeps global state and is not thread-safe: one instance per process, used only from
-the worker's engine thread.
+The library speaks in a process of its own, each segment in a fresh fork of it
+(workers/engines/espeak_speaker.py): the same text in the same voice is the same samples on every
+worker, whatever it spoke before.
 
 ChatTTS's control tokens in a text (core/text/control_tokens.py) are never read aloud: a break
 token is a pause of `PAUSE_MS` ([uv_break] 150 ms, [v_break] 300, [lbreak] 600, [llbreak] 1000,
@@ -12,7 +13,6 @@ that is in the audio), on top of eSpeak's own pauses and whatever the speed; eve
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Hashable
 from typing import Any
 
@@ -34,10 +34,8 @@ from workers.engines.base import (
     Segment,
 )
 from workers.engines.batching import Batched
+from workers.engines.espeak_speaker import Speaker, SpeakerError
 
-_AUDIO_OUTPUT_SYNCHRONOUS = 2
-_CHARS_UTF8 = 1
-_PARAM_RATE, _PARAM_PITCH = 1, 3
 _DEFAULT_WPM = 175  # eSpeak's default speaking rate; `speed` scales it
 # eSpeak voice (language + variant) and base pitch (0-100) per built-in voice name.
 _VOICE_TABLE: dict[str, tuple[bytes, int]] = {
@@ -75,29 +73,8 @@ def _voice(name: str, text: str) -> tuple[bytes, int]:
 # Segments long enough to stream progress on long texts, short enough to start playing soon.
 _SEGMENT_CHARS = 200
 
-_EVENT_LIST_TERMINATED, _EVENT_WORD = 0, 1
 # Ramps either side of an inserted pause (4 ms): a cut between two words never clicks.
 _FADE = SAMPLE_RATE * 4 // 1000
-
-
-class _Event(ctypes.Structure):
-    """espeak_EVENT (speak_lib.h)."""
-
-    _fields_ = [
-        ("type", ctypes.c_int),
-        ("unique_identifier", ctypes.c_uint),
-        ("text_position", ctypes.c_int),  # the word's first character, 1-based
-        ("length", ctypes.c_int),
-        ("audio_position", ctypes.c_int),  # milliseconds into this synthesis
-        ("sample", ctypes.c_int),
-        ("user_data", ctypes.c_void_p),
-        ("id", ctypes.c_char * 8),
-    ]
-
-
-_CALLBACK = ctypes.CFUNCTYPE(
-    ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.POINTER(_Event)
-)
 
 
 def create(settings: Settings) -> Engine:
@@ -121,39 +98,16 @@ class EspeakEngine:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.model_version = "espeak-ng"
-        self._lib: Any = None
-        self._native_rate = 0
-        self._chunks: list[np.ndarray] = []
-        self._words: list[tuple[int, int]] = []  # (0-based character, ms) of each word's start
-        self._callback = _CALLBACK(self._collect)  # kept referenced: C holds the pointer
-
-    def _collect(self, wav: Any, count: int, events: Any) -> int:
-        if count > 0:
-            self._chunks.append(np.ctypeslib.as_array(wav, shape=(count,)).copy())
-        i = 0
-        while events and events[i].type != _EVENT_LIST_TERMINATED:
-            if events[i].type == _EVENT_WORD:
-                self._words.append((events[i].text_position - 1, events[i].audio_position))
-            i += 1
-        return 0
+        self._speaker: Speaker | None = None
 
     def load(self) -> None:
-        import espeakng_loader
-
+        speaker = Speaker()
         try:
-            lib = ctypes.CDLL(espeakng_loader.get_library_path())
-        except OSError as exc:
-            raise EngineError(f"cannot load the eSpeak NG library: {exc}") from exc
-        data_path = espeakng_loader.get_data_path().encode()
-        rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, data_path, 0)
-        if rate <= 0:
-            raise EngineError(f"eSpeak NG failed to initialise with data at {data_path!r}")
-        lib.espeak_SetSynthCallback(self._callback)
-        version = ctypes.c_char_p()
-        lib.espeak_Info.restype = ctypes.c_char_p
-        info = lib.espeak_Info(ctypes.byref(version))
-        self.model_version = f"espeak-ng-{info.decode() if info else 'unknown'}"
-        self._lib, self._native_rate = lib, rate
+            speaker.start()
+        except SpeakerError as exc:
+            raise EngineError(str(exc)) from exc
+        self.model_version = f"espeak-ng-{speaker.version}"
+        self._speaker = speaker
 
     def warmup(self) -> None:
         for request in (
@@ -178,7 +132,7 @@ class EspeakEngine:
     def synthesize(
         self, segments: list[Segment], on_chunk: ChunkSink | None = None
     ) -> list[np.ndarray]:
-        if self._lib is None:
+        if self._speaker is None:
             raise EngineError("the espeak engine was not loaded")
         out = []
         for segment in segments:  # a segment takes milliseconds: it goes out whole
@@ -189,29 +143,25 @@ class EspeakEngine:
         return out
 
     def _one(self, segment: Segment) -> np.ndarray:
+        assert self._speaker is not None
         voice, pitch = _voice(segment.request.voice, segment.text)
-        lib = self._lib
-        if lib.espeak_SetVoiceByName(voice) != 0:
-            raise EngineError(f"eSpeak NG has no voice {voice.decode()!r}")
-        lib.espeak_SetParameter(_PARAM_RATE, int(_DEFAULT_WPM * segment.request.speed), 0)
-        lib.espeak_SetParameter(_PARAM_PITCH, pitch, 0)
         text, pauses = speech_text(segment.text)
-        self._chunks, self._words = [], []
-        data = text.encode()
-        status = lib.espeak_Synth(
-            ctypes.c_char_p(data), len(data) + 1, 0, 0, 0, _CHARS_UTF8, None, None
-        )
-        if status != 0:
-            raise EngineError(f"eSpeak NG synthesis failed with status {status}")
-        pcm = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.int16)
-        audio = _resample(pcm.astype(np.float32) / 32768.0, self._native_rate, SAMPLE_RATE)
+        rate = int(_DEFAULT_WPM * segment.request.speed)
+        try:
+            data, events = self._speaker.speak(voice, rate, pitch, text)
+        except SpeakerError as exc:
+            raise EngineError(str(exc), retryable=exc.died) from exc
+        pcm = np.frombuffer(data, np.int16)
+        words = [(at - 1, ms) for at, ms in events]  # 0-based characters
+        native_rate = self._speaker.native_rate
+        audio = _resample(pcm.astype(np.float32) / 32768.0, native_rate, SAMPLE_RATE)
         silences: dict[int, int] = {}
         if pauses:
-            audio, silences = _insert_pauses(audio, pauses, self._words)
+            audio, silences = _insert_pauses(audio, pauses, words)
         # The words' times, for subtitle cues: characters of the segment's own text, samples
         # of its audio (the pauses inserted before a word moving it on).
         original = _original_positions(segment.text)
-        for at, ms in self._words:
+        for at, ms in words:
             # (eSpeak also reports parts of a word it reads as two, "to" in "has to be": only
             # a word's first character starts a word here)
             if 0 <= at < len(original) and _word_start(segment.text, original[at]):

@@ -1,5 +1,6 @@
-"""The eSpeak NG engine in-process: every voice speaks, speed changes duration, 24 kHz out, and
-ChatTTS's break tokens are pauses of their length while its other tokens are never spoken."""
+"""The eSpeak NG engine in-process: every voice speaks, the same text the same samples, speed
+changes duration, 24 kHz out, and ChatTTS's break tokens are pauses of their length while its
+other tokens are never spoken."""
 
 from __future__ import annotations
 
@@ -27,6 +28,16 @@ def test_every_voice_speaks() -> None:
         assert samples.dtype == np.float32
         assert samples.size > SAMPLE_RATE * 0.4, voice.name
         assert np.abs(samples).max() > 0.05, voice.name
+
+
+def test_the_same_text_and_voice_are_the_same_samples_whatever_came_before() -> None:
+    text = "The quick brown fox jumps over the lazy dog, seven times."
+    first = speak(text, voice="en_female")
+    speak("你好，世界。", voice="zh_male_2")
+    speak("Something else entirely.", voice="en_male", speed=1.5)
+    again = speak(text, voice="en_female")
+    assert first.size == again.size
+    assert np.array_equal(first, again)
 
 
 def test_speed_changes_duration() -> None:
