@@ -12,9 +12,10 @@ import numpy as np
 import orjson
 
 from core.queue.cache import cache_digest
+from core.queue.job import SynthesisRequest
 from core.queue.results import Started
 from core.queue.speakers import unspeakable
-from core.queue.voice_names import is_derived
+from core.queue.voice_names import is_derived, voice_runs
 from workers.cache_hits import answer_from_cache
 from workers.chunks import ChunkPublisher
 from workers.context import WorkerContext
@@ -154,9 +155,7 @@ class Intake:
             await self.outcomes.fail(job_id, started, refusal.message)
             return
         try:
-            pieces: Pieces = await self.in_engine(
-                self.engine.pieces, request.text, request, language
-            )
+            pieces, requests = await self._pieces(request, language)
         except EngineError as exc:
             await self.outcomes.fail(job_id, started, str(exc))
             return
@@ -176,6 +175,7 @@ class Intake:
         )
         job = ActiveJob(job_id, entry, started, segments, voice_data, digest)
         job.spans = [(start, end) for _, start, end in pieces]
+        job.requests = requests
         job.alone = started.suspect  # its last run never ended cleanly: it may crash its worker
         if started.document and started.segments_done:
             # A document resumes after its last stored segment: those are not made again.
@@ -198,6 +198,20 @@ class Intake:
         job.served_s = min(others, default=0.0)
         self.in_hand[job_id] = job
         self.chunks.open(job)
+
+    async def _pieces(
+        self, request: SynthesisRequest, language: str | None
+    ) -> tuple[Pieces, list[SynthesisRequest]]:
+        """The engine's segments of the text, and the request each is made with: a voice per
+        language reads each run of sentences in its language's voice, the rest the job's."""
+        pieces: Pieces = []
+        requests: list[SynthesisRequest] = []
+        for voice, start, end in voice_runs(request.voice, request.text):
+            run = request if voice == request.voice else request.model_copy(update={"voice": voice})
+            found = await self.in_engine(self.engine.pieces, request.text[start:end], run, language)
+            pieces += [(text, a + start, b + start) for text, a, b in found]
+            requests += [run] * len(found)
+        return pieces, requests
 
     async def _voice_data(self, name: str) -> tuple[str | None, str | None]:
         """A registered voice's data and language tag (None, None: not registered). Voices

@@ -13,6 +13,7 @@ import numpy as np
 
 from core.audio import formats as audio
 from core.audio.isolated import CodecProcess
+from core.queue.job import SynthesisRequest
 from core.queue.results import Started
 from core.text.cues import align_words
 from workers.checks.verdict import Verdict
@@ -54,6 +55,8 @@ class ActiveJob:
     tries: dict[int, Tries] = field(default_factory=dict)  # attempts of segments being made
     # Each segment's characters in the request's text (subtitle cues point into it).
     spans: list[tuple[int, int]] = field(default_factory=list)
+    # Each segment's request: the job's, with a voice per language's voice for its sentences.
+    requests: list[SynthesisRequest] = field(default_factory=list)
     samples_done: int = 0  # samples of the job's audio so far, pauses included
     cues: list[dict[str, Any]] = field(default_factory=list)  # this attempt's, in order
     started_at: float = field(default_factory=time.time)  # this attempt's start (for the ETA)
@@ -123,9 +126,8 @@ class ActiveJob:
         return len(self.audio) >= len(self.segments)
 
     def segment(self, index: int) -> Segment:
-        return Segment(
-            self.job_id, index, self.segments[index], self.started.request, self.voice_data
-        )
+        request = self.requests[index] if index < len(self.requests) else self.started.request
+        return Segment(self.job_id, index, self.segments[index], request, self.voice_data)
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """Voices a name alone says, with no registry: built-in names, seeds (`seed_2222`, or `2222` as
-ChatTTS users share them) and weighted blends of those (`en_female(2)+seed_2222(1)`)."""
+ChatTTS users share them), weighted blends of those (`en_female(2)+seed_2222(1)`) and a voice per
+language (`en_female|zh_female`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import re
 from dataclasses import dataclass
 
 from core.queue.job import MAX_SEED
-from core.queue.voices import BUILTIN_BY_NAME, OPENAI_VOICES, mostly_mandarin
+from core.queue.voices import BUILTIN_BY_NAME, OPENAI_VOICES, PAIR, by_language
+from core.text.languages import language_runs, mostly_mandarin
 
 SEED_PREFIX = "seed_"
 MAX_BLEND_PARTS = 4
@@ -16,8 +18,9 @@ _SEED = re.compile(r"(?:seed_)?(\d{1,10})")
 # One part of a blend, as Kokoro's clients write it: a name, and its weight in parentheses.
 _PART = re.compile(r"\s*([A-Za-z0-9_.-]{1,40})\s*(?:\(\s*(\d{1,3}(?:\.\d{1,3})?)\s*\))?\s*")
 # Kokoro's voice names: the first letter its language, the second its gender. Its clients send
-# these; each is read by our built-in voice of that language and gender.
-KOKORO_LANGUAGES = {"a": "en", "b": "en_2", "z": "zh"}
+# these; each is read by our built-in voice of its gender in the text's language, in its accent
+# where that is English.
+KOKORO_ACCENTS = {"a": "en-US", "b": "en-GB", "z": "zh-CN"}
 _KOKORO = re.compile(r"([abz])([fm])_[a-z]{2,20}")
 
 
@@ -66,14 +69,43 @@ def blend_of(name: str) -> Blend | None:
     return Blend(tuple(parts))
 
 
+def pair_of(name: str) -> tuple[str, str] | None:
+    """A voice per language's English and Mandarin voices (None: `name` has no '|')."""
+    if PAIR not in name:
+        return None
+    voices = [BUILTIN_BY_NAME.get(part.strip()) for part in name.split(PAIR)]
+    english = [v.name for v in voices if v is not None and v.language.startswith("en")]
+    mandarin = [v.name for v in voices if v is not None and v.language.startswith("zh")]
+    if len(voices) != 2 or len(english) != 1 or len(mandarin) != 1:
+        raise VoiceNameError(
+            f"cannot read the voice per language {name[:80]!r}: write an English and a Mandarin "
+            "built-in voice joined by '|', e.g. 'en_female|zh_female' (GET /v1/voices)"
+        )
+    return english[0], mandarin[0]
+
+
+def voice_runs(name: str, text: str) -> list[tuple[str, int, int]]:
+    """Who reads which characters of `text`: a voice per language, each run of sentences in its
+    language's voice; any other voice, all of it. (voice, start, end), in order."""
+    pair = pair_of(name)
+    if pair is None:
+        return [(name, 0, len(text))]
+    english, mandarin = pair
+    return [(mandarin if lang == "zh" else english, a, b) for lang, a, b in language_runs(text)]
+
+
 def is_derived(name: str) -> bool:
-    """A name the engines speak without the registry: built-in, seed or blend (as canonical)."""
+    """A name the engines speak without the registry: built-in, seed, blend or a voice per
+    language (as canonical)."""
     if name in BUILTIN_BY_NAME or seed_of(name) is not None:  # inline: every submit's path
         return True
     try:
         blend = blend_of(name)
+        pair = pair_of(name)
     except VoiceNameError:
         return False
+    if pair is not None:
+        return True
     return blend is not None and all(_plain(part) for part, _ in blend.parts)
 
 
@@ -82,18 +114,18 @@ def _plain(name: str) -> bool:
 
 
 def alias(name: str, text: str) -> str | None:
-    """Ours for another service's name: OpenAI's by the text's language, Kokoro's by its
-    language and gender (None: neither)."""
+    """Ours for another service's name, by the text's language (of each sentence's, when it has
+    both: a voice per language): OpenAI's by its table, Kokoro's by its gender, in its accent
+    where that is English (None: neither)."""
     lowered = name.strip().lower()
     mapped = OPENAI_VOICES.get(lowered)
     if mapped is not None:
-        return mapped[1] if mostly_mandarin(text) else mapped[0]
+        return by_language(*mapped, text)
     kokoro = _KOKORO.fullmatch(lowered)
     if kokoro is not None:
-        language = KOKORO_LANGUAGES[kokoro.group(1)]
         gender = "female" if kokoro.group(2) == "f" else "male"
-        suffix = "_2" if language.endswith("_2") else ""
-        return f"{language.removesuffix('_2')}_{gender}{suffix}"
+        suffix = "_2" if KOKORO_ACCENTS[kokoro.group(1)] == "en-GB" else ""
+        return by_language(f"en_{gender}{suffix}", f"zh_{gender}", text)
     return None
 
 
@@ -104,6 +136,9 @@ def canonical(name: str, text: str) -> str:
     seed = seed_of(name)
     if seed is not None:
         return f"{SEED_PREFIX}{seed}"
+    pair = pair_of(name)
+    if pair is not None:
+        return PAIR.join(pair)
     blend = blend_of(name)
     if blend is None:
         return alias(name, text) or name

@@ -11,6 +11,7 @@ from core.infra.settings import Settings
 from core.queue import scripts
 from core.queue.durable import run_replicated
 from core.queue.keys import Keys
+from core.text.languages import language_runs
 
 # The account of every registered voice together (no client's id has this form).
 QUEUE_ACCOUNT = "queue:all"
@@ -51,7 +52,7 @@ BUILTIN_VOICES: tuple[Voice, ...] = (
 )
 BUILTIN_BY_NAME = {v.name: v for v in BUILTIN_VOICES}
 DEFAULT_VOICE = "zh_female"  # what Mandarin text is read by when a job names no voice
-# A job that names no voice is read in its text's language (mostly_mandarin), on every API.
+# A job that names no voice is read in its text's language (by_language), on every API.
 DEFAULT_VOICES = {"zh": DEFAULT_VOICE, "en": "en_female"}
 # OpenAI voice -> (our voice for English text, our voice for Mandarin text), taken by every API
 # that takes a voice. README has the table.
@@ -72,21 +73,24 @@ OPENAI_VOICES: dict[str, tuple[str, str]] = {
 }
 
 
-def mostly_mandarin(text: str) -> bool:
-    """True when Chinese characters are at least a quarter of the letters (one character is
-    about a word, and a Western word has several letters)."""
-    cjk = other = 0
-    for ch in text:
-        if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf":
-            cjk += 1
-        elif ch.isalpha():
-            other += 1
-    return cjk > 0 and 3 * cjk >= other
+# Two built-in voices joined, 'en_female|zh_female': a voice per language, each run of sentences
+# read by the voice of its language (core/queue/voice_names.py reads it).
+PAIR = "|"
+
+
+def by_language(english: str, mandarin: str, text: str) -> str:
+    """The voice that reads `text`: the English or the Mandarin one by its language, or both, a
+    voice per language, when its sentences are of both."""
+    languages = {language for language, _, _ in language_runs(text)}
+    if len(languages) > 1:
+        return f"{english}{PAIR}{mandarin}"
+    return mandarin if "zh" in languages else english
 
 
 def default_voice(text: str) -> str:
-    """The voice for a job that names none: the built-in one of its text's language."""
-    return DEFAULT_VOICES["zh" if mostly_mandarin(text) else "en"]
+    """The voice for a job that names none: the built-in one of its text's language (of each
+    sentence's, when it has both)."""
+    return by_language(DEFAULT_VOICES["en"], DEFAULT_VOICES["zh"], text)
 
 
 class VoiceRegistry:

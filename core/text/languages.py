@@ -1,10 +1,14 @@
-"""What in a text the voices cannot read: the engines speak Mandarin and English, so other scripts
-(Japanese kana, Korean, Cyrillic …) and other languages' accented letters are told, not hidden."""
+"""A text's languages: which of Mandarin and English each sentence is in, and what the voices
+cannot read (other scripts, other languages' accented letters), told rather than hidden."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Any
+
+from core.text.control_tokens import TOKEN_SHAPE
+from core.text.sentences import sentence_ends
 
 # Unicode scripts by name prefix (unicodedata.name), as a reader would call them.
 OTHER_SCRIPTS = (
@@ -62,3 +66,40 @@ def notice(text: str) -> str | None:
         f"the text holds {', '.join(what)}; the voices speak Mandarin and English, and read the "
         "rest as best they can (or skip it): the audio may not say it"
     )
+
+
+def mostly_mandarin(text: str) -> bool:
+    """True when Chinese characters are at least a quarter of the letters (one character is
+    about a word, and a Western word has several letters)."""
+    cjk = other = 0
+    for ch in text:
+        if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf":
+            cjk += 1
+        elif ch.isalpha():
+            other += 1
+    return cjk > 0 and 3 * cjk >= other
+
+
+def language_runs(text: str) -> list[tuple[str, int, int]]:
+    """The text cut where its sentences change language: ("zh" or "en", start, end), in order,
+    covering it. A sentence with no letters (a number, a mark, a control token) stays with the
+    run before it (the first, when it opens the text); a text with no letters is one English run."""
+    runs: list[list[Any]] = []
+    start = 0
+    for end in sentence_ends(text):
+        sentence = TOKEN_SHAPE.sub("", text[start:end])
+        if any(ch.isalpha() for ch in sentence):
+            language = "zh" if mostly_mandarin(sentence) else "en"
+            if runs and runs[-1][0] != language:
+                runs.append([language, start, end])
+            elif runs:
+                runs[-1][2] = end
+            else:
+                runs.append([language, 0, end])
+        elif runs:
+            runs[-1][2] = end
+        start = end
+    if not runs:
+        return [("en", 0, len(text))]
+    runs[-1][2] = len(text)
+    return [(language, a, b) for language, a, b in runs]

@@ -43,6 +43,13 @@ def has_speakable(text: str) -> bool:
     return any(unicodedata.category(ch)[0] in "LN" for ch in text)
 
 
+def sentence_ends(text: str) -> list[int]:
+    """Where each sentence of `text` ends (after its terminal mark and closing quotes), in order;
+    the text's own end last."""
+    ends = [match.end() for match in _SENTENCE_END.finditer(text) if 0 < match.end() < len(text)]
+    return [*dict.fromkeys(ends), len(text)]
+
+
 def split_sentences(text: str, max_chars: int = 200) -> list[str]:
     """Cut text into segments of at most `max_chars`, at sentence, then clause, then word breaks.
 

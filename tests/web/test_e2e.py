@@ -243,3 +243,18 @@ async def test_the_same_request_is_the_same_audio_whoever_sends_it(
     cache, second = await speech()
     assert cache == "miss" and len(first) > 24_000
     assert first == second
+
+
+async def test_a_text_of_two_languages_is_read_by_a_voice_per_language(
+    client: Client, worker: WorkerProcess
+) -> None:
+    english, mandarin = "Home Assistant says hello.", "客厅的灯已经打开。"
+    job = await submit(client, text=f"{english} {mandarin}", format="wav")
+    done = await wait_job(client, job["id"], ("succeeded",))
+    assert done["voice"] == "en_female|zh_female", done
+    for n, (text, voice) in enumerate(((english, "en_female"), (mandarin, "zh_female")), 1):
+        alone = await submit(client, text=text, voice=voice, format="wav")
+        await wait_job(client, alone["id"], ("succeeded",))
+        single = await (await client.get(f"/v1/tts/jobs/{alone['id']}/audio")).read()
+        segment = await (await client.get(f"{job['status_url']}/segments/{n}")).read()
+        assert np.array_equal(_decode(segment)[0], _decode(single)[0]), voice

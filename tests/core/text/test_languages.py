@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.text.languages import notice, unreadable
+from core.text.languages import language_runs, notice, unreadable
 
 
 @pytest.mark.parametrize(
@@ -41,3 +41,16 @@ def test_mandarin_with_its_punctuation_needs_no_closer_look() -> None:
     for text in ("你好，“世界”——这是…第一章·上。", "Hello — “world”… it’s fine.", "ＡＢＣ１２３"):
         assert _ELSE.search(text) is None, text
     assert _ELSE.search("Café") is not None
+
+
+def test_language_runs_cut_where_sentences_change_language() -> None:
+    text = "第一句。第二句！Then English. And more? [uv_break] 42. 最后一句"
+    runs = language_runs(text)
+    assert [(language, text[a:b]) for language, a, b in runs] == [
+        ("zh", "第一句。第二句！"),
+        ("en", "Then English. And more? [uv_break] 42."),  # no letters: with the run before
+        ("zh", " 最后一句"),
+    ]
+    assert language_runs("") == [("en", 0, 0)]
+    assert language_runs("123. 你好。") == [("zh", 0, 8)]  # no letters first: with the first
+    assert language_runs("Dr. Smith said 你好 to me.") == [("en", 0, 24)]

@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from core.audio.formats import bare_mp3
 from core.infra.settings import Settings
 from core.queue.keys import Keys
-from core.queue.voices import mostly_mandarin
+from core.text.languages import mostly_mandarin
 from tests.conftest import ClientFactory, WorkerProcess
 from tests.web.conftest import wait_job
 from web.app import create_app
