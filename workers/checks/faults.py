@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 FAULT_AUDIO_ENV = "CHATTTS_FAULT_AUDIO"
-KINDS = ("short", "runon", "silence", "loop", "words", "clip", "nan")
+KINDS = ("short", "runon", "silence", "loop", "words", "clip", "nan", "quiet", "noisy")
 # What the engine is given instead of the text, for "words".
 OTHER_WORDS = "Seven purple elephants were dancing quietly behind the old library."
 
@@ -58,6 +58,15 @@ def spoil(kind: str, samples: np.ndarray, rate: int) -> np.ndarray:
     if kind == "clip":
         clipped: np.ndarray = np.clip(samples * 20, -1.0, 1.0).astype(np.float32)
         return clipped
+    if kind == "quiet":  # 50 dB down
+        quiet: np.ndarray = (samples * 10 ** (-50 / 20)).astype(np.float32)
+        return quiet
+    if kind == "noisy":  # under white noise of the speech's own power (0 dB)
+        rng = np.random.default_rng(0)
+        power = float(np.sqrt(np.mean(samples.astype(np.float64) ** 2)))
+        noise = power * rng.standard_normal(samples.size)
+        noisy: np.ndarray = (samples + noise).astype(np.float32)
+        return noisy
     if kind == "nan":
         spoiled = samples.copy()
         spoiled[middle : middle + 100] = np.nan

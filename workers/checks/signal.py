@@ -1,5 +1,6 @@
-"""Cheap checks on a segment's samples, always on: not a number, clipped, too short or too long
-for its text, a long silence inside it, the same stretch of sound repeated (a loop)."""
+"""Cheap checks on a segment's samples, always on: not a number, clipped, too quiet, buried in
+noise, too short or too long for its text, a long silence inside it, the same stretch of sound
+repeated (a loop)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ LONG_PLUS_S = 1.0
 # for longer than this.
 SILENT_RATIO = 0.02
 SILENCE_S = 2.0
+# Too quiet to use: its loud frames (the 90th percentile of the frames' RMS) below this, in dB
+# of full scale. Speech comes out of the engines at -15 to -19 (eSpeak NG's English voices over
+# bench.checks' corpus); the same at -50 dB is far below it.
+QUIET_DBFS = -40.0
+# Buried in noise: its loud frames less than this far above its quietest (the 2nd percentile),
+# in dB. Clean speech has pauses or closures far below its loud frames (14.8 dB at least over
+# that corpus, 15-22 dB at its 1st percentile), speech under noise of its own power does not (7.1
+# at most), nor noise alone.
+NOISY_DB = 10.0
 # A loop: the same sound again after a lag of LOOP_MIN_S..LOOP_MAX_S, for LOOP_S of sound and
 # two lags' worth (a frame's spectrum this close to the one a lag before, as a share of its norm).
 LOOP_MIN_S = 0.2
@@ -42,7 +52,8 @@ def signal_faults(
     samples: np.ndarray, rate: int, text: str, speed: float = 1.0, truncated: bool = False
 ) -> list[str]:
     """Why the audio cannot be `text` spoken well ([] when nothing is wrong): each a reason
-    (`not_finite`, `clipped`, `ran_to_budget`, `too_short`, `too_long`, `silence`, `loop`)."""
+    (`not_finite`, `clipped`, `ran_to_budget`, `quiet`, `noisy`, `too_short`, `too_long`,
+    `silence`, `loop`)."""
     if samples.size and not np.isfinite(samples).all():
         return ["not_finite"]
     faults = []
@@ -59,6 +70,7 @@ def signal_faults(
         faults.append("too_long")
     frames = _frames(samples, rate)
     if frames.shape[0]:
+        faults += _level_faults(frames)
         loud = _loudness(frames)
         if _longest_inner_silence(loud) * FRAME_S > SILENCE_S:
             faults.append("silence")
@@ -71,6 +83,18 @@ def _frames(samples: np.ndarray, rate: int) -> np.ndarray:
     size = max(1, int(rate * FRAME_S))
     count = samples.size // size
     return samples[: count * size].reshape(count, size).astype(np.float32, copy=False)
+
+
+def _level_faults(frames: np.ndarray) -> list[str]:
+    """`quiet` when its loud frames are too quiet to use, else `noisy` when its quietest are
+    not far enough below them (noise under the speech, or noise alone)."""
+    rms = np.sqrt(np.mean(frames * frames, axis=1)) + 1e-7
+    loud, quietest = np.percentile(rms, [90, 2])
+    if 20 * np.log10(loud) < QUIET_DBFS:
+        return ["quiet"]
+    if 20 * np.log10(loud / quietest) < NOISY_DB:
+        return ["noisy"]
+    return []
 
 
 def _loudness(frames: np.ndarray) -> np.ndarray:

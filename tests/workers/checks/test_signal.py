@@ -36,6 +36,8 @@ def test_real_speech_has_no_fault(speech: np.ndarray) -> None:
         ("loop", "loop"),
         ("clip", "clipped"),
         ("nan", "not_finite"),
+        ("quiet", "quiet"),
+        ("noisy", "noisy"),
     ],
 )
 def test_each_fault_has_its_reason(speech: np.ndarray, kind: str, reason: str) -> None:
@@ -51,3 +53,9 @@ def test_speed_scales_what_the_text_should_take(speech: np.ndarray) -> None:
     slow = np.repeat(speech, 2)  # twice as long, as speed 0.5 makes it
     assert signal_faults(slow, SAMPLE_RATE, TEXT, speed=0.5) == []
     assert "too_short" in signal_faults(speech[: speech.size // 4], SAMPLE_RATE, TEXT, speed=0.5)
+
+
+def test_noise_alone_and_silence_alone_fail(speech: np.ndarray) -> None:
+    noise = np.random.default_rng(1).uniform(-0.3, 0.3, speech.size).astype(np.float32)
+    assert "noisy" in signal_faults(noise, SAMPLE_RATE, TEXT)
+    assert "quiet" in signal_faults(np.zeros_like(speech), SAMPLE_RATE, TEXT)
