@@ -87,7 +87,7 @@ def pair_of(name: str) -> tuple[str, str] | None:
 def voice_runs(name: str, text: str) -> list[tuple[str, int, int]]:
     """Who reads which characters of `text`: a voice per language, each run of sentences in its
     language's voice; any other voice, all of it. (voice, start, end), in order."""
-    pair = pair_of(name)
+    pair = pair_of(name) if PAIR in name else None  # inline: every job's path
     if pair is None:
         return [(name, 0, len(text))]
     english, mandarin = pair
@@ -136,7 +136,7 @@ def canonical(name: str, text: str) -> str:
     seed = seed_of(name)
     if seed is not None:
         return f"{SEED_PREFIX}{seed}"
-    pair = pair_of(name)
+    pair = pair_of(name) if PAIR in name else None  # inline: every submit's path
     if pair is not None:
         return PAIR.join(pair)
     blend = blend_of(name)

@@ -111,9 +111,10 @@ def judge(recognizer: Recognizer, text: str, language: str, heard: Heard) -> Ver
     bad = not heard.aligned or comparison.longest_run >= recognizer.fail_run
     if len(expected) >= RATE_MIN_WORDS and comparison.error_rate > recognizer.max_error_rate:
         bad = True
-    if bad:
-        return Verdict("failed", ["words"], recognizer.name, comparison)
-    return Verdict("passed", [], recognizer.name, comparison)
+    reasons = ["words"] if bad else []
+    if heard.extra_s > recognizer.max_extra_s:
+        reasons.append("extra_speech")
+    return Verdict("failed" if reasons else "passed", reasons, recognizer.name, comparison)
 
 
 def _doubts(expected: list[str], doubtful: list[bool], aligned: bool) -> Comparison:

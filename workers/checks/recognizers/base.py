@@ -17,12 +17,14 @@ class Unheard(Exception):
 @dataclass(frozen=True)
 class Heard:
     """A transcript's words (`words`); or the text's words as the audio follows them (`words`,
-    the readings it took), with `doubtful` saying which it did not confirm, and `aligned` False
-    when the audio could not be aligned to the text at all."""
+    the readings it took), with `doubtful` saying which it did not confirm, `aligned` False when
+    the audio could not be aligned to the text at all, and `extra_s` the seconds of speech the
+    alignment put in no word (a repeat, babble)."""
 
     words: list[str] | None = None
     doubtful: list[bool] | None = None
     aligned: bool = True
+    extra_s: float = 0.0
 
 
 class Recognizer(Protocol):
@@ -31,6 +33,8 @@ class Recognizer(Protocol):
     # words than this: each recognizer's own, measured (bench/checks.py).
     fail_run: int
     max_error_rate: float
+    # Speech in no word past this many seconds fails a segment (a sentence or phrase said again).
+    max_extra_s: float
     # Its model is small enough to hear some voices poorly: a worker hears its engine's own
     # voices through it at the start (checks/calibration.py).
     calibrated: bool

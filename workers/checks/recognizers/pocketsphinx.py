@@ -28,6 +28,10 @@ DOUBT_PER_FRAME = -6.0
 # Words missing from the dictionary cannot be aligned: past this share the segment is unheard.
 UNKNOWN_SHARE = 1 / 3
 _FILLERS = ("<s>", "</s>", "<sil>")
+_PAD_S = 0.25
+# Speech the text does not account for: a 10 ms frame louder than this share of the segment's
+# loud frames (their 90th percentile RMS), where the alignment put silence.
+_LOUD_SHARE = 0.1
 _ANY = "anyword"  # a word of its model's spoken-noise phone (+SPN+): any word
 # Abbreviations its dictionary lacks, as eSpeak NG and people read them.
 _EXTRA_WORDS = {"prof": "P R AA F", _ANY: "+SPN+"}
@@ -39,6 +43,7 @@ class Pocketsphinx:
     # or a third of the words, fail a segment.
     fail_run = 2
     max_error_rate = 0.34
+    max_extra_s = 0.6
     calibrated = True
 
     def __init__(self, timeout_s: float, processes: int = 1) -> None:
@@ -60,7 +65,10 @@ class Pocketsphinx:
     async def hear(
         self, samples: np.ndarray, rate: int, expected: list[Slot], language: str
     ) -> Heard:
-        pcm = (np.clip(np.nan_to_num(samples), -1.0, 1.0) * 32767).astype("<i2").tobytes()
+        # A quarter second of silence after it: a segment that ends on its last sound leaves the
+        # aligner no frames to finish the text's last word in ("… expected it.").
+        padded = np.concatenate([samples, np.zeros(int(rate * _PAD_S), np.float32)])
+        pcm = (np.clip(np.nan_to_num(padded), -1.0, 1.0) * 32767).astype("<i2").tobytes()
         header = orjson.dumps({"rate": rate, "slots": expected, "bytes": len(pcm)}) + b"\n"
         try:
             async with asyncio.timeout(self.timeout_s):
@@ -79,7 +87,10 @@ class Pocketsphinx:
         if "error" in answer:
             raise Unheard(answer["error"])
         return Heard(
-            words=answer["words"], doubtful=answer.get("doubtful"), aligned=answer["aligned"]
+            words=answer["words"],
+            doubtful=answer.get("doubtful"),
+            aligned=answer["aligned"],
+            extra_s=answer.get("extra_s", 0.0),
         )
 
     async def close(self) -> None:
@@ -142,15 +153,16 @@ def _decoder(rate: int) -> Any:
     return decoder
 
 
-def align(decoder: Any, pcm: bytes, slots: list[list[list[str]]]) -> dict[str, Any]:
-    """The words the audio in `pcm` follows through `slots` (each a choice of readings), and
-    which of them it does not confirm (in the child). A grammar of the text, not free decoding:
-    the audio must say these words in this order, each a reading the text allows. A word the
-    dictionary lacks (a rare name) is any speech there: pocketsphinx's spoken-noise model."""
+def align(decoder: Any, pcm: bytes, rate: int, slots: list[list[list[str]]]) -> dict[str, Any]:
+    """The words the audio in `pcm` follows through `slots` (each a choice of readings), which of
+    them it does not confirm, and the seconds of speech it put in no word (in the child). A
+    grammar of the text, not free decoding: the audio must say these words in this order, each a
+    reading the text allows. A word the dictionary lacks (a rare name) is any speech there:
+    pocketsphinx's spoken-noise model."""
     missing: list[str] = []
     grammar: list[list[list[str]]] = []
     for slot in slots:
-        readings = [[w if decoder.lookup_word(w) is not None else _ANY for w in r] for r in slot]
+        readings = [[_spelled(decoder, w) for w in r] for r in slot]
         if all(_ANY in reading for reading in readings):
             missing.append(slot[0][0])
         grammar.append([r for i, r in enumerate(readings) if r not in readings[:i]])
@@ -167,15 +179,60 @@ def align(decoder: Any, pcm: bytes, slots: list[list[list[str]]]) -> dict[str, A
         words = [w for slot in grammar for w in slot[0] if w != _ANY]
         return {"aligned": False, "words": words, "doubtful": [True] * len(words)}
     logmath = decoder.get_logmath()
-    words, doubtful = [], []
+    words, doubtful, followed = [], [], []
+    loud, extra = _loud_frames(pcm, rate), 0
     for seg in decoder.seg():
-        if seg.word in _FILLERS or seg.word.startswith(("+", "[")) or seg.word == _ANY:
+        if seg.word in _FILLERS or seg.word.startswith(("+", "[")):
+            extra += int(loud[seg.start_frame : seg.end_frame + 1].sum())
+            continue
+        followed.append(seg.word.split("(")[0])
+        if seg.word == _ANY:
             continue
         frames = seg.end_frame - seg.start_frame + 1
         score = logmath.log_to_ln(logmath.log(seg.ascore)) if seg.ascore > 0 else -math.inf
-        words.append(seg.word.split("(")[0])
+        words.append(followed[-1])
         doubtful.append(score / max(1, frames) < DOUBT_PER_FRAME)
-    return {"aligned": True, "words": words, "doubtful": doubtful}
+    # A path that ended short of the grammar's end (pocketsphinx's best partial one) followed
+    # only the start of the text: the words it did not reach were not heard as said.
+    missed = [w for w in _unreached(grammar, followed) if w != _ANY]
+    words += missed
+    doubtful += [True] * len(missed)
+    return {"aligned": True, "words": words, "doubtful": doubtful, "extra_s": extra / 100}
+
+
+def _unreached(grammar: list[list[list[str]]], followed: list[str]) -> list[str]:
+    """The words of the slots `followed` (the path's words, in order) did not get to."""
+    at = 0
+    for index, slot in enumerate(grammar):
+        longest_first = sorted(slot, key=len, reverse=True)
+        reading = next((r for r in longest_first if followed[at : at + len(r)] == r), None)
+        if reading is None:
+            return [word for rest in grammar[index:] for word in rest[0]]
+        at += len(reading)
+    return []
+
+
+def _spelled(decoder: Any, word: str) -> str:
+    """`word` as the dictionary spells it: the normalizer drops apostrophes ("oclock", "dont"),
+    the dictionary keeps them ("o'clock"); a word it lacks either way is any speech (_ANY)."""
+    if decoder.lookup_word(word) is not None:
+        return word
+    for cut in range(1, len(word)):
+        spelled = f"{word[:cut]}'{word[cut:]}"
+        if decoder.lookup_word(spelled) is not None:
+            return spelled
+    return _ANY
+
+
+def _loud_frames(pcm: bytes, rate: int) -> np.ndarray:
+    """Which of its 10 ms frames (pocketsphinx's) are speech rather than a pause."""
+    samples = np.frombuffer(pcm, "<i2").astype(np.float32)
+    size = max(1, rate // 100)
+    count = samples.size // size
+    frames = samples[: count * size].reshape(count, size)
+    rms = np.sqrt(np.mean(frames * frames, axis=1))
+    loud: np.ndarray = rms > _LOUD_SHARE * float(np.percentile(rms, 90)) if count else rms > 0
+    return loud
 
 
 def _choice(slot: list[list[str]]) -> str:
@@ -196,7 +253,7 @@ def serve() -> None:
         try:
             rate = int(request["rate"])
             decoder = decoders.get(rate) or decoders.setdefault(rate, _decoder(rate))
-            answer = align(decoder, pcm, request["slots"])
+            answer = align(decoder, pcm, rate, request["slots"])
         except Exception as exc:  # told to the worker as unheard; the child goes on
             answer = {"error": f"pocketsphinx failed: {exc}"}
         stdout.write(orjson.dumps(answer) + b"\n")

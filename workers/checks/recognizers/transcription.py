@@ -5,6 +5,7 @@ model covers, on its own device, never in the engine's way."""
 from __future__ import annotations
 
 import asyncio
+import math
 
 import aiohttp
 import numpy as np
@@ -19,6 +20,7 @@ class Transcription:
     # another way): three in a row, or a third of the words, fail a segment.
     fail_run = 3
     max_error_rate = 0.34
+    max_extra_s = math.inf  # a transcript's extra words count as words
     calibrated = False  # a server's model hears voices alike; its start would wait on it
 
     def __init__(self, url: str, model: str, timeout_s: float, api_key: str | None = None) -> None:
