@@ -28,7 +28,8 @@ TEXT = "I bought 3 apples and 12 oranges for 20 dollars."
 async def main():
     engine = EspeakEngine(Settings())
     engine.load()
-    audio = engine.synthesize([Segment("base", 0, TEXT, SynthesisRequest(text=TEXT))])[0]
+    request = SynthesisRequest(text=TEXT, voice="en_female")  # the voice the check is told
+    audio = engine.synthesize([Segment("base", 0, TEXT, request)])[0]
     checker = Checker(Pocketsphinx(timeout_s=60))
     await checker.start()
     try:
